@@ -1,0 +1,32 @@
+# roster's build. Everything runs through `go run` at the versions pinned in
+# go.mod (see tools.go): a fresh machine needs Go and nothing else.
+
+SQLC        := go run github.com/sqlc-dev/sqlc/cmd/sqlc
+STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck
+BENCHTIME   ?= 1s
+
+.PHONY: generate verify test bench demo
+
+## generate: compile queries/ and schema/ into db/ with sqlc
+generate:
+	$(SQLC) generate
+
+## verify: db/ is current, and the code passes vet, gofmt and staticcheck
+verify:
+	$(SQLC) diff
+	go vet ./...
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(STATICCHECK) ./...
+
+## test: every test, with the race detector
+test:
+	go test -race -count=1 ./...
+
+## bench: every benchmark
+bench:
+	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+## demo: a self-contained run of a fleet on a temporary file
+demo:
+	go run ./cmd/roster demo

@@ -1,0 +1,80 @@
+-- Agent ledger. Optional identifiers are NULL when absent.
+
+-- name: AgentInsert :exec
+-- AgentInsert stores one agent record as given.
+INSERT INTO agents (
+    id, state, terminal_reason, provider, provider_session_id,
+    checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
+    owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
+    spawned_at_ms, state_changed_at_ms, idempotency_key
+) VALUES (
+    @id, @state, @terminal_reason, @provider, @provider_session_id,
+    @checkpoint_session_id, @checkpoint_cursor, @owner_actor, @owner_peer_class,
+    @owner_write_namespace, @owner_visible_namespaces, @spawn_fingerprint,
+    @spawned_at_ms, @state_changed_at_ms, @idempotency_key
+);
+
+-- name: AgentGet :one
+-- AgentGet reads one agent by id.
+SELECT * FROM agents WHERE id = @id;
+
+-- name: AgentSetState :exec
+-- AgentSetState moves an agent to a state (and reason) at a time.
+UPDATE agents
+SET state = @state, terminal_reason = @terminal_reason, state_changed_at_ms = @state_changed_at_ms
+WHERE id = @id;
+
+-- name: AgentSetCheckpoint :execrows
+-- AgentSetCheckpoint records an agent's checkpoint session and cursor.
+UPDATE agents
+SET checkpoint_session_id = @checkpoint_session_id, checkpoint_cursor = @checkpoint_cursor
+WHERE id = @id;
+
+-- name: AgentFindByIdempotencyKey :one
+-- AgentFindByIdempotencyKey reads the agent an owner spawned under a key.
+SELECT * FROM agents
+WHERE owner_actor = @owner_actor AND idempotency_key = @idempotency_key;
+
+-- name: AgentFindLiveByProviderSession :one
+-- AgentFindLiveByProviderSession reads the live agent holding a provider session.
+SELECT * FROM agents
+WHERE provider = @provider AND provider_session_id = @provider_session_id
+  AND state <> 'terminal';
+
+-- name: AgentTerminateLive :execrows
+-- AgentTerminateLive ends every live agent with reason host_restart.
+UPDATE agents
+SET state = 'terminal', terminal_reason = 'host_restart', state_changed_at_ms = @at_ms
+WHERE state <> 'terminal';
+
+-- name: AgentList :many
+-- AgentList pages every agent in id order.
+SELECT * FROM agents
+WHERE id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: AgentListByState :many
+-- AgentListByState pages the agents of one state in id order.
+SELECT * FROM agents
+WHERE state = @state AND id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: AgentListByOwner :many
+-- AgentListByOwner pages one owner's agents in id order, optionally of one state.
+SELECT * FROM agents
+WHERE owner_actor = @owner_actor AND id > @after_id
+  AND (CAST(@state AS TEXT) = '' OR state = @state)
+ORDER BY id
+LIMIT @limit;
+
+-- name: AgentListVisibleIn :many
+-- AgentListVisibleIn pages the agents visible in a namespace in id order, optionally of one state and owner.
+SELECT a.* FROM agent_visibility AS v
+JOIN agents AS a ON a.id = v.agent_id
+WHERE v.namespace = @namespace AND v.agent_id > @after_id
+  AND (CAST(@state AS TEXT) = '' OR a.state = @state)
+  AND (CAST(@owner_actor AS TEXT) = '' OR a.owner_actor = @owner_actor)
+ORDER BY v.agent_id
+LIMIT @limit;

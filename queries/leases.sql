@@ -1,0 +1,121 @@
+-- Executions and their attempts (leases).
+
+-- name: ExecutionInsert :exec
+-- ExecutionInsert creates one waiting execution.
+INSERT INTO executions (
+    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms
+) VALUES (
+    @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms
+);
+
+-- name: ExecutionGet :one
+-- ExecutionGet reads one execution by id.
+SELECT * FROM executions WHERE id = @id;
+
+-- name: ExecutionPickInLane :one
+-- ExecutionPickInLane finds the best waiting execution of one lane whose
+-- required capabilities are all in @capabilities (a JSON array).
+SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
+WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting'
+  AND NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
+  )
+ORDER BY e.priority DESC, e.created_at_ms, e.id
+LIMIT 1;
+
+-- name: ExecutionStart :one
+-- ExecutionStart moves a waiting execution to running under a new attempt and epoch.
+UPDATE executions
+SET state = 'running', attempts = attempts + 1, epoch = epoch + 1
+WHERE id = @id AND state = 'waiting'
+RETURNING attempts, epoch, namespace, lane, payload;
+
+-- name: AttemptInsert :exec
+-- AttemptInsert records the lease of a new attempt.
+INSERT INTO attempts (
+    execution_id, attempt_index, epoch, lease_id, namespace, instance_id, claimed_at_ms, expires_at_ms
+) VALUES (
+    @execution_id, @attempt_index, @epoch, @lease_id, @namespace, @instance_id, @claimed_at_ms, @expires_at_ms
+);
+
+-- name: AttemptRenew :one
+-- AttemptRenew extends the current, unexpired lease of an execution.
+UPDATE attempts SET expires_at_ms = @expires_at_ms
+WHERE execution_id = @execution_id AND epoch = @epoch AND state = 'running'
+  AND expires_at_ms > @now
+RETURNING expires_at_ms;
+
+-- name: AttemptEnd :one
+-- AttemptEnd closes the current, unexpired lease of an execution as completed or failed.
+UPDATE attempts SET state = @state, ended_at_ms = @now
+WHERE execution_id = @execution_id AND epoch = @epoch AND state = 'running'
+  AND expires_at_ms > @now
+RETURNING attempt_index;
+
+-- name: ExecutionComplete :exec
+-- ExecutionComplete ends a running execution as completed with its result.
+UPDATE executions SET state = 'completed', result = @result
+WHERE id = @id AND state = 'running';
+
+-- name: ExecutionFail :exec
+-- ExecutionFail returns a running execution to waiting while attempts remain, else ends it failed.
+UPDATE executions
+SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+    last_error = @last_error
+WHERE id = @id AND state = 'running';
+
+-- name: AttemptExpireHeldBy :exec
+-- AttemptExpireHeldBy expires, at @now, every running lease an instance holds.
+UPDATE attempts SET expires_at_ms = @now
+WHERE namespace = @namespace AND instance_id = @instance_id AND state = 'running'
+  AND expires_at_ms > @now;
+
+-- name: AttemptExpireHeldByMany :exec
+-- AttemptExpireHeldByMany expires, at @now, the running leases of every
+-- [namespace, instance_id] pair of a JSON array.
+UPDATE attempts SET expires_at_ms = @now
+WHERE state = 'running' AND expires_at_ms > @now
+  AND (namespace, instance_id) IN (
+      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
+      FROM json_each(CAST(@instances AS TEXT)) AS j
+  );
+
+-- name: AttemptListExpired :many
+-- AttemptListExpired pages the running leases expired by @as_of, by (expiry, execution id).
+SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
+FROM attempts
+WHERE state = 'running' AND expires_at_ms <= @as_of
+  AND (expires_at_ms, execution_id) > (@after_expires_at_ms, @after_execution_id)
+ORDER BY expires_at_ms, execution_id
+LIMIT @limit;
+
+-- name: AttemptListExpiredByNamespace :many
+-- AttemptListExpiredByNamespace pages one namespace's running leases expired by @as_of.
+SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
+FROM attempts
+WHERE namespace = @namespace AND state = 'running' AND expires_at_ms <= @as_of
+  AND (expires_at_ms, execution_id) > (@after_expires_at_ms, @after_execution_id)
+ORDER BY expires_at_ms, execution_id
+LIMIT @limit;
+
+-- name: AttemptReclaimBatch :many
+-- AttemptReclaimBatch ends up to @batch_size expired running leases, soonest expiry first.
+UPDATE attempts SET state = 'reclaimed', ended_at_ms = @now
+WHERE state = 'running' AND (execution_id, attempt_index) IN (
+    SELECT a.execution_id, a.attempt_index FROM attempts AS a
+    WHERE a.state = 'running' AND a.expires_at_ms <= @now
+    ORDER BY a.expires_at_ms, a.execution_id
+    LIMIT @batch_size
+)
+RETURNING execution_id;
+
+-- name: ExecutionRequeueReclaimed :exec
+-- ExecutionRequeueReclaimed returns each execution of a JSON array of ids to
+-- waiting while attempts remain, else ends it failed; either way it counts the reclaim.
+UPDATE executions
+SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+    reclaim_count = reclaim_count + 1,
+    last_error = 'lease expired'
+WHERE state = 'running'
+  AND id IN (SELECT j.value FROM json_each(CAST(@ids AS TEXT)) AS j);

@@ -1,0 +1,13 @@
+// Package schema embeds roster's golang-migrate migrations.
+//
+// Files are named NNNN_name.up.sql / NNNN_name.down.sql with zero-padded
+// numbers, so that sqlc (which reads them in lexicographic order) and
+// golang-migrate (which orders them numerically) agree.
+package schema
+
+import "embed"
+
+// FS holds every migration file.
+//
+//go:embed *.sql
+var FS embed.FS

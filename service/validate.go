@@ -1,0 +1,94 @@
+package service
+
+import (
+	"fmt"
+	"slices"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+const (
+	maxIdentifierBytes = 256
+	maxReasonBytes     = 256
+	maxFailReasonBytes = 4096
+	maxTTL             = 30 * 24 * time.Hour
+	defaultLimit       = 1000
+	maxLimit           = 10000
+)
+
+// validIdentifier checks the identifier rule of SPEC §2: non-empty, at most
+// 256 bytes, valid UTF-8, no control characters.
+func validIdentifier(field, v string) error {
+	if v == "" {
+		return invalid(field, "must not be empty")
+	}
+	return validText(field, v, maxIdentifierBytes)
+}
+
+// validOptionalIdentifier is validIdentifier where "" means none.
+func validOptionalIdentifier(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	return validIdentifier(field, v)
+}
+
+// validText checks free text of at most maxBytes bytes, valid UTF-8, without
+// control characters.
+func validText(field, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return invalid(field, "%d bytes exceeds the limit of %d", len(v), maxBytes)
+	}
+	if !utf8.ValidString(v) {
+		return invalid(field, "not valid UTF-8")
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return invalid(field, "contains control character %U", r)
+		}
+	}
+	return nil
+}
+
+// identifierSet validates each element and returns a sorted copy without
+// duplicates (nil when empty).
+func identifierSet(field string, vs []string) ([]string, error) {
+	if len(vs) == 0 {
+		return nil, nil
+	}
+	for i, v := range vs {
+		if err := validIdentifier(fmt.Sprintf("%s[%d]", field, i), v); err != nil {
+			return nil, err
+		}
+	}
+	out := slices.Clone(vs)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// validTTL checks a duration against the TTL rule: 1 ms to 30 days, whole
+// milliseconds counted (sub-millisecond remainders are truncated).
+func validTTL(field string, d time.Duration) error {
+	if d < time.Millisecond {
+		return invalid(field, "%v is below the minimum of 1ms", d)
+	}
+	if d > maxTTL {
+		return invalid(field, "%v exceeds the maximum of 720h", d)
+	}
+	return nil
+}
+
+// pageLimit applies the list limit rule: 0 means 1000, above 10000 is clamped,
+// negative is invalid.
+func pageLimit(limit int) (int, error) {
+	switch {
+	case limit < 0:
+		return 0, invalid("Limit", "%d is negative", limit)
+	case limit == 0:
+		return defaultLimit, nil
+	case limit > maxLimit:
+		return maxLimit, nil
+	}
+	return limit, nil
+}
