@@ -7,13 +7,12 @@ package db
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/google/uuid"
 )
 
 const attemptEnd = `-- name: AttemptEnd :one
-UPDATE attempts SET state = ?1, ended_at_ms = ?2
+UPDATE attempts SET state = ?1, ended_at_ms = CAST(?2 AS INTEGER)
 WHERE execution_id = ?3 AND epoch = ?4 AND state = 'running'
   AND expires_at_ms > ?2
 RETURNING attempt_index
@@ -21,7 +20,7 @@ RETURNING attempt_index
 
 type AttemptEndParams struct {
 	State       string
-	Now         sql.NullInt64
+	Now         int64
 	ExecutionID uuid.UUID
 	Epoch       int64
 }
@@ -116,7 +115,7 @@ const attemptListExpired = `-- name: AttemptListExpired :many
 SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
 FROM attempts
 WHERE state = 'running' AND expires_at_ms <= ?1
-  AND (expires_at_ms, execution_id) > (?2, ?3)
+  AND (expires_at_ms, execution_id) > (CAST(?2 AS INTEGER), CAST(?3 AS TEXT))
 ORDER BY expires_at_ms, execution_id
 LIMIT ?4
 `
@@ -124,7 +123,7 @@ LIMIT ?4
 type AttemptListExpiredParams struct {
 	AsOf             int64
 	AfterExpiresAtMs int64
-	AfterExecutionID int64
+	AfterExecutionID string
 	Limit            int64
 }
 
@@ -179,7 +178,7 @@ const attemptListExpiredByNamespace = `-- name: AttemptListExpiredByNamespace :m
 SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
 FROM attempts
 WHERE namespace = ?1 AND state = 'running' AND expires_at_ms <= ?2
-  AND (expires_at_ms, execution_id) > (?3, ?4)
+  AND (expires_at_ms, execution_id) > (CAST(?3 AS INTEGER), CAST(?4 AS TEXT))
 ORDER BY expires_at_ms, execution_id
 LIMIT ?5
 `
@@ -188,7 +187,7 @@ type AttemptListExpiredByNamespaceParams struct {
 	Namespace        string
 	AsOf             int64
 	AfterExpiresAtMs int64
-	AfterExecutionID int64
+	AfterExecutionID string
 	Limit            int64
 }
 
@@ -241,7 +240,7 @@ func (q *Queries) AttemptListExpiredByNamespace(ctx context.Context, arg Attempt
 }
 
 const attemptReclaimBatch = `-- name: AttemptReclaimBatch :many
-UPDATE attempts SET state = 'reclaimed', ended_at_ms = ?1
+UPDATE attempts SET state = 'reclaimed', ended_at_ms = CAST(?1 AS INTEGER)
 WHERE state = 'running' AND (execution_id, attempt_index) IN (
     SELECT a.execution_id, a.attempt_index FROM attempts AS a
     WHERE a.state = 'running' AND a.expires_at_ms <= ?1
@@ -252,7 +251,7 @@ RETURNING execution_id
 `
 
 type AttemptReclaimBatchParams struct {
-	Now       sql.NullInt64
+	Now       int64
 	BatchSize int64
 }
 

@@ -48,7 +48,7 @@ RETURNING expires_at_ms;
 
 -- name: AttemptEnd :one
 -- AttemptEnd closes the current, unexpired lease of an execution as completed or failed.
-UPDATE attempts SET state = @state, ended_at_ms = @now
+UPDATE attempts SET state = @state, ended_at_ms = CAST(@now AS INTEGER)
 WHERE execution_id = @execution_id AND epoch = @epoch AND state = 'running'
   AND expires_at_ms > @now
 RETURNING attempt_index;
@@ -86,7 +86,7 @@ WHERE state = 'running' AND expires_at_ms > @now
 SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
 FROM attempts
 WHERE state = 'running' AND expires_at_ms <= @as_of
-  AND (expires_at_ms, execution_id) > (@after_expires_at_ms, @after_execution_id)
+  AND (expires_at_ms, execution_id) > (CAST(@after_expires_at_ms AS INTEGER), CAST(@after_execution_id AS TEXT))
 ORDER BY expires_at_ms, execution_id
 LIMIT @limit;
 
@@ -95,13 +95,13 @@ LIMIT @limit;
 SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
 FROM attempts
 WHERE namespace = @namespace AND state = 'running' AND expires_at_ms <= @as_of
-  AND (expires_at_ms, execution_id) > (@after_expires_at_ms, @after_execution_id)
+  AND (expires_at_ms, execution_id) > (CAST(@after_expires_at_ms AS INTEGER), CAST(@after_execution_id AS TEXT))
 ORDER BY expires_at_ms, execution_id
 LIMIT @limit;
 
 -- name: AttemptReclaimBatch :many
 -- AttemptReclaimBatch ends up to @batch_size expired running leases, soonest expiry first.
-UPDATE attempts SET state = 'reclaimed', ended_at_ms = @now
+UPDATE attempts SET state = 'reclaimed', ended_at_ms = CAST(@now AS INTEGER)
 WHERE state = 'running' AND (execution_id, attempt_index) IN (
     SELECT a.execution_id, a.attempt_index FROM attempts AS a
     WHERE a.state = 'running' AND a.expires_at_ms <= @now

@@ -60,4 +60,4 @@ CREATE INDEX attempts_namespace_expiry ON attempts (namespace, expires_at_ms, ex
     WHERE state = 'running';
 
 -- A dead or swept worker's running leases.
-CREATE INDEX attempts_holder ON attempts (namespace, instance_id) WHERE state = 'running';
+CREATE INDEX attempts_holder ON attempts (namespace, instance_id, expires_at_ms) WHERE state = 'running';
