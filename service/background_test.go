@@ -138,7 +138,9 @@ func TestSweeper(t *testing.T) {
 
 	timer := newFakeTimer()
 	done := make(chan error, 1)
-	go func() { done <- s.RunSweeper(ctx, SweeperArgs{Interval: time.Second, EventRetention: time.Hour, After: timer.After}) }()
+	go func() {
+		done <- s.RunSweeper(ctx, SweeperArgs{Interval: time.Second, EventRetention: time.Hour, After: timer.After})
+	}()
 
 	clock.Advance(5 * time.Second) // nothing due yet
 	timer.step(t)

@@ -1,0 +1,279 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Benchmarks run on a file database in WAL mode (DurabilityFull unless named).
+
+func benchStore(b *testing.B, opts ...Option) *Store {
+	b.Helper()
+	s, _, _ := newFileStore(b, opts...)
+	return s
+}
+
+func BenchmarkRegisterWorker(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: fmt.Sprint(i),
+			Lanes: []string{"a", "b"}, Capabilities: []string{"gpu"}, TTL: time.Hour, Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHeartbeat compares the service's HeartbeatWorker with the same two
+// statements run bare on the driver, one transaction each: the service's
+// overhead (validation, queue, savepoint, mapping).
+func BenchmarkHeartbeat(b *testing.B) {
+	ctx := context.Background()
+	b.Run("service", func(b *testing.B) {
+		s := benchStore(b)
+		register(b, s, "ns", "i", "w", time.Hour, t0)
+		for b.Loop() {
+			if _, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "i", Now: t0.Add(time.Second)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("bare-driver", func(b *testing.B) {
+		s := benchStore(b)
+		register(b, s, "ns", "i", "w", time.Hour, t0)
+		now := t0.Add(time.Second).UnixMilli()
+		for b.Loop() {
+			if err := bareHeartbeat(ctx, s.writer, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func bareHeartbeat(ctx context.Context, conn *sql.DB, now int64) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var ttl int64
+	if err := tx.QueryRowContext(ctx, `UPDATE workers SET last_heartbeat_ms = ?1
+		WHERE namespace = ?2 AND instance_id = ?3 AND last_heartbeat_ms + ttl_ms > ?1 RETURNING ttl_ms`,
+		now, "ns", "i").Scan(&ttl); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO worker_events (namespace, instance_id, kind, at_ms, reason)
+		VALUES (?, ?, 'heartbeat', ?, '')`, "ns", "i", now); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// BenchmarkConcurrentHeartbeats compares group commit (the Store: concurrent
+// writes share a transaction, each in a savepoint) with one BEGIN IMMEDIATE
+// transaction per operation on the same single writer connection, under 16
+// concurrent writers with synchronous=FULL.
+func BenchmarkConcurrentHeartbeats(b *testing.B) {
+	ctx := context.Background()
+	const workers = 16
+	b.Run("group-commit", func(b *testing.B) {
+		s := benchStore(b)
+		for i := range workers {
+			register(b, s, "ns", fmt.Sprint(i), "w", time.Hour, t0)
+		}
+		var next atomic.Int64
+		b.SetParallelism(workers / 2) // GOMAXPROCS is 2 here
+		b.RunParallel(func(pb *testing.PB) {
+			inst := fmt.Sprint(next.Add(1) % workers)
+			for pb.Next() {
+				if _, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: inst, Now: t0.Add(time.Second)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("tx-per-op", func(b *testing.B) {
+		s := benchStore(b)
+		register(b, s, "ns", "i", "w", time.Hour, t0)
+		now := t0.Add(time.Second).UnixMilli()
+		b.SetParallelism(workers / 2)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := bareHeartbeat(ctx, s.writer, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkListWorkersPage reads one 100-row page from the middle of the
+// table: its cost must not grow with the table.
+func BenchmarkListWorkersPage(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			s := benchStore(b, WithDurability(DurabilityNormal))
+			bulkWorkers(b, s, n, time.Hour)
+			after := encodeCursor(workersCursor, "ns", fmt.Sprintf("i%09d", n/2))
+			for b.Loop() {
+				page, err := s.ListWorkers(ctx, ListWorkersArgs{Namespace: "ns", After: after, Limit: 100})
+				if err != nil || len(page.Workers) != 100 {
+					b.Fatal(err, len(page.Workers))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSweep sweeps 1,000 lapsed workers among n alive ones; the
+// per-sweep cost must depend on what is swept, not on the table.
+func BenchmarkSweep(b *testing.B) {
+	ctx := context.Background()
+	for _, alive := range []int{0, 100_000} {
+		b.Run(fmt.Sprintf("alive=%d", alive), func(b *testing.B) {
+			s := benchStore(b, WithDurability(DurabilityNormal))
+			bulkWorkers(b, s, alive, 24*time.Hour)
+			for b.Loop() {
+				b.StopTimer()
+				_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+					INSERT INTO workers SELECT 'lapsed', 'l' || i, 'w', '[]', '[]', ?, 1000, ? FROM n`, t0.UnixMilli(), t0.UnixMilli())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				n, err := s.SweepExpiredWorkers(ctx, t0.Add(time.Hour))
+				if err != nil || n != 1000 {
+					b.Fatal(err, n)
+				}
+			}
+		})
+	}
+}
+
+// bulkWorkers inserts n workers in namespace "ns" with raw SQL (setup only).
+func bulkWorkers(b *testing.B, s *Store, n int, ttl time.Duration) {
+	b.Helper()
+	if n == 0 {
+		return
+	}
+	_, err := s.writer.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO workers SELECT 'ns', printf('i%09d', i), 'w', '["a"]', '[]', ?, ?, ? FROM n`,
+		n, t0.UnixMilli(), ttl.Milliseconds(), t0.UnixMilli())
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkAgents(b *testing.B) {
+	ctx := context.Background()
+	b.Run("insert", func(b *testing.B) {
+		s := benchStore(b)
+		i := 0
+		for b.Loop() {
+			i++
+			a := agent(fmt.Sprint(i))
+			a.ProviderSessionID = fmt.Sprint("s", i)
+			if err := s.InsertAgent(ctx, a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("get", func(b *testing.B) {
+		s := benchStore(b)
+		must(b, s.InsertAgent(ctx, agent("a")))
+		for b.Loop() {
+			if _, err := s.GetAgent(ctx, "a"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("update-state", func(b *testing.B) {
+		s := benchStore(b)
+		a := agent("a")
+		a.State = AgentRunning
+		must(b, s.InsertAgent(ctx, a))
+		for b.Loop() {
+			if err := s.UpdateAgentState(ctx, UpdateAgentStateArgs{ID: "a", State: AgentRunning, ExpectState: AgentRunning}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkClaimComplete measures claim + complete round trips with 1 and 8
+// concurrent workers draining one queue.
+func BenchmarkClaimComplete(b *testing.B) {
+	ctx := context.Background()
+	for _, workers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			s := benchStore(b)
+			for w := range workers {
+				worker(b, s, "ns", fmt.Sprint("w", w), []string{"default", "other"}, []string{"gpu"})
+			}
+			_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+				INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms)
+				SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'default', i % 3, x'00', 1, ? FROM n`,
+				b.N+workers, t0.UnixMilli())
+			must(b, err)
+			var next atomic.Int64
+			b.SetParallelism(max(1, workers/2))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				inst := fmt.Sprint("w", next.Add(1)%int64(workers))
+				for pb.Next() {
+					l, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: inst, LeaseTTL: time.Minute, Now: t0})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := s.CompleteExecution(ctx, CompleteArgs{Lease: l, Now: t0}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkExpiredLeasePage reads one 100-lease page of expired leases from a
+// table of n attempts (1% running and expired, the rest completed): the page
+// cost must not grow with the table.
+func BenchmarkExpiredLeasePage(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("attempts=%d", n), func(b *testing.B) {
+			s := benchStore(b, WithDurability(DurabilityNormal))
+			bulkAttempts(b, s, n)
+			for b.Loop() {
+				page, err := s.ListExpiredLeases(ctx, ListExpiredLeasesArgs{AsOf: t0.Add(time.Hour), Limit: 100})
+				if err != nil || len(page.Leases) != 100 {
+					b.Fatal(err, len(page.Leases))
+				}
+			}
+		})
+	}
+}
+
+// bulkAttempts inserts n executions with one attempt each (raw SQL, setup only).
+func bulkAttempts(b *testing.B, s *Store, n int) {
+	b.Helper()
+	ctx := context.Background()
+	now := t0.UnixMilli()
+	_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms)
+		SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'l',
+		       CASE WHEN i % 100 = 0 THEN 'running' ELSE 'completed' END, 0, x'', 1, 1, 1, ? FROM n`, n, now)
+	must(b, err)
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO attempts (execution_id, attempt_index, epoch, lease_id, namespace,
+		instance_id, state, claimed_at_ms, expires_at_ms, ended_at_ms)
+		SELECT id, 1, 1, printf('00000000-0000-7000-9000-%s', substr(id, 25)), 'ns', 'i',
+		       state, ?, ? + (rowid % 1000), CASE WHEN state = 'running' THEN NULL ELSE ? END
+		FROM executions`, now, now, now)
+	must(b, err)
+}
