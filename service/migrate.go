@@ -8,11 +8,13 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/rosterdb/roster/schema"
 )
 
 // migrationsTable is golang-migrate's version table, in the layout of its
@@ -174,4 +176,80 @@ func migrateSchema(ctx context.Context, w *sql.DB, migrations fs.FS, apply bool,
 		log.Info("roster: schema migrated", "from", current, "to", latest)
 		return nil
 	})
+}
+
+// SchemaVersion reports the schema version of the database file at path (-1
+// when no migration was applied) and the latest version this build knows. It
+// changes nothing beyond creating golang-migrate's version table.
+func SchemaVersion(ctx context.Context, path string) (version, latest int, err error) {
+	err = withAdminWriter(ctx, path, func(w *sql.DB) error {
+		return withMigrationTx(ctx, w, schema.FS, func(_ *migrate.Migrate, src source.Driver, d *txDriver) error {
+			var dirty bool
+			if latest, err = latestVersion(src); err != nil {
+				return err
+			}
+			version, dirty, err = d.Version()
+			if err == nil && dirty {
+				err = fmt.Errorf("roster: database is dirty at version %d", version)
+			}
+			return err
+		})
+	})
+	return version, latest, err
+}
+
+// MigrateDown rolls back the latest steps migrations (0 = all) of the
+// database file at path, in one transaction.
+func MigrateDown(ctx context.Context, path string, steps int) error {
+	if steps < 0 {
+		return invalid("steps", "%d is negative", steps)
+	}
+	return withAdminWriter(ctx, path, func(w *sql.DB) error {
+		return withMigrationTx(ctx, w, schema.FS, func(m *migrate.Migrate, src source.Driver, d *txDriver) error {
+			if _, _, err := checkVersion(src, d); err != nil {
+				return err
+			}
+			var err error
+			if steps == 0 {
+				err = m.Down()
+			} else {
+				err = m.Steps(-steps)
+			}
+			if errors.Is(err, migrate.ErrNoChange) {
+				return nil
+			}
+			return err
+		})
+	})
+}
+
+// ForceVersion records version (-1 = none) as the schema version of the
+// database file at path, clean, without running any migration: the repair
+// after a migration failed outside roster.
+func ForceVersion(ctx context.Context, path string, version int) error {
+	if version < -1 {
+		return invalid("version", "%d is below -1", version)
+	}
+	return withAdminWriter(ctx, path, func(w *sql.DB) error {
+		return withMigrationTx(ctx, w, schema.FS, func(m *migrate.Migrate, _ source.Driver, _ *txDriver) error {
+			return m.Force(version)
+		})
+	})
+}
+
+// withAdminWriter opens only the writer connection of an existing database
+// file, for the migrate commands.
+func withAdminWriter(ctx context.Context, path string, fn func(w *sql.DB) error) error {
+	if path == ":memory:" || path == "" {
+		return invalid("path", "migrate commands need a database file")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("roster: %w", err)
+	}
+	s := &Store{cfg: defaultConfig()}
+	if err := s.openDBs(path); err != nil {
+		return err
+	}
+	defer s.closeDBs()
+	return fn(s.writer)
 }
