@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rosterdb/roster/db"
 	"github.com/rosterdb/roster/schema"
 )
@@ -271,7 +272,7 @@ func TestFailedMigrationLeavesPreviousVersionUsable(t *testing.T) {
 
 func TestErrClosed(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newStore(t)
+	s, _, _ := newFileStore(t)
 	must(t, s.Close())
 	calls := map[string]func() error{
 		"RegisterWorker": func() error {
@@ -289,7 +290,46 @@ func TestErrClosed(t *testing.T) {
 			return err
 		},
 		"ListWorkerEvents": func() error { _, err := s.ListWorkerEvents(ctx, ListWorkerEventsArgs{}); return err },
-		"Close":            s.Close,
+		"MarkWorkerDead": func() error {
+			return s.MarkWorkerDead(ctx, MarkWorkerDeadArgs{Namespace: "n", InstanceID: "i"})
+		},
+		"PruneWorkerEvents": func() error { _, err := s.PruneWorkerEvents(ctx, time.Time{}); return err },
+		"CreateExecution": func() error {
+			_, err := s.CreateExecution(ctx, CreateExecutionArgs{Namespace: "n", Lane: "l"})
+			return err
+		},
+		"GetExecution": func() error { _, err := s.GetExecution(ctx, uuid.New()); return err },
+		"ClaimExecution": func() error {
+			_, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "n", InstanceID: "i", LeaseTTL: time.Second})
+			return err
+		},
+		"RenewLease": func() error {
+			_, err := s.RenewLease(ctx, RenewLeaseArgs{TTL: time.Second})
+			return err
+		},
+		"CompleteExecution":    func() error { return s.CompleteExecution(ctx, CompleteArgs{}) },
+		"FailExecution":        func() error { return s.FailExecution(ctx, FailArgs{}) },
+		"ListExpiredLeases":    func() error { _, err := s.ListExpiredLeases(ctx, ListExpiredLeasesArgs{}); return err },
+		"ReclaimExpiredLeases": func() error { _, err := s.ReclaimExpiredLeases(ctx, time.Time{}, 0); return err },
+		"InsertAgent":          func() error { return s.InsertAgent(ctx, agent("a")) },
+		"SpawnAgent":           func() error { _, _, err := s.SpawnAgent(ctx, agent("a")); return err },
+		"GetAgent":             func() error { _, err := s.GetAgent(ctx, "a"); return err },
+		"UpdateAgentState": func() error {
+			return s.UpdateAgentState(ctx, UpdateAgentStateArgs{ID: "a", State: AgentRunning})
+		},
+		"SetAgentCheckpoint": func() error { return s.SetAgentCheckpoint(ctx, "a", "c", 1) },
+		"FindAgentByIdempotencyKey": func() error {
+			_, err := s.FindAgentByIdempotencyKey(ctx, "o", "k")
+			return err
+		},
+		"FindLiveAgentByProviderSession": func() error {
+			_, err := s.FindLiveAgentByProviderSession(ctx, "p", "s")
+			return err
+		},
+		"TerminateLiveAgents": func() error { _, err := s.TerminateLiveAgents(ctx, time.Time{}); return err },
+		"ListAgents":          func() error { _, err := s.ListAgents(ctx, ListAgentsArgs{}); return err },
+		"Sweep":               func() error { _, err := s.Sweep(ctx, time.Time{}, 0); return err },
+		"Close":               s.Close,
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) { wantErr(t, call(), ErrClosed) })

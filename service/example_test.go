@@ -1,0 +1,191 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rosterdb/roster/service"
+)
+
+// A worker registers, heartbeats, and is listed.
+func Example_workerRegistry() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "roster-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := service.Open(ctx, filepath.Join(dir, "fleet.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	outcome, err := store.RegisterWorker(ctx, service.RegisterWorkerArgs{
+		Namespace: "prod", WorkerID: "resizer", InstanceID: "host-1:4242",
+		Lanes: []string{"images", "thumbnails"}, Capabilities: []string{"gpu"},
+		TTL: 30 * time.Second, Now: now,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	next, err := store.HeartbeatWorker(ctx, service.HeartbeatWorkerArgs{
+		Namespace: "prod", InstanceID: "host-1:4242", Now: now.Add(10 * time.Second),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	page, err := store.ListWorkers(ctx, service.ListWorkersArgs{Namespace: "prod"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(outcome, "- alive until", next.Format(time.TimeOnly))
+	for _, w := range page.Workers {
+		fmt.Println(w.InstanceID, w.WorkerID, w.Lanes, w.Capabilities)
+	}
+	// Output:
+	// registered - alive until 03:04:45
+	// host-1:4242 resizer [images thumbnails] [gpu]
+}
+
+// A live worker claims an execution under a lease and completes it; a stale
+// holder is fenced out.
+func Example_leases() {
+	ctx := context.Background()
+	store, err := service.Open(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	_, err = store.RegisterWorker(ctx, service.RegisterWorkerArgs{
+		Namespace: "prod", WorkerID: "resizer", InstanceID: "w1", Lanes: []string{"images"}, TTL: time.Minute, Now: now,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = store.CreateExecution(ctx, service.CreateExecutionArgs{
+		Namespace: "prod", Lane: "images", Payload: []byte("resize cat.jpg"), MaxAttempts: 2, Now: now,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := store.ClaimExecution(ctx, service.ClaimArgs{Namespace: "prod", InstanceID: "w1", LeaseTTL: 10 * time.Second, Now: now})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("claimed %q, attempt %d\n", lease.Payload, lease.AttemptIndex)
+
+	// The worker stalls past its lease; the lease is reclaimed and the work retried.
+	later := now.Add(11 * time.Second)
+	if _, err := store.ReclaimExpiredLeases(ctx, later, 0); err != nil {
+		log.Fatal(err)
+	}
+	err = store.CompleteExecution(ctx, service.CompleteArgs{Lease: lease, Result: []byte("stale"), Now: later})
+	fmt.Println("stale holder:", errors.Is(err, service.ErrLeaseLost))
+
+	retry, err := store.ClaimExecution(ctx, service.ClaimArgs{Namespace: "prod", InstanceID: "w1", LeaseTTL: 10 * time.Second, Now: later})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.CompleteExecution(ctx, service.CompleteArgs{Lease: retry, Result: []byte("done"), Now: later}); err != nil {
+		log.Fatal(err)
+	}
+	e, err := store.GetExecution(ctx, retry.ExecutionID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(e.State, string(e.Result), "after", e.Attempts, "attempts,", e.ReclaimCount, "reclaim")
+	// Output:
+	// claimed "resize cat.jpg", attempt 1
+	// stale holder: true
+	// completed done after 2 attempts, 1 reclaim
+}
+
+// An agent runtime spawns an agent idempotently, drives its state machine
+// with compare-and-set, and ends every live agent after a host restart.
+func Example_agents() {
+	ctx := context.Background()
+	store, err := service.Open(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	spawn := service.Agent{
+		ID: "agent-1", State: service.AgentSpawned, Provider: "anthropic", ProviderSessionID: "sess-9",
+		OwnerActor: "alice", OwnerPeerClass: "human", OwnerWriteNamespace: "team-a",
+		SpawnFingerprint: "sha256:abc", IdempotencyKey: "request-17",
+	}
+	_, created, err := store.SpawnAgent(ctx, spawn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	spawn.ID = "agent-1-retry" // the same request, retried
+	again, createdAgain, err := store.SpawnAgent(ctx, spawn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(created, createdAgain, again.ID)
+
+	err = store.UpdateAgentState(ctx, service.UpdateAgentStateArgs{ID: "agent-1", State: service.AgentRunning, ExpectState: service.AgentSpawned})
+	fmt.Println("spawned→running:", err)
+	err = store.UpdateAgentState(ctx, service.UpdateAgentStateArgs{ID: "agent-1", State: service.AgentSuspended, ExpectState: service.AgentSpawned})
+	fmt.Println("stale compare-and-set:", errors.Is(err, service.ErrConflict))
+
+	n, err := store.TerminateLiveAgents(ctx, time.Time{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := store.GetAgent(ctx, "agent-1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(n, a.State, a.TerminalReason)
+	// Output:
+	// true false agent-1
+	// spawned→running: <nil>
+	// stale compare-and-set: true
+	// 1 terminal host_restart
+}
+
+// KeepAlive and RunSweeper are the background loops of a worker process and
+// of whoever maintains the fleet.
+func ExampleStore_KeepAlive() {
+	ctx, cancel := context.WithCancel(context.Background())
+	store, err := service.Open(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	done := make(chan error, 2)
+	go func() {
+		done <- store.KeepAlive(ctx, service.KeepAliveArgs{
+			Namespace: "prod", WorkerID: "resizer", InstanceID: "w1", Lanes: []string{"images"}, TTL: 30 * time.Second,
+		})
+	}()
+	go func() { done <- store.RunSweeper(ctx, service.SweeperArgs{Interval: 5 * time.Second}) }()
+
+	// ... the worker claims and runs executions here ...
+	for {
+		if _, err := store.GetWorker(ctx, "prod", "w1"); err == nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel() // shutdown: KeepAlive marks the worker dead
+	fmt.Println(<-done, <-done)
+	_, err = store.GetWorker(context.Background(), "prod", "w1")
+	fmt.Println(errors.Is(err, service.ErrNotRegistered))
+	// Output:
+	// <nil> <nil>
+	// true
+}
