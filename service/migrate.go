@@ -37,13 +37,22 @@ type txDriver struct {
 
 var _ database.Driver = (*txDriver)(nil)
 
+// Open is not used: roster builds txDriver itself.
 func (d *txDriver) Open(string) (database.Driver, error) {
 	return nil, errors.New("roster: txDriver is opened by roster only")
 }
-func (d *txDriver) Close() error  { return nil }
-func (d *txDriver) Lock() error   { return nil } // the transaction holds the write lock
+
+// Close does nothing: the transaction's owner ends it.
+func (d *txDriver) Close() error { return nil }
+
+// Lock does nothing: the BEGIN IMMEDIATE transaction already holds SQLite's
+// write lock, across processes.
+func (d *txDriver) Lock() error { return nil }
+
+// Unlock does nothing: the lock ends with the transaction.
 func (d *txDriver) Unlock() error { return nil }
 
+// Run executes one migration file inside the transaction.
 func (d *txDriver) Run(migration io.Reader) error {
 	body, err := io.ReadAll(migration)
 	if err != nil {
@@ -55,6 +64,8 @@ func (d *txDriver) Run(migration io.Reader) error {
 	return nil
 }
 
+// SetVersion records the version in golang-migrate's table, inside the
+// transaction: a dirty flag set before a failing migration rolls back with it.
 func (d *txDriver) SetVersion(version int, dirty bool) error {
 	if _, err := d.tx.ExecContext(d.ctx, "DELETE FROM "+migrationsTable); err != nil {
 		return err
@@ -67,6 +78,7 @@ func (d *txDriver) SetVersion(version int, dirty bool) error {
 	return nil
 }
 
+// Version reads the recorded version (database.NilVersion when none).
 func (d *txDriver) Version() (int, bool, error) {
 	var version int
 	var dirty bool
@@ -78,6 +90,7 @@ func (d *txDriver) Version() (int, bool, error) {
 	return version, dirty, err
 }
 
+// Drop is refused: roster never drops a database.
 func (d *txDriver) Drop() error {
 	return errors.New("roster: dropping the database is not supported")
 }

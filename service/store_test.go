@@ -98,10 +98,14 @@ func TestFileModeAndPragmas(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, path := newFileStore(t, tc.opt)
-			info, err := os.Stat(path)
+			_, err := s.RegisterWorker(context.Background(), RegisterWorkerArgs{Namespace: "n", WorkerID: "w", InstanceID: "i", TTL: time.Second})
 			must(t, err)
-			if info.Mode().Perm() != 0o600 {
-				t.Fatalf("mode = %v, want 0600", info.Mode().Perm())
+			for _, f := range []string{path, path + "-wal", path + "-shm"} {
+				info, err := os.Stat(f)
+				must(t, err)
+				if info.Mode().Perm() != 0o600 {
+					t.Fatalf("%s: mode = %v, want 0600", filepath.Base(f), info.Mode().Perm())
+				}
 			}
 			var mode string
 			var sync, fk int

@@ -19,6 +19,7 @@ type demoClock struct {
 	t  time.Time
 }
 
+// Now returns the virtual time.
 func (c *demoClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()

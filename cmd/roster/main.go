@@ -149,6 +149,37 @@ func (c *cli) open(ctx context.Context) (*service.Store, error) {
 	return service.Open(ctx, c.db)
 }
 
+// withStore parses the flags, opens the database and runs fn on it.
+func (c *cli) withStore(ctx context.Context, args []string, positional int, fn func(s *service.Store) error) error {
+	if err := c.parse(args, positional); err != nil {
+		return err
+	}
+	s, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return fn(s)
+}
+
+// countCommand is a command that runs one maintenance call and prints how
+// many rows it touched under the given name.
+func countCommand(name string, call func(ctx context.Context, s *service.Store, limit int) (int, error), withLimit bool) func(context.Context, *cli, []string) error {
+	return func(ctx context.Context, c *cli, args []string) error {
+		limit := new(int)
+		if withLimit {
+			limit = c.flags.Int("limit", 0, "at most this many (0 = all)")
+		}
+		return c.withStore(ctx, args, 0, func(s *service.Store) error {
+			n, err := call(ctx, s, *limit)
+			if err != nil {
+				return err
+			}
+			return c.print(map[string]int{name: n}, []string{strings.ToUpper(name)}, [][]string{{strconv.Itoa(n)}}, "")
+		})
+	}
+}
+
 // print writes v as JSON, or the rows as an aligned table.
 func (c *cli) print(v any, header []string, rows [][]string, footer string) error {
 	if c.json {
@@ -186,20 +217,29 @@ var commands = map[string]*command{
 		"force":   {args: " VERSION", help: "Record VERSION as the schema version without running migrations (repair).", run: migrateForce},
 	}},
 	"workers": {subList: "list|sweep", subs: map[string]*command{
-		"list":  {help: "List workers in (namespace, instance) order.", run: workersList},
-		"sweep": {help: "Delete every worker whose TTL has lapsed and expire its leases.", run: workersSweep},
+		"list": {help: "List workers in (namespace, instance) order.", run: workersList},
+		"sweep": {help: "Delete every worker whose TTL has lapsed and expire its leases.", run: countCommand("swept",
+			func(ctx context.Context, s *service.Store, _ int) (int, error) {
+				return s.SweepExpiredWorkers(ctx, time.Time{})
+			}, false)},
 	}},
 	"events": {subList: "list", subs: map[string]*command{
 		"list": {help: "Read the worker audit log in Seq order.", run: eventsList},
 	}},
 	"leases": {subList: "expired|reclaim", subs: map[string]*command{
 		"expired": {help: "List running leases past their expiry.", run: leasesExpired},
-		"reclaim": {help: "Reclaim expired leases: retry or fail their executions.", run: leasesReclaim},
+		"reclaim": {help: "Reclaim expired leases: retry or fail their executions.", run: countCommand("reclaimed",
+			func(ctx context.Context, s *service.Store, limit int) (int, error) {
+				return s.ReclaimExpiredLeases(ctx, time.Time{}, limit)
+			}, true)},
 	}},
 	"agents": {subList: "list|get|terminate-live", subs: map[string]*command{
-		"list":           {help: "List agents in id order.", run: agentsList},
-		"get":            {args: " ID", help: "Show one agent.", run: agentsGet},
-		"terminate-live": {help: "End every live agent with reason host_restart (the boot scan).", run: agentsTerminateLive},
+		"list": {help: "List agents in id order.", run: agentsList},
+		"get":  {args: " ID", help: "Show one agent.", run: agentsGet},
+		"terminate-live": {help: "End every live agent with reason host_restart (the boot scan).", run: countCommand("terminated",
+			func(ctx context.Context, s *service.Store, _ int) (int, error) {
+				return s.TerminateLiveAgents(ctx, time.Time{})
+			}, false)},
 	}},
 	"demo": {help: "Run a small fleet end to end on a temporary database file (or --db).", run: demo},
 }
@@ -266,46 +306,24 @@ func workersList(ctx context.Context, c *cli, args []string) error {
 	ns := c.flags.String("namespace", "", "only this namespace (default: all)")
 	after := c.flags.String("after", "", "the Next cursor of the previous page")
 	limit := c.flags.Int("limit", 100, "page size (at most 10000)")
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	page, err := s.ListWorkers(ctx, service.ListWorkersArgs{Namespace: *ns, After: *after, Limit: *limit})
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	var rows [][]string
-	for _, w := range page.Workers {
-		state := "alive"
-		if !now.Before(w.ExpiresAt()) {
-			state = "lapsed"
+	return c.withStore(ctx, args, 0, func(s *service.Store) error {
+		page, err := s.ListWorkers(ctx, service.ListWorkersArgs{Namespace: *ns, After: *after, Limit: *limit})
+		if err != nil {
+			return err
 		}
-		rows = append(rows, []string{w.Namespace, w.InstanceID, w.WorkerID, strings.Join(quoteAll(w.Lanes), ","),
-			strings.Join(quoteAll(w.Capabilities), ","), w.LastHeartbeat.Format(time.RFC3339Nano), w.TTL.String(), state})
-	}
-	return c.print(page, []string{"NAMESPACE", "INSTANCE", "WORKER", "LANES", "CAPABILITIES", "LAST HEARTBEAT", "TTL", "STATE"},
-		rows, nextFooter(page.Next))
-}
-
-func workersSweep(ctx context.Context, c *cli, args []string) error {
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	n, err := s.SweepExpiredWorkers(ctx, time.Time{})
-	if err != nil {
-		return err
-	}
-	return c.print(map[string]int{"swept": n}, []string{"SWEPT"}, [][]string{{strconv.Itoa(n)}}, "")
+		now := time.Now()
+		var rows [][]string
+		for _, w := range page.Workers {
+			state := "alive"
+			if !now.Before(w.ExpiresAt()) {
+				state = "lapsed"
+			}
+			rows = append(rows, []string{w.Namespace, w.InstanceID, w.WorkerID, strings.Join(quoteAll(w.Lanes), ","),
+				strings.Join(quoteAll(w.Capabilities), ","), w.LastHeartbeat.Format(time.RFC3339Nano), w.TTL.String(), state})
+		}
+		return c.print(page, []string{"NAMESPACE", "INSTANCE", "WORKER", "LANES", "CAPABILITIES", "LAST HEARTBEAT", "TTL", "STATE"},
+			rows, nextFooter(page.Next))
+	})
 }
 
 func eventsList(ctx context.Context, c *cli, args []string) error {
@@ -313,64 +331,35 @@ func eventsList(ctx context.Context, c *cli, args []string) error {
 	inst := c.flags.String("instance", "", "only this instance")
 	afterSeq := c.flags.Int64("after-seq", 0, "only events with a greater Seq")
 	limit := c.flags.Int("limit", 100, "how many events (at most 10000)")
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	events, err := s.ListWorkerEvents(ctx, service.ListWorkerEventsArgs{Namespace: *ns, InstanceID: *inst, AfterSeq: *afterSeq, Limit: *limit})
-	if err != nil {
-		return err
-	}
-	var rows [][]string
-	for _, e := range events {
-		rows = append(rows, []string{strconv.FormatInt(e.Seq, 10), e.At.Format(time.RFC3339Nano), e.Namespace, e.InstanceID, string(e.Kind), e.Reason})
-	}
-	return c.print(events, []string{"SEQ", "AT", "NAMESPACE", "INSTANCE", "KIND", "REASON"}, rows, "")
+	return c.withStore(ctx, args, 0, func(s *service.Store) error {
+		events, err := s.ListWorkerEvents(ctx, service.ListWorkerEventsArgs{Namespace: *ns, InstanceID: *inst, AfterSeq: *afterSeq, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		var rows [][]string
+		for _, e := range events {
+			rows = append(rows, []string{strconv.FormatInt(e.Seq, 10), e.At.Format(time.RFC3339Nano), e.Namespace, e.InstanceID, string(e.Kind), e.Reason})
+		}
+		return c.print(events, []string{"SEQ", "AT", "NAMESPACE", "INSTANCE", "KIND", "REASON"}, rows, "")
+	})
 }
 
 func leasesExpired(ctx context.Context, c *cli, args []string) error {
 	ns := c.flags.String("namespace", "", "only this namespace (default: all)")
 	after := c.flags.String("after", "", "the Next cursor of the previous page")
 	limit := c.flags.Int("limit", 100, "page size (at most 10000)")
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	page, err := s.ListExpiredLeases(ctx, service.ListExpiredLeasesArgs{Namespace: *ns, After: *after, Limit: *limit})
-	if err != nil {
-		return err
-	}
-	var rows [][]string
-	for _, l := range page.Leases {
-		rows = append(rows, []string{l.ExpiresAt.Format(time.RFC3339Nano), l.ExecutionID.String(), l.LeaseID.String(),
-			strconv.Itoa(l.AttemptIndex), strconv.FormatInt(l.Epoch, 10), l.Namespace, l.InstanceID})
-	}
-	return c.print(page, []string{"EXPIRED AT", "EXECUTION", "LEASE", "ATTEMPT", "EPOCH", "NAMESPACE", "HOLDER"}, rows, nextFooter(page.Next))
-}
-
-func leasesReclaim(ctx context.Context, c *cli, args []string) error {
-	limit := c.flags.Int("limit", 0, "reclaim at most this many (0 = all)")
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	n, err := s.ReclaimExpiredLeases(ctx, time.Time{}, *limit)
-	if err != nil {
-		return err
-	}
-	return c.print(map[string]int{"reclaimed": n}, []string{"RECLAIMED"}, [][]string{{strconv.Itoa(n)}}, "")
+	return c.withStore(ctx, args, 0, func(s *service.Store) error {
+		page, err := s.ListExpiredLeases(ctx, service.ListExpiredLeasesArgs{Namespace: *ns, After: *after, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		var rows [][]string
+		for _, l := range page.Leases {
+			rows = append(rows, []string{l.ExpiresAt.Format(time.RFC3339Nano), l.ExecutionID.String(), l.LeaseID.String(),
+				strconv.Itoa(l.AttemptIndex), strconv.FormatInt(l.Epoch, 10), l.Namespace, l.InstanceID})
+		}
+		return c.print(page, []string{"EXPIRED AT", "EXECUTION", "LEASE", "ATTEMPT", "EPOCH", "NAMESPACE", "HOLDER"}, rows, nextFooter(page.Next))
+	})
 }
 
 func agentsList(ctx context.Context, c *cli, args []string) error {
@@ -379,23 +368,17 @@ func agentsList(ctx context.Context, c *cli, args []string) error {
 	visible := c.flags.String("visible-in", "", "only agents visible in this namespace")
 	after := c.flags.String("after", "", "the Next cursor of the previous page")
 	limit := c.flags.Int("limit", 100, "page size (at most 10000)")
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	page, err := s.ListAgents(ctx, service.ListAgentsArgs{State: service.AgentState(*state), OwnerActor: *owner, VisibleIn: *visible, After: *after, Limit: *limit})
-	if err != nil {
-		return err
-	}
-	var rows [][]string
-	for _, a := range page.Agents {
-		rows = append(rows, agentRow(a))
-	}
-	return c.print(page, agentHeader, rows, nextFooter(page.Next))
+	return c.withStore(ctx, args, 0, func(s *service.Store) error {
+		page, err := s.ListAgents(ctx, service.ListAgentsArgs{State: service.AgentState(*state), OwnerActor: *owner, VisibleIn: *visible, After: *after, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		var rows [][]string
+		for _, a := range page.Agents {
+			rows = append(rows, agentRow(a))
+		}
+		return c.print(page, agentHeader, rows, nextFooter(page.Next))
+	})
 }
 
 var agentHeader = []string{"ID", "STATE", "REASON", "PROVIDER", "SESSION", "OWNER", "WRITE NS", "CHANGED AT"}
@@ -406,35 +389,13 @@ func agentRow(a service.Agent) []string {
 }
 
 func agentsGet(ctx context.Context, c *cli, args []string) error {
-	if err := c.parse(args, 1); err != nil {
-		return err
-	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	a, err := s.GetAgent(ctx, c.args[0])
-	if err != nil {
-		return err
-	}
-	return c.print(a, agentHeader, [][]string{agentRow(a)}, "")
-}
-
-func agentsTerminateLive(ctx context.Context, c *cli, args []string) error {
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	n, err := s.TerminateLiveAgents(ctx, time.Time{})
-	if err != nil {
-		return err
-	}
-	return c.print(map[string]int{"terminated": n}, []string{"TERMINATED"}, [][]string{{strconv.Itoa(n)}}, "")
+	return c.withStore(ctx, args, 1, func(s *service.Store) error {
+		a, err := s.GetAgent(ctx, c.args[0])
+		if err != nil {
+			return err
+		}
+		return c.print(a, agentHeader, [][]string{agentRow(a)}, "")
+	})
 }
 
 func nextFooter(next string) string {
