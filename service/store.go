@@ -420,30 +420,39 @@ func (s *Store) commit(batch []*writeOp) {
 		return
 	}
 	q := db.New(tx)
+	// A lone write needs no savepoint: rolling back the transaction undoes it.
+	savepoints := live > 1
 	ran := false
 	for i, op := range batch {
 		if results[i] != nil {
 			continue
 		}
-		if _, err := tx.ExecContext(bg, "SAVEPOINT op"); err != nil {
-			_ = tx.Rollback()
-			reply(s.driverError("savepoint", err))
-			return
-		}
-		if err := op.fn(context.WithoutCancel(op.ctx), q); err != nil {
-			results[i] = err
-			if _, rerr := tx.ExecContext(bg, "ROLLBACK TO op"); rerr != nil {
+		if savepoints {
+			if _, err := tx.ExecContext(bg, "SAVEPOINT op"); err != nil {
 				_ = tx.Rollback()
-				reply(s.driverError("rollback to savepoint", rerr))
+				reply(s.driverError("savepoint", err))
 				return
 			}
-		} else {
-			ran = true
 		}
-		if _, err := tx.ExecContext(bg, "RELEASE op"); err != nil {
-			_ = tx.Rollback()
-			reply(s.driverError("release savepoint", err))
-			return
+		err := op.fn(context.WithoutCancel(op.ctx), q)
+		if err == nil {
+			ran = true
+		} else {
+			results[i] = err
+			if savepoints {
+				if _, rerr := tx.ExecContext(bg, "ROLLBACK TO op"); rerr != nil {
+					_ = tx.Rollback()
+					reply(s.driverError("rollback to savepoint", rerr))
+					return
+				}
+			}
+		}
+		if savepoints {
+			if _, err := tx.ExecContext(bg, "RELEASE op"); err != nil {
+				_ = tx.Rollback()
+				reply(s.driverError("release savepoint", err))
+				return
+			}
 		}
 	}
 	if !ran {
