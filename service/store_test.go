@@ -440,3 +440,41 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 	_, err := Open(ctx, "")
 	wantErr(t, err, ErrInvalidInput)
 }
+
+func TestMigrateDownAndForce(t *testing.T) {
+	ctx := context.Background()
+	s, _, path := newFileStore(t)
+	must(t, s.Close())
+	latest, err := fs.Glob(schema.FS, "*.up.sql")
+	must(t, err)
+	v, l, err := SchemaVersion(ctx, path)
+	must(t, err)
+	if v != len(latest) || l != len(latest) {
+		t.Fatalf("version %d latest %d", v, l)
+	}
+	must(t, MigrateDown(ctx, path, 1))
+	if v, _, _ := SchemaVersion(ctx, path); v != len(latest)-1 || tableExists(t, path, "attempts") {
+		t.Fatalf("after one step down: version %d", v)
+	}
+	must(t, MigrateDown(ctx, path, 0)) // all the way
+	if v, _, _ := SchemaVersion(ctx, path); v != -1 || tableExists(t, path, "workers") || tableExists(t, path, "agents") {
+		t.Fatalf("after all down: version %d", v)
+	}
+	s, err = Open(ctx, path) // and up again
+	must(t, err)
+	must(t, s.Close())
+	if v, _ := schemaVersion(t, path); v != len(latest) {
+		t.Fatalf("after up: %d", v)
+	}
+	// Force records a version without running anything.
+	must(t, ForceVersion(ctx, path, 1))
+	if v, dirty := schemaVersion(t, path); v != 1 || dirty || !tableExists(t, path, "attempts") {
+		t.Fatalf("after force: %d %v", v, dirty)
+	}
+	wantErr(t, ForceVersion(ctx, path, -2), ErrInvalidInput)
+	wantErr(t, MigrateDown(ctx, path, -1), ErrInvalidInput)
+	_, _, err = SchemaVersion(ctx, filepath.Join(t.TempDir(), "absent.db"))
+	if err == nil {
+		t.Fatal("SchemaVersion of a missing file succeeded")
+	}
+}
