@@ -294,10 +294,8 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
 	now := s.now(a.Now).UnixMilli()
 	return s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		if _, err := q.AttemptEnd(ctx, db.AttemptEndParams{
-			State: "completed", Now: now, ExecutionID: a.Lease.ExecutionID, Epoch: a.Lease.Epoch,
-		}); err != nil {
-			return leaseError(err, a.Lease)
+		if err := endLease(ctx, q, a.Lease, "completed", now); err != nil {
+			return err
 		}
 		return q.ExecutionComplete(ctx, db.ExecutionCompleteParams{Result: a.Result, ID: a.Lease.ExecutionID})
 	})
@@ -315,13 +313,18 @@ func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
 	}
 	now := s.now(a.Now).UnixMilli()
 	return s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		if _, err := q.AttemptEnd(ctx, db.AttemptEndParams{
-			State: "failed", Now: now, ExecutionID: a.Lease.ExecutionID, Epoch: a.Lease.Epoch,
-		}); err != nil {
-			return leaseError(err, a.Lease)
+		if err := endLease(ctx, q, a.Lease, "failed", now); err != nil {
+			return err
 		}
 		return q.ExecutionFail(ctx, db.ExecutionFailParams{LastError: a.Reason, ID: a.Lease.ExecutionID})
 	})
+}
+
+// endLease closes the current, unexpired lease l as a completed or failed
+// attempt, or returns ErrLeaseLost.
+func endLease(ctx context.Context, q *db.Queries, l Lease, state string, nowMs int64) error {
+	_, err := q.AttemptEnd(ctx, db.AttemptEndParams{State: state, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
+	return leaseError(err, l)
 }
 
 // leaseError turns "no current lease matched" into ErrLeaseLost.
