@@ -22,7 +22,7 @@ type AgentFindByIdempotencyKeyParams struct {
 
 // AgentFindByIdempotencyKey reads the agent an owner spawned under a key.
 func (q *Queries) AgentFindByIdempotencyKey(ctx context.Context, arg AgentFindByIdempotencyKeyParams) (Agent, error) {
-	row := q.db.QueryRowContext(ctx, agentFindByIdempotencyKey, arg.OwnerActor, arg.IdempotencyKey)
+	row := q.queryRow(ctx, q.agentFindByIdempotencyKeyStmt, agentFindByIdempotencyKey, arg.OwnerActor, arg.IdempotencyKey)
 	var i Agent
 	err := row.Scan(
 		&i.ID,
@@ -57,7 +57,7 @@ type AgentFindLiveByProviderSessionParams struct {
 
 // AgentFindLiveByProviderSession reads the live agent holding a provider session.
 func (q *Queries) AgentFindLiveByProviderSession(ctx context.Context, arg AgentFindLiveByProviderSessionParams) (Agent, error) {
-	row := q.db.QueryRowContext(ctx, agentFindLiveByProviderSession, arg.Provider, arg.ProviderSessionID)
+	row := q.queryRow(ctx, q.agentFindLiveByProviderSessionStmt, agentFindLiveByProviderSession, arg.Provider, arg.ProviderSessionID)
 	var i Agent
 	err := row.Scan(
 		&i.ID,
@@ -85,7 +85,7 @@ SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_ses
 
 // AgentGet reads one agent by id.
 func (q *Queries) AgentGet(ctx context.Context, id string) (Agent, error) {
-	row := q.db.QueryRowContext(ctx, agentGet, id)
+	row := q.queryRow(ctx, q.agentGetStmt, agentGet, id)
 	var i Agent
 	err := row.Scan(
 		&i.ID,
@@ -143,7 +143,7 @@ type AgentInsertParams struct {
 // Agent ledger. Optional identifiers are NULL when absent.
 // AgentInsert stores one agent record as given.
 func (q *Queries) AgentInsert(ctx context.Context, arg AgentInsertParams) error {
-	_, err := q.db.ExecContext(ctx, agentInsert,
+	_, err := q.exec(ctx, q.agentInsertStmt, agentInsert,
 		arg.ID,
 		arg.State,
 		arg.TerminalReason,
@@ -177,7 +177,7 @@ type AgentListParams struct {
 
 // AgentList pages every agent in id order.
 func (q *Queries) AgentList(ctx context.Context, arg AgentListParams) ([]Agent, error) {
-	rows, err := q.db.QueryContext(ctx, agentList, arg.AfterID, arg.Limit)
+	rows, err := q.query(ctx, q.agentListStmt, agentList, arg.AfterID, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +232,7 @@ type AgentListByOwnerParams struct {
 
 // AgentListByOwner pages one owner's agents in id order, optionally of one state.
 func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerParams) ([]Agent, error) {
-	rows, err := q.db.QueryContext(ctx, agentListByOwner,
+	rows, err := q.query(ctx, q.agentListByOwnerStmt, agentListByOwner,
 		arg.OwnerActor,
 		arg.AfterID,
 		arg.State,
@@ -290,7 +290,7 @@ type AgentListByStateParams struct {
 
 // AgentListByState pages the agents of one state in id order.
 func (q *Queries) AgentListByState(ctx context.Context, arg AgentListByStateParams) ([]Agent, error) {
-	rows, err := q.db.QueryContext(ctx, agentListByState, arg.State, arg.AfterID, arg.Limit)
+	rows, err := q.query(ctx, q.agentListByStateStmt, agentListByState, arg.State, arg.AfterID, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +348,7 @@ type AgentListVisibleInParams struct {
 
 // AgentListVisibleIn pages the agents visible in a namespace in id order, optionally of one state and owner.
 func (q *Queries) AgentListVisibleIn(ctx context.Context, arg AgentListVisibleInParams) ([]Agent, error) {
-	rows, err := q.db.QueryContext(ctx, agentListVisibleIn,
+	rows, err := q.query(ctx, q.agentListVisibleInStmt, agentListVisibleIn,
 		arg.Namespace,
 		arg.AfterID,
 		arg.State,
@@ -406,7 +406,7 @@ type AgentSetCheckpointParams struct {
 
 // AgentSetCheckpoint records an agent's checkpoint session and cursor.
 func (q *Queries) AgentSetCheckpoint(ctx context.Context, arg AgentSetCheckpointParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, agentSetCheckpoint, arg.CheckpointSessionID, arg.CheckpointCursor, arg.ID)
+	result, err := q.exec(ctx, q.agentSetCheckpointStmt, agentSetCheckpoint, arg.CheckpointSessionID, arg.CheckpointCursor, arg.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -428,7 +428,7 @@ type AgentSetStateParams struct {
 
 // AgentSetState moves an agent to a state (and reason) at a time.
 func (q *Queries) AgentSetState(ctx context.Context, arg AgentSetStateParams) error {
-	_, err := q.db.ExecContext(ctx, agentSetState,
+	_, err := q.exec(ctx, q.agentSetStateStmt, agentSetState,
 		arg.State,
 		arg.TerminalReason,
 		arg.StateChangedAtMs,
@@ -445,7 +445,7 @@ WHERE state <> 'terminal'
 
 // AgentTerminateLive ends every live agent with reason host_restart.
 func (q *Queries) AgentTerminateLive(ctx context.Context, atMs int64) (int64, error) {
-	result, err := q.db.ExecContext(ctx, agentTerminateLive, atMs)
+	result, err := q.exec(ctx, q.agentTerminateLiveStmt, agentTerminateLive, atMs)
 	if err != nil {
 		return 0, err
 	}

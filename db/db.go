@@ -7,6 +7,7 @@ package db
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 type DBTX interface {
@@ -20,12 +21,458 @@ func New(db DBTX) *Queries {
 	return &Queries{db: db}
 }
 
+func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
+	q := Queries{db: db}
+	var err error
+	if q.agentFindByIdempotencyKeyStmt, err = db.PrepareContext(ctx, agentFindByIdempotencyKey); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentFindByIdempotencyKey: %w", err)
+	}
+	if q.agentFindLiveByProviderSessionStmt, err = db.PrepareContext(ctx, agentFindLiveByProviderSession); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentFindLiveByProviderSession: %w", err)
+	}
+	if q.agentGetStmt, err = db.PrepareContext(ctx, agentGet); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentGet: %w", err)
+	}
+	if q.agentInsertStmt, err = db.PrepareContext(ctx, agentInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentInsert: %w", err)
+	}
+	if q.agentListStmt, err = db.PrepareContext(ctx, agentList); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentList: %w", err)
+	}
+	if q.agentListByOwnerStmt, err = db.PrepareContext(ctx, agentListByOwner); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentListByOwner: %w", err)
+	}
+	if q.agentListByStateStmt, err = db.PrepareContext(ctx, agentListByState); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentListByState: %w", err)
+	}
+	if q.agentListVisibleInStmt, err = db.PrepareContext(ctx, agentListVisibleIn); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentListVisibleIn: %w", err)
+	}
+	if q.agentSetCheckpointStmt, err = db.PrepareContext(ctx, agentSetCheckpoint); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentSetCheckpoint: %w", err)
+	}
+	if q.agentSetStateStmt, err = db.PrepareContext(ctx, agentSetState); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentSetState: %w", err)
+	}
+	if q.agentTerminateLiveStmt, err = db.PrepareContext(ctx, agentTerminateLive); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentTerminateLive: %w", err)
+	}
+	if q.attemptEndStmt, err = db.PrepareContext(ctx, attemptEnd); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptEnd: %w", err)
+	}
+	if q.attemptExpireHeldByStmt, err = db.PrepareContext(ctx, attemptExpireHeldBy); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptExpireHeldBy: %w", err)
+	}
+	if q.attemptExpireHeldByManyStmt, err = db.PrepareContext(ctx, attemptExpireHeldByMany); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptExpireHeldByMany: %w", err)
+	}
+	if q.attemptInsertStmt, err = db.PrepareContext(ctx, attemptInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptInsert: %w", err)
+	}
+	if q.attemptListExpiredStmt, err = db.PrepareContext(ctx, attemptListExpired); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptListExpired: %w", err)
+	}
+	if q.attemptListExpiredByNamespaceStmt, err = db.PrepareContext(ctx, attemptListExpiredByNamespace); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptListExpiredByNamespace: %w", err)
+	}
+	if q.attemptReclaimBatchStmt, err = db.PrepareContext(ctx, attemptReclaimBatch); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptReclaimBatch: %w", err)
+	}
+	if q.attemptRenewStmt, err = db.PrepareContext(ctx, attemptRenew); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptRenew: %w", err)
+	}
+	if q.executionCompleteStmt, err = db.PrepareContext(ctx, executionComplete); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionComplete: %w", err)
+	}
+	if q.executionFailStmt, err = db.PrepareContext(ctx, executionFail); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionFail: %w", err)
+	}
+	if q.executionGetStmt, err = db.PrepareContext(ctx, executionGet); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionGet: %w", err)
+	}
+	if q.executionInsertStmt, err = db.PrepareContext(ctx, executionInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionInsert: %w", err)
+	}
+	if q.executionPickInLaneStmt, err = db.PrepareContext(ctx, executionPickInLane); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionPickInLane: %w", err)
+	}
+	if q.executionRequeueReclaimedStmt, err = db.PrepareContext(ctx, executionRequeueReclaimed); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionRequeueReclaimed: %w", err)
+	}
+	if q.executionStartStmt, err = db.PrepareContext(ctx, executionStart); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionStart: %w", err)
+	}
+	if q.workerDeleteStmt, err = db.PrepareContext(ctx, workerDelete); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerDelete: %w", err)
+	}
+	if q.workerEventAppendStmt, err = db.PrepareContext(ctx, workerEventAppend); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerEventAppend: %w", err)
+	}
+	if q.workerEventAppendSweptStmt, err = db.PrepareContext(ctx, workerEventAppendSwept); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerEventAppendSwept: %w", err)
+	}
+	if q.workerEventListStmt, err = db.PrepareContext(ctx, workerEventList); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerEventList: %w", err)
+	}
+	if q.workerEventListByInstanceStmt, err = db.PrepareContext(ctx, workerEventListByInstance); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerEventListByInstance: %w", err)
+	}
+	if q.workerEventListByNamespaceStmt, err = db.PrepareContext(ctx, workerEventListByNamespace); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerEventListByNamespace: %w", err)
+	}
+	if q.workerEventPruneBatchStmt, err = db.PrepareContext(ctx, workerEventPruneBatch); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerEventPruneBatch: %w", err)
+	}
+	if q.workerGetStmt, err = db.PrepareContext(ctx, workerGet); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerGet: %w", err)
+	}
+	if q.workerGetAliveStmt, err = db.PrepareContext(ctx, workerGetAlive); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerGetAlive: %w", err)
+	}
+	if q.workerHeartbeatStmt, err = db.PrepareContext(ctx, workerHeartbeat); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerHeartbeat: %w", err)
+	}
+	if q.workerListAllStmt, err = db.PrepareContext(ctx, workerListAll); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerListAll: %w", err)
+	}
+	if q.workerListByNamespaceStmt, err = db.PrepareContext(ctx, workerListByNamespace); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerListByNamespace: %w", err)
+	}
+	if q.workerSweepBatchStmt, err = db.PrepareContext(ctx, workerSweepBatch); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerSweepBatch: %w", err)
+	}
+	if q.workerUpsertStmt, err = db.PrepareContext(ctx, workerUpsert); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerUpsert: %w", err)
+	}
+	return &q, nil
+}
+
+func (q *Queries) Close() error {
+	var err error
+	if q.agentFindByIdempotencyKeyStmt != nil {
+		if cerr := q.agentFindByIdempotencyKeyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentFindByIdempotencyKeyStmt: %w", cerr)
+		}
+	}
+	if q.agentFindLiveByProviderSessionStmt != nil {
+		if cerr := q.agentFindLiveByProviderSessionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentFindLiveByProviderSessionStmt: %w", cerr)
+		}
+	}
+	if q.agentGetStmt != nil {
+		if cerr := q.agentGetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentGetStmt: %w", cerr)
+		}
+	}
+	if q.agentInsertStmt != nil {
+		if cerr := q.agentInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentInsertStmt: %w", cerr)
+		}
+	}
+	if q.agentListStmt != nil {
+		if cerr := q.agentListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentListStmt: %w", cerr)
+		}
+	}
+	if q.agentListByOwnerStmt != nil {
+		if cerr := q.agentListByOwnerStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentListByOwnerStmt: %w", cerr)
+		}
+	}
+	if q.agentListByStateStmt != nil {
+		if cerr := q.agentListByStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentListByStateStmt: %w", cerr)
+		}
+	}
+	if q.agentListVisibleInStmt != nil {
+		if cerr := q.agentListVisibleInStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentListVisibleInStmt: %w", cerr)
+		}
+	}
+	if q.agentSetCheckpointStmt != nil {
+		if cerr := q.agentSetCheckpointStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentSetCheckpointStmt: %w", cerr)
+		}
+	}
+	if q.agentSetStateStmt != nil {
+		if cerr := q.agentSetStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentSetStateStmt: %w", cerr)
+		}
+	}
+	if q.agentTerminateLiveStmt != nil {
+		if cerr := q.agentTerminateLiveStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentTerminateLiveStmt: %w", cerr)
+		}
+	}
+	if q.attemptEndStmt != nil {
+		if cerr := q.attemptEndStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptEndStmt: %w", cerr)
+		}
+	}
+	if q.attemptExpireHeldByStmt != nil {
+		if cerr := q.attemptExpireHeldByStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptExpireHeldByStmt: %w", cerr)
+		}
+	}
+	if q.attemptExpireHeldByManyStmt != nil {
+		if cerr := q.attemptExpireHeldByManyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptExpireHeldByManyStmt: %w", cerr)
+		}
+	}
+	if q.attemptInsertStmt != nil {
+		if cerr := q.attemptInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptInsertStmt: %w", cerr)
+		}
+	}
+	if q.attemptListExpiredStmt != nil {
+		if cerr := q.attemptListExpiredStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptListExpiredStmt: %w", cerr)
+		}
+	}
+	if q.attemptListExpiredByNamespaceStmt != nil {
+		if cerr := q.attemptListExpiredByNamespaceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptListExpiredByNamespaceStmt: %w", cerr)
+		}
+	}
+	if q.attemptReclaimBatchStmt != nil {
+		if cerr := q.attemptReclaimBatchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptReclaimBatchStmt: %w", cerr)
+		}
+	}
+	if q.attemptRenewStmt != nil {
+		if cerr := q.attemptRenewStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptRenewStmt: %w", cerr)
+		}
+	}
+	if q.executionCompleteStmt != nil {
+		if cerr := q.executionCompleteStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionCompleteStmt: %w", cerr)
+		}
+	}
+	if q.executionFailStmt != nil {
+		if cerr := q.executionFailStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionFailStmt: %w", cerr)
+		}
+	}
+	if q.executionGetStmt != nil {
+		if cerr := q.executionGetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionGetStmt: %w", cerr)
+		}
+	}
+	if q.executionInsertStmt != nil {
+		if cerr := q.executionInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionInsertStmt: %w", cerr)
+		}
+	}
+	if q.executionPickInLaneStmt != nil {
+		if cerr := q.executionPickInLaneStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionPickInLaneStmt: %w", cerr)
+		}
+	}
+	if q.executionRequeueReclaimedStmt != nil {
+		if cerr := q.executionRequeueReclaimedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionRequeueReclaimedStmt: %w", cerr)
+		}
+	}
+	if q.executionStartStmt != nil {
+		if cerr := q.executionStartStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionStartStmt: %w", cerr)
+		}
+	}
+	if q.workerDeleteStmt != nil {
+		if cerr := q.workerDeleteStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerDeleteStmt: %w", cerr)
+		}
+	}
+	if q.workerEventAppendStmt != nil {
+		if cerr := q.workerEventAppendStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerEventAppendStmt: %w", cerr)
+		}
+	}
+	if q.workerEventAppendSweptStmt != nil {
+		if cerr := q.workerEventAppendSweptStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerEventAppendSweptStmt: %w", cerr)
+		}
+	}
+	if q.workerEventListStmt != nil {
+		if cerr := q.workerEventListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerEventListStmt: %w", cerr)
+		}
+	}
+	if q.workerEventListByInstanceStmt != nil {
+		if cerr := q.workerEventListByInstanceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerEventListByInstanceStmt: %w", cerr)
+		}
+	}
+	if q.workerEventListByNamespaceStmt != nil {
+		if cerr := q.workerEventListByNamespaceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerEventListByNamespaceStmt: %w", cerr)
+		}
+	}
+	if q.workerEventPruneBatchStmt != nil {
+		if cerr := q.workerEventPruneBatchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerEventPruneBatchStmt: %w", cerr)
+		}
+	}
+	if q.workerGetStmt != nil {
+		if cerr := q.workerGetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerGetStmt: %w", cerr)
+		}
+	}
+	if q.workerGetAliveStmt != nil {
+		if cerr := q.workerGetAliveStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerGetAliveStmt: %w", cerr)
+		}
+	}
+	if q.workerHeartbeatStmt != nil {
+		if cerr := q.workerHeartbeatStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerHeartbeatStmt: %w", cerr)
+		}
+	}
+	if q.workerListAllStmt != nil {
+		if cerr := q.workerListAllStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerListAllStmt: %w", cerr)
+		}
+	}
+	if q.workerListByNamespaceStmt != nil {
+		if cerr := q.workerListByNamespaceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerListByNamespaceStmt: %w", cerr)
+		}
+	}
+	if q.workerSweepBatchStmt != nil {
+		if cerr := q.workerSweepBatchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerSweepBatchStmt: %w", cerr)
+		}
+	}
+	if q.workerUpsertStmt != nil {
+		if cerr := q.workerUpsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerUpsertStmt: %w", cerr)
+		}
+	}
+	return err
+}
+
+func (q *Queries) exec(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (sql.Result, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+	case stmt != nil:
+		return stmt.ExecContext(ctx, args...)
+	default:
+		return q.db.ExecContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) query(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (*sql.Rows, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryContext(ctx, args...)
+	default:
+		return q.db.QueryContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) *sql.Row {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryRowContext(ctx, args...)
+	default:
+		return q.db.QueryRowContext(ctx, query, args...)
+	}
+}
+
 type Queries struct {
-	db DBTX
+	db                                 DBTX
+	tx                                 *sql.Tx
+	agentFindByIdempotencyKeyStmt      *sql.Stmt
+	agentFindLiveByProviderSessionStmt *sql.Stmt
+	agentGetStmt                       *sql.Stmt
+	agentInsertStmt                    *sql.Stmt
+	agentListStmt                      *sql.Stmt
+	agentListByOwnerStmt               *sql.Stmt
+	agentListByStateStmt               *sql.Stmt
+	agentListVisibleInStmt             *sql.Stmt
+	agentSetCheckpointStmt             *sql.Stmt
+	agentSetStateStmt                  *sql.Stmt
+	agentTerminateLiveStmt             *sql.Stmt
+	attemptEndStmt                     *sql.Stmt
+	attemptExpireHeldByStmt            *sql.Stmt
+	attemptExpireHeldByManyStmt        *sql.Stmt
+	attemptInsertStmt                  *sql.Stmt
+	attemptListExpiredStmt             *sql.Stmt
+	attemptListExpiredByNamespaceStmt  *sql.Stmt
+	attemptReclaimBatchStmt            *sql.Stmt
+	attemptRenewStmt                   *sql.Stmt
+	executionCompleteStmt              *sql.Stmt
+	executionFailStmt                  *sql.Stmt
+	executionGetStmt                   *sql.Stmt
+	executionInsertStmt                *sql.Stmt
+	executionPickInLaneStmt            *sql.Stmt
+	executionRequeueReclaimedStmt      *sql.Stmt
+	executionStartStmt                 *sql.Stmt
+	workerDeleteStmt                   *sql.Stmt
+	workerEventAppendStmt              *sql.Stmt
+	workerEventAppendSweptStmt         *sql.Stmt
+	workerEventListStmt                *sql.Stmt
+	workerEventListByInstanceStmt      *sql.Stmt
+	workerEventListByNamespaceStmt     *sql.Stmt
+	workerEventPruneBatchStmt          *sql.Stmt
+	workerGetStmt                      *sql.Stmt
+	workerGetAliveStmt                 *sql.Stmt
+	workerHeartbeatStmt                *sql.Stmt
+	workerListAllStmt                  *sql.Stmt
+	workerListByNamespaceStmt          *sql.Stmt
+	workerSweepBatchStmt               *sql.Stmt
+	workerUpsertStmt                   *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db: tx,
+		db:                                 tx,
+		tx:                                 tx,
+		agentFindByIdempotencyKeyStmt:      q.agentFindByIdempotencyKeyStmt,
+		agentFindLiveByProviderSessionStmt: q.agentFindLiveByProviderSessionStmt,
+		agentGetStmt:                       q.agentGetStmt,
+		agentInsertStmt:                    q.agentInsertStmt,
+		agentListStmt:                      q.agentListStmt,
+		agentListByOwnerStmt:               q.agentListByOwnerStmt,
+		agentListByStateStmt:               q.agentListByStateStmt,
+		agentListVisibleInStmt:             q.agentListVisibleInStmt,
+		agentSetCheckpointStmt:             q.agentSetCheckpointStmt,
+		agentSetStateStmt:                  q.agentSetStateStmt,
+		agentTerminateLiveStmt:             q.agentTerminateLiveStmt,
+		attemptEndStmt:                     q.attemptEndStmt,
+		attemptExpireHeldByStmt:            q.attemptExpireHeldByStmt,
+		attemptExpireHeldByManyStmt:        q.attemptExpireHeldByManyStmt,
+		attemptInsertStmt:                  q.attemptInsertStmt,
+		attemptListExpiredStmt:             q.attemptListExpiredStmt,
+		attemptListExpiredByNamespaceStmt:  q.attemptListExpiredByNamespaceStmt,
+		attemptReclaimBatchStmt:            q.attemptReclaimBatchStmt,
+		attemptRenewStmt:                   q.attemptRenewStmt,
+		executionCompleteStmt:              q.executionCompleteStmt,
+		executionFailStmt:                  q.executionFailStmt,
+		executionGetStmt:                   q.executionGetStmt,
+		executionInsertStmt:                q.executionInsertStmt,
+		executionPickInLaneStmt:            q.executionPickInLaneStmt,
+		executionRequeueReclaimedStmt:      q.executionRequeueReclaimedStmt,
+		executionStartStmt:                 q.executionStartStmt,
+		workerDeleteStmt:                   q.workerDeleteStmt,
+		workerEventAppendStmt:              q.workerEventAppendStmt,
+		workerEventAppendSweptStmt:         q.workerEventAppendSweptStmt,
+		workerEventListStmt:                q.workerEventListStmt,
+		workerEventListByInstanceStmt:      q.workerEventListByInstanceStmt,
+		workerEventListByNamespaceStmt:     q.workerEventListByNamespaceStmt,
+		workerEventPruneBatchStmt:          q.workerEventPruneBatchStmt,
+		workerGetStmt:                      q.workerGetStmt,
+		workerGetAliveStmt:                 q.workerGetAliveStmt,
+		workerHeartbeatStmt:                q.workerHeartbeatStmt,
+		workerListAllStmt:                  q.workerListAllStmt,
+		workerListByNamespaceStmt:          q.workerListByNamespaceStmt,
+		workerSweepBatchStmt:               q.workerSweepBatchStmt,
+		workerUpsertStmt:                   q.workerUpsertStmt,
 	}
 }

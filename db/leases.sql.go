@@ -27,7 +27,7 @@ type AttemptEndParams struct {
 
 // AttemptEnd closes the current, unexpired lease of an execution as completed or failed.
 func (q *Queries) AttemptEnd(ctx context.Context, arg AttemptEndParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, attemptEnd,
+	row := q.queryRow(ctx, q.attemptEndStmt, attemptEnd,
 		arg.State,
 		arg.Now,
 		arg.ExecutionID,
@@ -52,7 +52,7 @@ type AttemptExpireHeldByParams struct {
 
 // AttemptExpireHeldBy expires, at @now, every running lease an instance holds.
 func (q *Queries) AttemptExpireHeldBy(ctx context.Context, arg AttemptExpireHeldByParams) error {
-	_, err := q.db.ExecContext(ctx, attemptExpireHeldBy, arg.Now, arg.Namespace, arg.InstanceID)
+	_, err := q.exec(ctx, q.attemptExpireHeldByStmt, attemptExpireHeldBy, arg.Now, arg.Namespace, arg.InstanceID)
 	return err
 }
 
@@ -73,7 +73,7 @@ type AttemptExpireHeldByManyParams struct {
 // AttemptExpireHeldByMany expires, at @now, the running leases of every
 // [namespace, instance_id] pair of a JSON array.
 func (q *Queries) AttemptExpireHeldByMany(ctx context.Context, arg AttemptExpireHeldByManyParams) error {
-	_, err := q.db.ExecContext(ctx, attemptExpireHeldByMany, arg.Now, arg.Instances)
+	_, err := q.exec(ctx, q.attemptExpireHeldByManyStmt, attemptExpireHeldByMany, arg.Now, arg.Instances)
 	return err
 }
 
@@ -98,7 +98,7 @@ type AttemptInsertParams struct {
 
 // AttemptInsert records the lease of a new attempt.
 func (q *Queries) AttemptInsert(ctx context.Context, arg AttemptInsertParams) error {
-	_, err := q.db.ExecContext(ctx, attemptInsert,
+	_, err := q.exec(ctx, q.attemptInsertStmt, attemptInsert,
 		arg.ExecutionID,
 		arg.AttemptIndex,
 		arg.Epoch,
@@ -139,7 +139,7 @@ type AttemptListExpiredRow struct {
 
 // AttemptListExpired pages the running leases expired by @as_of, by (expiry, execution id).
 func (q *Queries) AttemptListExpired(ctx context.Context, arg AttemptListExpiredParams) ([]AttemptListExpiredRow, error) {
-	rows, err := q.db.QueryContext(ctx, attemptListExpired,
+	rows, err := q.query(ctx, q.attemptListExpiredStmt, attemptListExpired,
 		arg.AsOf,
 		arg.AfterExpiresAtMs,
 		arg.AfterExecutionID,
@@ -203,7 +203,7 @@ type AttemptListExpiredByNamespaceRow struct {
 
 // AttemptListExpiredByNamespace pages one namespace's running leases expired by @as_of.
 func (q *Queries) AttemptListExpiredByNamespace(ctx context.Context, arg AttemptListExpiredByNamespaceParams) ([]AttemptListExpiredByNamespaceRow, error) {
-	rows, err := q.db.QueryContext(ctx, attemptListExpiredByNamespace,
+	rows, err := q.query(ctx, q.attemptListExpiredByNamespaceStmt, attemptListExpiredByNamespace,
 		arg.Namespace,
 		arg.AsOf,
 		arg.AfterExpiresAtMs,
@@ -257,7 +257,7 @@ type AttemptReclaimBatchParams struct {
 
 // AttemptReclaimBatch ends up to @batch_size expired running leases, soonest expiry first.
 func (q *Queries) AttemptReclaimBatch(ctx context.Context, arg AttemptReclaimBatchParams) ([]uuid.UUID, error) {
-	rows, err := q.db.QueryContext(ctx, attemptReclaimBatch, arg.Now, arg.BatchSize)
+	rows, err := q.query(ctx, q.attemptReclaimBatchStmt, attemptReclaimBatch, arg.Now, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +295,7 @@ type AttemptRenewParams struct {
 
 // AttemptRenew extends the current, unexpired lease of an execution.
 func (q *Queries) AttemptRenew(ctx context.Context, arg AttemptRenewParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, attemptRenew,
+	row := q.queryRow(ctx, q.attemptRenewStmt, attemptRenew,
 		arg.ExpiresAtMs,
 		arg.ExecutionID,
 		arg.Epoch,
@@ -318,7 +318,7 @@ type ExecutionCompleteParams struct {
 
 // ExecutionComplete ends a running execution as completed with its result.
 func (q *Queries) ExecutionComplete(ctx context.Context, arg ExecutionCompleteParams) error {
-	_, err := q.db.ExecContext(ctx, executionComplete, arg.Result, arg.ID)
+	_, err := q.exec(ctx, q.executionCompleteStmt, executionComplete, arg.Result, arg.ID)
 	return err
 }
 
@@ -336,7 +336,7 @@ type ExecutionFailParams struct {
 
 // ExecutionFail returns a running execution to waiting while attempts remain, else ends it failed.
 func (q *Queries) ExecutionFail(ctx context.Context, arg ExecutionFailParams) error {
-	_, err := q.db.ExecContext(ctx, executionFail, arg.LastError, arg.ID)
+	_, err := q.exec(ctx, q.executionFailStmt, executionFail, arg.LastError, arg.ID)
 	return err
 }
 
@@ -346,7 +346,7 @@ SELECT id, namespace, lane, state, priority, payload, result, required_capabilit
 
 // ExecutionGet reads one execution by id.
 func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error) {
-	row := q.db.QueryRowContext(ctx, executionGet, id)
+	row := q.queryRow(ctx, q.executionGetStmt, executionGet, id)
 	var i Execution
 	err := row.Scan(
 		&i.ID,
@@ -390,7 +390,7 @@ type ExecutionInsertParams struct {
 // Executions and their attempts (leases).
 // ExecutionInsert creates one waiting execution.
 func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams) error {
-	_, err := q.db.ExecContext(ctx, executionInsert,
+	_, err := q.exec(ctx, q.executionInsertStmt, executionInsert,
 		arg.ID,
 		arg.Namespace,
 		arg.Lane,
@@ -429,7 +429,7 @@ type ExecutionPickInLaneRow struct {
 // ExecutionPickInLane finds the best waiting execution of one lane whose
 // required capabilities are all in @capabilities (a JSON array).
 func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLaneParams) (ExecutionPickInLaneRow, error) {
-	row := q.db.QueryRowContext(ctx, executionPickInLane, arg.Namespace, arg.Lane, arg.Capabilities)
+	row := q.queryRow(ctx, q.executionPickInLaneStmt, executionPickInLane, arg.Namespace, arg.Lane, arg.Capabilities)
 	var i ExecutionPickInLaneRow
 	err := row.Scan(&i.ID, &i.Priority, &i.CreatedAtMs)
 	return i, err
@@ -447,7 +447,7 @@ WHERE state = 'running'
 // ExecutionRequeueReclaimed returns each execution of a JSON array of ids to
 // waiting while attempts remain, else ends it failed; either way it counts the reclaim.
 func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, ids string) error {
-	_, err := q.db.ExecContext(ctx, executionRequeueReclaimed, ids)
+	_, err := q.exec(ctx, q.executionRequeueReclaimedStmt, executionRequeueReclaimed, ids)
 	return err
 }
 
@@ -468,7 +468,7 @@ type ExecutionStartRow struct {
 
 // ExecutionStart moves a waiting execution to running under a new attempt and epoch.
 func (q *Queries) ExecutionStart(ctx context.Context, id uuid.UUID) (ExecutionStartRow, error) {
-	row := q.db.QueryRowContext(ctx, executionStart, id)
+	row := q.queryRow(ctx, q.executionStartStmt, executionStart, id)
 	var i ExecutionStartRow
 	err := row.Scan(
 		&i.Attempts,

@@ -21,7 +21,7 @@ type WorkerDeleteParams struct {
 
 // WorkerDelete removes one worker row, alive or lapsed.
 func (q *Queries) WorkerDelete(ctx context.Context, arg WorkerDeleteParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, workerDelete, arg.Namespace, arg.InstanceID)
+	result, err := q.exec(ctx, q.workerDeleteStmt, workerDelete, arg.Namespace, arg.InstanceID)
 	if err != nil {
 		return 0, err
 	}
@@ -43,7 +43,7 @@ type WorkerEventAppendParams struct {
 
 // WorkerEventAppend adds one event to the audit log.
 func (q *Queries) WorkerEventAppend(ctx context.Context, arg WorkerEventAppendParams) error {
-	_, err := q.db.ExecContext(ctx, workerEventAppend,
+	_, err := q.exec(ctx, q.workerEventAppendStmt, workerEventAppend,
 		arg.Namespace,
 		arg.InstanceID,
 		arg.Kind,
@@ -67,7 +67,7 @@ type WorkerEventAppendSweptParams struct {
 
 // WorkerEventAppendSwept logs one ttl_swept event per [namespace, instance_id] pair of a JSON array.
 func (q *Queries) WorkerEventAppendSwept(ctx context.Context, arg WorkerEventAppendSweptParams) error {
-	_, err := q.db.ExecContext(ctx, workerEventAppendSwept, arg.AtMs, arg.Instances)
+	_, err := q.exec(ctx, q.workerEventAppendSweptStmt, workerEventAppendSwept, arg.AtMs, arg.Instances)
 	return err
 }
 
@@ -85,7 +85,7 @@ type WorkerEventListParams struct {
 
 // WorkerEventList tails the audit log of every namespace in Seq order.
 func (q *Queries) WorkerEventList(ctx context.Context, arg WorkerEventListParams) ([]WorkerEvent, error) {
-	rows, err := q.db.QueryContext(ctx, workerEventList, arg.AfterSeq, arg.Limit)
+	rows, err := q.query(ctx, q.workerEventListStmt, workerEventList, arg.AfterSeq, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ type WorkerEventListByInstanceParams struct {
 
 // WorkerEventListByInstance tails one instance's audit log in Seq order (namespace ” = any).
 func (q *Queries) WorkerEventListByInstance(ctx context.Context, arg WorkerEventListByInstanceParams) ([]WorkerEvent, error) {
-	rows, err := q.db.QueryContext(ctx, workerEventListByInstance,
+	rows, err := q.query(ctx, q.workerEventListByInstanceStmt, workerEventListByInstance,
 		arg.InstanceID,
 		arg.AfterSeq,
 		arg.Namespace,
@@ -180,7 +180,7 @@ type WorkerEventListByNamespaceParams struct {
 
 // WorkerEventListByNamespace tails one namespace's audit log in Seq order.
 func (q *Queries) WorkerEventListByNamespace(ctx context.Context, arg WorkerEventListByNamespaceParams) ([]WorkerEvent, error) {
-	rows, err := q.db.QueryContext(ctx, workerEventListByNamespace, arg.Namespace, arg.AfterSeq, arg.Limit)
+	rows, err := q.query(ctx, q.workerEventListByNamespaceStmt, workerEventListByNamespace, arg.Namespace, arg.AfterSeq, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ type WorkerEventPruneBatchParams struct {
 
 // WorkerEventPruneBatch deletes up to @batch_size of the events logged before @before_ms.
 func (q *Queries) WorkerEventPruneBatch(ctx context.Context, arg WorkerEventPruneBatchParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, workerEventPruneBatch, arg.BeforeMs, arg.BatchSize)
+	result, err := q.exec(ctx, q.workerEventPruneBatchStmt, workerEventPruneBatch, arg.BeforeMs, arg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
@@ -247,7 +247,7 @@ type WorkerGetParams struct {
 // Worker registry and its audit log. Alive means now < last_heartbeat_ms + ttl_ms.
 // WorkerGet reads one worker row, alive or lapsed.
 func (q *Queries) WorkerGet(ctx context.Context, arg WorkerGetParams) (Worker, error) {
-	row := q.db.QueryRowContext(ctx, workerGet, arg.Namespace, arg.InstanceID)
+	row := q.queryRow(ctx, q.workerGetStmt, workerGet, arg.Namespace, arg.InstanceID)
 	var i Worker
 	err := row.Scan(
 		&i.Namespace,
@@ -276,7 +276,7 @@ type WorkerGetAliveParams struct {
 
 // WorkerGetAlive reads one worker row only while its TTL has not lapsed.
 func (q *Queries) WorkerGetAlive(ctx context.Context, arg WorkerGetAliveParams) (Worker, error) {
-	row := q.db.QueryRowContext(ctx, workerGetAlive, arg.Namespace, arg.InstanceID, arg.Now)
+	row := q.queryRow(ctx, q.workerGetAliveStmt, workerGetAlive, arg.Namespace, arg.InstanceID, arg.Now)
 	var i Worker
 	err := row.Scan(
 		&i.Namespace,
@@ -306,7 +306,7 @@ type WorkerHeartbeatParams struct {
 
 // WorkerHeartbeat moves an alive worker's heartbeat to now and returns its TTL.
 func (q *Queries) WorkerHeartbeat(ctx context.Context, arg WorkerHeartbeatParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, workerHeartbeat, arg.Now, arg.Namespace, arg.InstanceID)
+	row := q.queryRow(ctx, q.workerHeartbeatStmt, workerHeartbeat, arg.Now, arg.Namespace, arg.InstanceID)
 	var ttl_ms int64
 	err := row.Scan(&ttl_ms)
 	return ttl_ms, err
@@ -327,7 +327,7 @@ type WorkerListAllParams struct {
 
 // WorkerListAll pages every namespace's workers in (namespace, instance id) order.
 func (q *Queries) WorkerListAll(ctx context.Context, arg WorkerListAllParams) ([]Worker, error) {
-	rows, err := q.db.QueryContext(ctx, workerListAll, arg.AfterNamespace, arg.AfterInstanceID, arg.Limit)
+	rows, err := q.query(ctx, q.workerListAllStmt, workerListAll, arg.AfterNamespace, arg.AfterInstanceID, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +373,7 @@ type WorkerListByNamespaceParams struct {
 
 // WorkerListByNamespace pages one namespace's workers in instance id order.
 func (q *Queries) WorkerListByNamespace(ctx context.Context, arg WorkerListByNamespaceParams) ([]Worker, error) {
-	rows, err := q.db.QueryContext(ctx, workerListByNamespace, arg.Namespace, arg.AfterInstanceID, arg.Limit)
+	rows, err := q.query(ctx, q.workerListByNamespaceStmt, workerListByNamespace, arg.Namespace, arg.AfterInstanceID, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -427,7 +427,7 @@ type WorkerSweepBatchRow struct {
 
 // WorkerSweepBatch deletes up to @batch_size lapsed workers, soonest expiry first.
 func (q *Queries) WorkerSweepBatch(ctx context.Context, arg WorkerSweepBatchParams) ([]WorkerSweepBatchRow, error) {
-	rows, err := q.db.QueryContext(ctx, workerSweepBatch, arg.Now, arg.BatchSize)
+	rows, err := q.query(ctx, q.workerSweepBatchStmt, workerSweepBatch, arg.Now, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
@@ -479,7 +479,7 @@ type WorkerUpsertParams struct {
 
 // WorkerUpsert inserts a worker or replaces every field of an existing row.
 func (q *Queries) WorkerUpsert(ctx context.Context, arg WorkerUpsertParams) error {
-	_, err := q.db.ExecContext(ctx, workerUpsert,
+	_, err := q.exec(ctx, q.workerUpsertStmt, workerUpsert,
 		arg.Namespace,
 		arg.InstanceID,
 		arg.WorkerID,

@@ -138,7 +138,7 @@ type Store struct {
 	log    *slog.Logger
 	writer *sql.DB // exactly one connection
 	reader *sql.DB // read-only pool; the writer itself for ":memory:"
-	rq     *db.Queries
+	wq, rq *db.Queries // every query, prepared on the writer and on the reader pool
 
 	queue      chan *writeOp
 	quit       chan struct{}
@@ -192,7 +192,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		_ = s.closeDBs()
 		return nil, err
 	}
-	s.rq = db.New(s.reader)
+	s.prepare(ctx)
 	go s.runWriter()
 	s.log.Debug("roster: store open", "path", path, "durability", cfg.durability.String())
 	return s, nil
@@ -246,8 +246,35 @@ func (s *Store) openDBs(path string) error {
 	return nil
 }
 
+// prepare compiles every query once for the writer and once for the read pool
+// (where each connection prepares it again on first use). Should the schema
+// lack a table a query needs (only with substituted migrations), the queries
+// run unprepared instead: slower, not different.
+func (s *Store) prepare(ctx context.Context) {
+	prepared := func(conn *sql.DB) *db.Queries {
+		q, err := db.Prepare(ctx, conn)
+		if err != nil {
+			s.log.Warn("roster: running queries unprepared", "err", err)
+			return db.New(conn)
+		}
+		return q
+	}
+	s.wq = prepared(s.writer)
+	s.rq = s.wq
+	if s.reader != s.writer {
+		s.rq = prepared(s.reader)
+	}
+}
+
 func (s *Store) closeDBs() error {
-	err := s.writer.Close()
+	var err error
+	if s.wq != nil {
+		err = s.wq.Close()
+	}
+	if s.rq != nil && s.rq != s.wq {
+		err = errors.Join(err, s.rq.Close())
+	}
+	err = errors.Join(err, s.writer.Close())
 	if s.reader != s.writer {
 		err = errors.Join(err, s.reader.Close())
 	}
@@ -419,7 +446,7 @@ func (s *Store) commit(batch []*writeOp) {
 		reply(s.driverError("begin", err))
 		return
 	}
-	q := db.New(tx)
+	q := s.wq.WithTx(tx)
 	// A lone write needs no savepoint: rolling back the transaction undoes it.
 	savepoints := live > 1
 	ran := false
