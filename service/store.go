@@ -136,8 +136,8 @@ func (c *config) validate() error {
 type Store struct {
 	cfg    config
 	log    *slog.Logger
-	writer *sql.DB // exactly one connection
-	reader *sql.DB // read-only pool; the writer itself for ":memory:"
+	writer *sql.DB     // exactly one connection
+	reader *sql.DB     // read-only pool; the writer itself for ":memory:"
 	wq, rq *db.Queries // every query, prepared on the writer and on the reader pool
 
 	queue      chan *writeOp
