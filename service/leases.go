@@ -351,10 +351,14 @@ func (s *Store) ListExpiredLeases(ctx context.Context, a ListExpiredLeasesArgs) 
 		return ExpiredLeasePage{}, err
 	}
 	afterExpires, afterID := int64(math.MinInt64), ""
-	if ok, err := decodeCursor(a.After, leasesCursor, &afterExpires, &afterID); err != nil {
+	ok, err := decodeCursor(a.After, leasesCursor, &afterExpires, &afterID)
+	if err != nil {
 		return ExpiredLeasePage{}, err
-	} else if _, perr := uuid.Parse(afterID); ok && perr != nil {
-		return ExpiredLeasePage{}, invalid("After", "not a cursor returned by this list")
+	}
+	if ok {
+		if _, err := uuid.Parse(afterID); err != nil {
+			return ExpiredLeasePage{}, invalid("After", "not a cursor returned by this list")
+		}
 	}
 	asOf := s.now(a.AsOf).UnixMilli()
 	var rows []db.AttemptListExpiredRow
