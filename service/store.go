@@ -322,10 +322,13 @@ func (s *Store) now(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Millisecond)
 }
 
-// read runs fn on the read-only pool.
+// read runs fn on the read-only pool; fn passes ctx to its queries.
 func (s *Store) read(ctx context.Context, fn func(q *db.Queries) error) error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	err := fn(s.rq)
 	if err != nil && s.closed.Load() {
