@@ -11,9 +11,10 @@ BENCHTIME   ?= 1s
 generate:
 	$(SQLC) generate
 
-## verify: db/ is current, and the code passes vet, gofmt and staticcheck
+## verify: db/ is current, every query prepares (sqlc vet), and the code passes vet, gofmt and staticcheck
 verify:
 	$(SQLC) diff
+	$(SQLC) vet
 	go vet ./...
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

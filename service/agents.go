@@ -2,13 +2,11 @@ package service
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/rosterdb/roster/db"
+	"github.com/rosterdb/roster/internal/engine"
 )
 
 // AgentState is the state of an agent process.
@@ -94,12 +92,15 @@ type AgentPage struct {
 // StateChangedAt takes the Store's clock). A taken id, a provider session held
 // by a live agent, or a reused (owner, idempotency key) is ErrConflict.
 func (s *Store) InsertAgent(ctx context.Context, a Agent) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	a, err := s.prepareAgent(a)
 	if err != nil {
 		return err
 	}
-	return s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		return insertAgent(ctx, q, a)
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		return agentWriteError(q.AgentInsert(ctx, agentRow(a)), a)
 	})
 }
 
@@ -108,30 +109,34 @@ func (s *Store) InsertAgent(ctx context.Context, a Agent) error {
 // agent with created=false and another fingerprint is ErrConflict. Without a
 // key it is a plain insert.
 func (s *Store) SpawnAgent(ctx context.Context, a Agent) (Agent, bool, error) {
+	if err := s.check(); err != nil {
+		return Agent{}, false, err
+	}
 	a, err := s.prepareAgent(a)
 	if err != nil {
 		return Agent{}, false, err
 	}
 	stored, created := a, true
-	err = s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		if a.IdempotencyKey != "" {
-			row, err := q.AgentFindByIdempotencyKey(ctx, db.AgentFindByIdempotencyKeyParams{
-				OwnerActor: a.OwnerActor, IdempotencyKey: nullString(a.IdempotencyKey),
-			})
-			switch {
-			case err == nil:
-				if row.SpawnFingerprint != a.SpawnFingerprint {
-					return fmt.Errorf("%w: idempotency key %q of owner %q was used with another spawn fingerprint",
-						ErrConflict, a.IdempotencyKey, a.OwnerActor)
-				}
-				created = false
-				stored, err = agentFromRow(row)
-				return err
-			case !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		if a.IdempotencyKey == "" {
+			return agentWriteError(q.AgentInsert(ctx, agentRow(a)), a)
 		}
-		return insertAgent(ctx, q, a)
+		// The insert skips a used key in the statement that writes, so two
+		// concurrent spawns with one key store one agent.
+		inserted, err := q.AgentSpawn(ctx, agentRow(a))
+		if err != nil || inserted {
+			return agentWriteError(err, a)
+		}
+		row, err := q.AgentFindByIdempotencyKey(ctx, a.OwnerActor, a.IdempotencyKey)
+		if err != nil {
+			return err
+		}
+		if row.SpawnFingerprint != a.SpawnFingerprint {
+			return fmt.Errorf("%w: idempotency key %q of owner %q was used with another spawn fingerprint",
+				ErrConflict, a.IdempotencyKey, a.OwnerActor)
+		}
+		created, stored = false, agentFromRow(row)
+		return nil
 	})
 	if err != nil {
 		return Agent{}, false, err
@@ -141,23 +146,20 @@ func (s *Store) SpawnAgent(ctx context.Context, a Agent) (Agent, bool, error) {
 
 // GetAgent returns one agent, or ErrNotFound.
 func (s *Store) GetAgent(ctx context.Context, id string) (Agent, error) {
+	if err := s.check(); err != nil {
+		return Agent{}, err
+	}
 	if err := validIdentifier("ID", id); err != nil {
 		return Agent{}, err
 	}
-	var a Agent
-	err := s.read(ctx, func(q *db.Queries) error {
-		row, err := q.AgentGet(ctx, id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: agent %q", ErrNotFound, id)
-		}
-		if err != nil {
-			return err
-		}
-		a, err = agentFromRow(row)
-		return err
-	})
-	return a, err
+	return s.findAgent(ctx, func(ctx context.Context, q engine.Queries) (engine.Agent, error) {
+		return q.AgentGet(ctx, id)
+	}, "agent %q", id)
 }
+
+// casAttempts bounds how often UpdateAgentState re-reads an agent whose state
+// another writer changed between its read and its compare-and-set.
+const casAttempts = 5
 
 // UpdateAgentState moves an agent through its state machine:
 // spawned→running, running→running (activity: only StateChangedAt moves),
@@ -167,6 +169,9 @@ func (s *Store) GetAgent(ctx context.Context, id string) (Agent, error) {
 // reason must fit the state (ErrInvalidInput), the agent must exist
 // (ErrNotFound), ExpectState must match (ErrConflict), then the transition.
 func (s *Store) UpdateAgentState(ctx context.Context, a UpdateAgentStateArgs) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	if err := validIdentifier("ID", a.ID); err != nil {
 		return err
 	}
@@ -177,28 +182,32 @@ func (s *Store) UpdateAgentState(ctx context.Context, a UpdateAgentStateArgs) er
 		return invalid("ExpectState", "unknown agent state %q", a.ExpectState)
 	}
 	at := s.now(a.At).UnixMilli()
-	return s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		row, err := q.AgentGet(ctx, a.ID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: agent %q", ErrNotFound, a.ID)
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		// The rules are checked on the state read; the write applies only if
+		// the agent is still in that state (compare-and-set in the statement
+		// that writes), else the rules are checked again on the new state.
+		for range casAttempts {
+			row, err := q.AgentGet(ctx, a.ID)
+			if errors.Is(err, engine.ErrNoRows) {
+				return fmt.Errorf("%w: agent %q", ErrNotFound, a.ID)
+			}
+			if err != nil {
+				return err
+			}
+			from := AgentState(row.State)
+			if a.ExpectState != "" && from != a.ExpectState {
+				return fmt.Errorf("%w: agent %q is %s, expected %s", ErrConflict, a.ID, from, a.ExpectState)
+			}
+			change, err := transition(from, a.State)
+			if err != nil || !change {
+				return err
+			}
+			done, err := q.AgentSetState(ctx, a.ID, string(from), string(a.State), string(a.Reason), at)
+			if err != nil || done {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-		from := AgentState(row.State)
-		if a.ExpectState != "" && from != a.ExpectState {
-			return fmt.Errorf("%w: agent %q is %s, expected %s", ErrConflict, a.ID, from, a.ExpectState)
-		}
-		change, err := transition(from, a.State)
-		if err != nil || !change {
-			return err
-		}
-		return q.AgentSetState(ctx, db.AgentSetStateParams{
-			ID:               a.ID,
-			State:            string(a.State),
-			TerminalReason:   nullString(string(a.Reason)),
-			StateChangedAtMs: at,
-		})
+		return fmt.Errorf("%w: agent %q kept changing state under concurrent updates", ErrConflict, a.ID)
 	})
 }
 
@@ -221,17 +230,18 @@ func transition(from, to AgentState) (bool, error) {
 // SetAgentCheckpoint records an agent's checkpoint: its session ("" = none)
 // and cursor. A missing agent is ErrNotFound.
 func (s *Store) SetAgentCheckpoint(ctx context.Context, id, sessionID string, cursor int64) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	if err := validIdentifier("ID", id); err != nil {
 		return err
 	}
 	if err := validOptionalIdentifier("CheckpointSessionID", sessionID); err != nil {
 		return err
 	}
-	return s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		n, err := q.AgentSetCheckpoint(ctx, db.AgentSetCheckpointParams{
-			ID: id, CheckpointSessionID: nullString(sessionID), CheckpointCursor: cursor,
-		})
-		if err == nil && n == 0 {
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		found, err := q.AgentSetCheckpoint(ctx, id, sessionID, cursor)
+		if err == nil && !found {
 			err = fmt.Errorf("%w: agent %q", ErrNotFound, id)
 		}
 		return err
@@ -241,46 +251,45 @@ func (s *Store) SetAgentCheckpoint(ctx context.Context, id, sessionID string, cu
 // FindAgentByIdempotencyKey returns the agent an owner actor spawned under a
 // key, or ErrNotFound.
 func (s *Store) FindAgentByIdempotencyKey(ctx context.Context, ownerActor, key string) (Agent, error) {
+	if err := s.check(); err != nil {
+		return Agent{}, err
+	}
 	if err := validIdentifier("OwnerActor", ownerActor); err != nil {
 		return Agent{}, err
 	}
 	if err := validIdentifier("IdempotencyKey", key); err != nil {
 		return Agent{}, err
 	}
-	return s.findAgent(ctx, func(q *db.Queries) (db.Agent, error) {
-		return q.AgentFindByIdempotencyKey(ctx, db.AgentFindByIdempotencyKeyParams{
-			OwnerActor: ownerActor, IdempotencyKey: nullString(key),
-		})
+	return s.findAgent(ctx, func(ctx context.Context, q engine.Queries) (engine.Agent, error) {
+		return q.AgentFindByIdempotencyKey(ctx, ownerActor, key)
 	}, "no agent of owner %q with idempotency key %q", ownerActor, key)
 }
 
 // FindLiveAgentByProviderSession returns the live agent holding a provider
 // session, or ErrNotFound.
 func (s *Store) FindLiveAgentByProviderSession(ctx context.Context, provider, sessionID string) (Agent, error) {
+	if err := s.check(); err != nil {
+		return Agent{}, err
+	}
 	if err := validIdentifier("Provider", provider); err != nil {
 		return Agent{}, err
 	}
 	if err := validIdentifier("ProviderSessionID", sessionID); err != nil {
 		return Agent{}, err
 	}
-	return s.findAgent(ctx, func(q *db.Queries) (db.Agent, error) {
-		return q.AgentFindLiveByProviderSession(ctx, db.AgentFindLiveByProviderSessionParams{
-			Provider: provider, ProviderSessionID: nullString(sessionID),
-		})
+	return s.findAgent(ctx, func(ctx context.Context, q engine.Queries) (engine.Agent, error) {
+		return q.AgentFindLiveByProviderSession(ctx, provider, sessionID)
 	}, "no live agent holds session %q of provider %q", sessionID, provider)
 }
 
-func (s *Store) findAgent(ctx context.Context, find func(q *db.Queries) (db.Agent, error), notFound string, args ...any) (Agent, error) {
+func (s *Store) findAgent(ctx context.Context, find func(ctx context.Context, q engine.Queries) (engine.Agent, error), notFound string, args ...any) (Agent, error) {
 	var a Agent
-	err := s.read(ctx, func(q *db.Queries) error {
-		row, err := find(q)
-		if errors.Is(err, sql.ErrNoRows) {
+	err := s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		row, err := find(ctx, q)
+		if errors.Is(err, engine.ErrNoRows) {
 			return fmt.Errorf("%w: "+notFound, append([]any{ErrNotFound}, args...)...)
 		}
-		if err != nil {
-			return err
-		}
-		a, err = agentFromRow(row)
+		a = agentFromRow(row)
 		return err
 	})
 	return a, err
@@ -289,9 +298,12 @@ func (s *Store) findAgent(ctx context.Context, find func(q *db.Queries) (db.Agen
 // TerminateLiveAgents is the boot scan after a host restart: every live agent
 // becomes terminal with reason host_restart at at. It returns how many.
 func (s *Store) TerminateLiveAgents(ctx context.Context, at time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
 	atMs := s.now(at).UnixMilli()
-	var n int64
-	err := s.write(ctx, func(ctx context.Context, q *db.Queries) error {
+	var n int
+	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
 		n, err = q.AgentTerminateLive(ctx, atMs)
 		return err
@@ -302,7 +314,7 @@ func (s *Store) TerminateLiveAgents(ctx context.Context, at time.Time) (int, err
 	if n > 0 {
 		s.log.Info("roster: terminated live agents after a host restart", "count", n)
 	}
-	return int(n), nil
+	return n, nil
 }
 
 const agentsCursor = "agents"
@@ -310,6 +322,9 @@ const agentsCursor = "agents"
 // ListAgents pages agents in id order, filtered by state, owner actor and a
 // namespace they are visible in.
 func (s *Store) ListAgents(ctx context.Context, a ListAgentsArgs) (AgentPage, error) {
+	if err := s.check(); err != nil {
+		return AgentPage{}, err
+	}
 	if a.State != "" && !a.State.known() {
 		return AgentPage{}, invalid("State", "unknown agent state %q", a.State)
 	}
@@ -323,28 +338,14 @@ func (s *Store) ListAgents(ctx context.Context, a ListAgentsArgs) (AgentPage, er
 	if err != nil {
 		return AgentPage{}, err
 	}
-	var after string
-	if _, err := decodeCursor(a.After, agentsCursor, &after); err != nil {
+	p := engine.AgentListParams{State: string(a.State), OwnerActor: a.OwnerActor, VisibleIn: a.VisibleIn, Limit: limit + 1}
+	if _, err := decodeCursor(a.After, agentsCursor, &p.AfterID); err != nil {
 		return AgentPage{}, err
 	}
-	n := int64(limit) + 1
-	var rows []db.Agent
-	err = s.read(ctx, func(q *db.Queries) error {
+	var rows []engine.Agent
+	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
-		switch {
-		case a.VisibleIn != "":
-			rows, err = q.AgentListVisibleIn(ctx, db.AgentListVisibleInParams{
-				Namespace: a.VisibleIn, AfterID: after, State: string(a.State), OwnerActor: a.OwnerActor, Limit: n,
-			})
-		case a.OwnerActor != "":
-			rows, err = q.AgentListByOwner(ctx, db.AgentListByOwnerParams{
-				OwnerActor: a.OwnerActor, AfterID: after, State: string(a.State), Limit: n,
-			})
-		case a.State != "":
-			rows, err = q.AgentListByState(ctx, db.AgentListByStateParams{State: string(a.State), AfterID: after, Limit: n})
-		default:
-			rows, err = q.AgentList(ctx, db.AgentListParams{AfterID: after, Limit: n})
-		}
+		rows, err = q.AgentList(ctx, p)
 		return err
 	})
 	if err != nil {
@@ -357,9 +358,7 @@ func (s *Store) ListAgents(ctx context.Context, a ListAgentsArgs) (AgentPage, er
 	}
 	page.Agents = make([]Agent, len(rows))
 	for i, r := range rows {
-		if page.Agents[i], err = agentFromRow(r); err != nil {
-			return AgentPage{}, err
-		}
+		page.Agents[i] = agentFromRow(r)
 	}
 	return page, nil
 }
@@ -428,69 +427,61 @@ func validStateAndReason(stateField string, st AgentState, reasonField string, r
 	return nil
 }
 
-func insertAgent(ctx context.Context, q *db.Queries, a Agent) error {
-	err := q.AgentInsert(ctx, db.AgentInsertParams{
-		ID:                     a.ID,
-		State:                  string(a.State),
-		TerminalReason:         nullString(string(a.TerminalReason)),
-		Provider:               a.Provider,
-		ProviderSessionID:      nullString(a.ProviderSessionID),
-		CheckpointSessionID:    nullString(a.CheckpointSessionID),
-		CheckpointCursor:       a.CheckpointCursor,
-		OwnerActor:             a.OwnerActor,
-		OwnerPeerClass:         a.OwnerPeerClass,
-		OwnerWriteNamespace:    a.OwnerWriteNamespace,
-		OwnerVisibleNamespaces: jsonArray(a.OwnerVisibleNamespaces),
-		SpawnFingerprint:       a.SpawnFingerprint,
-		SpawnedAtMs:            a.SpawnedAt.UnixMilli(),
-		StateChangedAtMs:       a.StateChangedAt.UnixMilli(),
-		IdempotencyKey:         nullString(a.IdempotencyKey),
-	})
-	return agentWriteError(err, a)
-}
-
-// agentWriteError translates the agents table's constraint violations.
+// agentWriteError translates the agent ledger's broken rules.
 func agentWriteError(err error, a Agent) error {
 	switch {
 	case err == nil:
 		return nil
-	case isUniqueViolation(err, "agents.id"):
+	case engine.IsConstraint(err, engine.UniqueAgentID):
 		return fmt.Errorf("%w: agent id %q is taken", ErrConflict, a.ID)
-	case isUniqueViolation(err, "agents.provider, agents.provider_session_id"):
+	case engine.IsConstraint(err, engine.UniqueAgentLiveProviderSession):
 		return fmt.Errorf("%w: a live agent holds session %q of provider %q", ErrConflict, a.ProviderSessionID, a.Provider)
-	case isUniqueViolation(err, "agents.owner_actor, agents.idempotency_key"):
+	case engine.IsConstraint(err, engine.UniqueAgentIdempotency):
 		return fmt.Errorf("%w: idempotency key %q of owner %q is used", ErrConflict, a.IdempotencyKey, a.OwnerActor)
-	case isUniqueViolation(err):
-		return fmt.Errorf("%w: %s", ErrConflict, strings.TrimPrefix(err.Error(), "constraint failed: "))
-	case isCheckViolation(err):
+	case engine.IsUnique(err):
+		return fmt.Errorf("%w: agent %q: %v", ErrConflict, a.ID, err)
+	case engine.IsConstraint(err, engine.CheckViolation):
 		return fmt.Errorf("%w: agent %q breaks a rule of the ledger: %v", ErrInvalidInput, a.ID, err)
 	}
 	return err
 }
 
-func agentFromRow(r db.Agent) (Agent, error) {
-	visible, err := parseJSONArray(r.OwnerVisibleNamespaces)
-	if err != nil {
-		return Agent{}, err
+func agentRow(a Agent) engine.Agent {
+	return engine.Agent{
+		ID:                     a.ID,
+		State:                  string(a.State),
+		TerminalReason:         string(a.TerminalReason),
+		Provider:               a.Provider,
+		ProviderSessionID:      a.ProviderSessionID,
+		CheckpointSessionID:    a.CheckpointSessionID,
+		CheckpointCursor:       a.CheckpointCursor,
+		OwnerActor:             a.OwnerActor,
+		OwnerPeerClass:         a.OwnerPeerClass,
+		OwnerWriteNamespace:    a.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: a.OwnerVisibleNamespaces,
+		SpawnFingerprint:       a.SpawnFingerprint,
+		SpawnedAtMs:            a.SpawnedAt.UnixMilli(),
+		StateChangedAtMs:       a.StateChangedAt.UnixMilli(),
+		IdempotencyKey:         a.IdempotencyKey,
 	}
+}
+
+func agentFromRow(r engine.Agent) Agent {
 	return Agent{
 		ID:                     r.ID,
 		State:                  AgentState(r.State),
-		TerminalReason:         TerminalReason(r.TerminalReason.String),
+		TerminalReason:         TerminalReason(r.TerminalReason),
 		Provider:               r.Provider,
-		ProviderSessionID:      r.ProviderSessionID.String,
-		CheckpointSessionID:    r.CheckpointSessionID.String,
+		ProviderSessionID:      r.ProviderSessionID,
+		CheckpointSessionID:    r.CheckpointSessionID,
 		CheckpointCursor:       r.CheckpointCursor,
 		OwnerActor:             r.OwnerActor,
 		OwnerPeerClass:         r.OwnerPeerClass,
 		OwnerWriteNamespace:    r.OwnerWriteNamespace,
-		OwnerVisibleNamespaces: visible,
+		OwnerVisibleNamespaces: r.OwnerVisibleNamespaces,
 		SpawnFingerprint:       r.SpawnFingerprint,
 		SpawnedAt:              msTime(r.SpawnedAtMs),
 		StateChangedAt:         msTime(r.StateChangedAtMs),
-		IdempotencyKey:         r.IdempotencyKey.String,
-	}, nil
+		IdempotencyKey:         r.IdempotencyKey,
+	}
 }
-
-// nullString maps "" to NULL.
-func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

@@ -28,12 +28,18 @@ const ShutdownReason = "shutdown"
 // when the worker cannot be registered at all (ErrInvalidInput, ErrConflict)
 // or the Store is closed. Transient failures are logged and retried.
 func (s *Store) KeepAlive(ctx context.Context, a KeepAliveArgs) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validTTL("TTL", a.TTL); err != nil {
+		return err
+	}
 	interval := a.Interval
 	if interval == 0 {
 		interval = a.TTL / 3
 	}
 	if interval <= 0 {
-		return invalid("Interval", "must be positive (TTL %v)", a.TTL)
+		return invalid("Interval", "%v is not positive", interval)
 	}
 	after := a.After
 	if after == nil {

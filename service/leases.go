@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -10,8 +9,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/rosterdb/roster/db"
+	"github.com/rosterdb/roster/internal/engine"
 )
+
+// maxPayloadBytes bounds payloads and results.
+const maxPayloadBytes = 16 << 20
 
 // ExecutionState is the state of an execution.
 type ExecutionState string
@@ -113,6 +115,9 @@ type ExpiredLeasePage struct {
 
 // CreateExecution adds a waiting execution and returns its id (a UUIDv7).
 func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uuid.UUID, error) {
+	if err := s.check(); err != nil {
+		return uuid.Nil, err
+	}
 	if err := validIdentifier("Namespace", a.Namespace); err != nil {
 		return uuid.Nil, err
 	}
@@ -126,27 +131,25 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 	if a.MaxAttempts < 0 {
 		return uuid.Nil, invalid("MaxAttempts", "%d is negative", a.MaxAttempts)
 	}
-	maxAttempts := max(a.MaxAttempts, 1)
+	if err := validPayload("Payload", a.Payload); err != nil {
+		return uuid.Nil, err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("roster: new execution id: %w", err)
 	}
-	payload := a.Payload
-	if payload == nil {
-		payload = []byte{}
+	row := engine.Execution{
+		ID:                   id,
+		Namespace:            a.Namespace,
+		Lane:                 a.Lane,
+		Priority:             int64(a.Priority),
+		Payload:              a.Payload,
+		RequiredCapabilities: caps,
+		MaxAttempts:          int64(max(a.MaxAttempts, 1)),
+		CreatedAtMs:          s.now(a.Now).UnixMilli(),
 	}
-	now := s.now(a.Now).UnixMilli()
-	err = s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		return q.ExecutionInsert(ctx, db.ExecutionInsertParams{
-			ID:                   id,
-			Namespace:            a.Namespace,
-			Lane:                 a.Lane,
-			Priority:             int64(a.Priority),
-			Payload:              payload,
-			RequiredCapabilities: jsonArray(caps),
-			MaxAttempts:          int64(maxAttempts),
-			CreatedAtMs:          now,
-		})
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		return q.ExecutionInsert(ctx, row)
 	})
 	if err != nil {
 		return uuid.Nil, err
@@ -156,16 +159,16 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 
 // GetExecution returns one execution, or ErrNotFound.
 func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (Execution, error) {
+	if err := s.check(); err != nil {
+		return Execution{}, err
+	}
 	var e Execution
-	err := s.read(ctx, func(q *db.Queries) error {
+	err := s.read(ctx, func(ctx context.Context, q engine.Queries) error {
 		row, err := q.ExecutionGet(ctx, id)
-		if errors.Is(err, sql.ErrNoRows) {
+		if errors.Is(err, engine.ErrNoRows) {
 			return fmt.Errorf("%w: execution %s", ErrNotFound, id)
 		}
-		if err != nil {
-			return err
-		}
-		e, err = executionFromRow(row)
+		e = executionFromRow(row)
 		return err
 	})
 	return e, err
@@ -177,6 +180,9 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (Execution, erro
 // new lease: a new attempt, a new epoch and a new lease id. A worker that is
 // not alive is ErrNotRegistered; nothing to claim is ErrNoWork.
 func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) {
+	if err := s.check(); err != nil {
+		return Lease{}, err
+	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return Lease{}, err
 	}
@@ -188,67 +194,28 @@ func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) 
 		return Lease{}, fmt.Errorf("roster: new lease id: %w", err)
 	}
 	now := s.now(a.Now).UnixMilli()
+	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
 	var lease Lease
-	err = s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		w, err := q.WorkerGetAlive(ctx, db.WorkerGetAliveParams{Namespace: a.Namespace, InstanceID: a.InstanceID, Now: now})
-		if errors.Is(err, sql.ErrNoRows) {
-			return notRegistered(a.Namespace, a.InstanceID)
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		w, err := q.WorkerGetAlive(ctx, key, now)
+		if errors.Is(err, engine.ErrNoRows) {
+			return notRegistered(key)
 		}
 		if err != nil {
 			return err
 		}
-		lanes, err := parseJSONArray(w.Lanes)
+		claimed, err := q.ExecutionClaim(ctx, engine.ClaimParams{
+			Namespace: a.Namespace, InstanceID: a.InstanceID, Lanes: w.Lanes, Capabilities: w.Capabilities,
+			NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: []uuid.UUID{leaseID},
+		})
 		if err != nil {
 			return err
 		}
-		// One index seek per lane (lanes are few); capability matching stays in SQL.
-		var best *db.ExecutionPickInLaneRow
-		for _, lane := range lanes {
-			c, err := q.ExecutionPickInLane(ctx, db.ExecutionPickInLaneParams{
-				Namespace: a.Namespace, Lane: lane, Capabilities: w.Capabilities,
-			})
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if best == nil || claimsBefore(c, *best) {
-				best = &c
-			}
-		}
-		if best == nil {
+		if len(claimed) == 0 {
 			return fmt.Errorf("%w: nothing waiting in namespace %q for the lanes and capabilities of %q",
 				ErrNoWork, a.Namespace, a.InstanceID)
 		}
-		started, err := q.ExecutionStart(ctx, best.ID)
-		if err != nil {
-			return err
-		}
-		expires := now + a.LeaseTTL.Milliseconds()
-		if err := q.AttemptInsert(ctx, db.AttemptInsertParams{
-			ExecutionID:  best.ID,
-			AttemptIndex: started.Attempts,
-			Epoch:        started.Epoch,
-			LeaseID:      leaseID,
-			Namespace:    a.Namespace,
-			InstanceID:   a.InstanceID,
-			ClaimedAtMs:  now,
-			ExpiresAtMs:  expires,
-		}); err != nil {
-			return err
-		}
-		lease = Lease{
-			ExecutionID:  best.ID,
-			LeaseID:      leaseID,
-			AttemptIndex: int(started.Attempts),
-			Epoch:        started.Epoch,
-			Namespace:    started.Namespace,
-			InstanceID:   a.InstanceID,
-			Lane:         started.Lane,
-			Payload:      started.Payload,
-			ExpiresAt:    msTime(expires),
-		}
+		lease = leaseFromRow(claimed[0], a.InstanceID)
 		return nil
 	})
 	if err != nil {
@@ -257,31 +224,19 @@ func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) 
 	return lease, nil
 }
 
-// claimsBefore orders claim candidates: higher priority, then older, then
-// lower id.
-func claimsBefore(a, b db.ExecutionPickInLaneRow) bool {
-	if a.Priority != b.Priority {
-		return a.Priority > b.Priority
-	}
-	if a.CreatedAtMs != b.CreatedAtMs {
-		return a.CreatedAtMs < b.CreatedAtMs
-	}
-	return a.ID.String() < b.ID.String()
-}
-
 // RenewLease extends the current lease to Now + TTL and returns the new
 // expiry. A stale, expired or ended lease is ErrLeaseLost.
 func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error) {
+	if err := s.check(); err != nil {
+		return time.Time{}, err
+	}
 	if err := validTTL("TTL", a.TTL); err != nil {
 		return time.Time{}, err
 	}
 	now := s.now(a.Now).UnixMilli()
 	expires := now + a.TTL.Milliseconds()
-	err := s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		_, err := q.AttemptRenew(ctx, db.AttemptRenewParams{
-			ExpiresAtMs: expires, ExecutionID: a.Lease.ExecutionID, Epoch: a.Lease.Epoch, Now: now,
-		})
-		return leaseError(err, a.Lease)
+	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		return leaseError(q.AttemptRenew(ctx, leaseRef(a.Lease), now, expires), a.Lease)
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -292,12 +247,18 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 // CompleteExecution ends the execution of the current lease as completed with
 // its result. A stale, expired or ended lease is ErrLeaseLost.
 func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validPayload("Result", a.Result); err != nil {
+		return err
+	}
 	now := s.now(a.Now).UnixMilli()
-	return s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		if err := endLease(ctx, q, a.Lease, "completed", now); err != nil {
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		if err := leaseError(q.AttemptEnd(ctx, leaseRef(a.Lease), "completed", now), a.Lease); err != nil {
 			return err
 		}
-		return q.ExecutionComplete(ctx, db.ExecutionCompleteParams{Result: a.Result, ID: a.Lease.ExecutionID})
+		return q.ExecutionComplete(ctx, a.Lease.ExecutionID, a.Result)
 	})
 }
 
@@ -305,6 +266,9 @@ func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
 // at most 4 KiB): the execution returns to waiting while attempts remain, else
 // ends failed. A stale, expired or ended lease is ErrLeaseLost.
 func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	if len(a.Reason) > maxFailReasonBytes {
 		return invalid("Reason", "%d bytes exceeds the limit of %d", len(a.Reason), maxFailReasonBytes)
 	}
@@ -312,24 +276,21 @@ func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
 		return invalid("Reason", "not valid UTF-8")
 	}
 	now := s.now(a.Now).UnixMilli()
-	return s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		if err := endLease(ctx, q, a.Lease, "failed", now); err != nil {
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		if err := leaseError(q.AttemptEnd(ctx, leaseRef(a.Lease), "failed", now), a.Lease); err != nil {
 			return err
 		}
-		return q.ExecutionFail(ctx, db.ExecutionFailParams{LastError: a.Reason, ID: a.Lease.ExecutionID})
+		return q.ExecutionFail(ctx, a.Lease.ExecutionID, a.Reason)
 	})
 }
 
-// endLease closes the current, unexpired lease l as a completed or failed
-// attempt, or returns ErrLeaseLost.
-func endLease(ctx context.Context, q *db.Queries, l Lease, state string, nowMs int64) error {
-	_, err := q.AttemptEnd(ctx, db.AttemptEndParams{State: state, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
-	return leaseError(err, l)
+func leaseRef(l Lease) engine.LeaseRef {
+	return engine.LeaseRef{ExecutionID: l.ExecutionID, Epoch: l.Epoch}
 }
 
 // leaseError turns "no current lease matched" into ErrLeaseLost.
 func leaseError(err error, l Lease) error {
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, engine.ErrNoRows) {
 		return fmt.Errorf("%w: execution %s epoch %d is not the current, unexpired lease",
 			ErrLeaseLost, l.ExecutionID, l.Epoch)
 	}
@@ -341,42 +302,33 @@ const leasesCursor = "leases"
 // ListExpiredLeases pages the running leases with ExpiresAt <= AsOf, ordered
 // by (ExpiresAt, ExecutionID), of one namespace or of all.
 func (s *Store) ListExpiredLeases(ctx context.Context, a ListExpiredLeasesArgs) (ExpiredLeasePage, error) {
-	if a.Namespace != "" {
-		if err := validIdentifier("Namespace", a.Namespace); err != nil {
-			return ExpiredLeasePage{}, err
-		}
+	if err := s.check(); err != nil {
+		return ExpiredLeasePage{}, err
+	}
+	if err := validOptionalIdentifier("Namespace", a.Namespace); err != nil {
+		return ExpiredLeasePage{}, err
 	}
 	limit, err := pageLimit(a.Limit)
 	if err != nil {
 		return ExpiredLeasePage{}, err
 	}
-	afterExpires, afterID := int64(math.MinInt64), ""
-	ok, err := decodeCursor(a.After, leasesCursor, &afterExpires, &afterID)
+	p := engine.ExpiredLeaseListParams{
+		Namespace: a.Namespace, AsOfMs: s.now(a.AsOf).UnixMilli(), AfterExpiresAtMs: math.MinInt64, Limit: limit + 1,
+	}
+	var afterID string
+	ok, err := decodeCursor(a.After, leasesCursor, &p.AfterExpiresAtMs, &afterID)
 	if err != nil {
 		return ExpiredLeasePage{}, err
 	}
 	if ok {
-		if _, err := uuid.Parse(afterID); err != nil {
+		if p.AfterExecutionID, err = uuid.Parse(afterID); err != nil {
 			return ExpiredLeasePage{}, invalid("After", "not a cursor returned by this list")
 		}
 	}
-	asOf := s.now(a.AsOf).UnixMilli()
-	var rows []db.AttemptListExpiredRow
-	err = s.read(ctx, func(q *db.Queries) error {
-		if a.Namespace == "" {
-			var err error
-			rows, err = q.AttemptListExpired(ctx, db.AttemptListExpiredParams{
-				AsOf: asOf, AfterExpiresAtMs: afterExpires, AfterExecutionID: afterID, Limit: int64(limit) + 1,
-			})
-			return err
-		}
-		nsRows, err := q.AttemptListExpiredByNamespace(ctx, db.AttemptListExpiredByNamespaceParams{
-			Namespace: a.Namespace, AsOf: asOf, AfterExpiresAtMs: afterExpires, AfterExecutionID: afterID, Limit: int64(limit) + 1,
-		})
-		rows = make([]db.AttemptListExpiredRow, len(nsRows))
-		for i, r := range nsRows {
-			rows[i] = db.AttemptListExpiredRow(r)
-		}
+	var rows []engine.ExpiredLease
+	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		rows, err = q.AttemptListExpired(ctx, p)
 		return err
 	})
 	if err != nil {
@@ -409,6 +361,9 @@ func (s *Store) ListExpiredLeases(ctx context.Context, a ListExpiredLeasesArgs) 
 // holders are fenced: their lease calls get ErrLeaseLost. It works in bounded
 // batches, one transaction each.
 func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
 	if limit < 0 {
 		return 0, invalid("limit", "%d is negative", limit)
 	}
@@ -420,13 +375,13 @@ func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit i
 			batch = min(batch, limit-total)
 		}
 		var n int
-		err := s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-			ids, err := q.AttemptReclaimBatch(ctx, db.AttemptReclaimBatchParams{Now: nowMs, BatchSize: int64(batch)})
+		err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+			ids, err := q.AttemptReclaimBatch(ctx, nowMs, batch)
 			if err != nil || len(ids) == 0 {
 				return err
 			}
 			n = len(ids)
-			return q.ExecutionRequeueReclaimed(ctx, mustJSON(ids))
+			return q.ExecutionRequeueReclaimed(ctx, ids)
 		})
 		total += n
 		if err != nil {
@@ -442,11 +397,29 @@ func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit i
 	return total, nil
 }
 
-func executionFromRow(r db.Execution) (Execution, error) {
-	caps, err := parseJSONArray(r.RequiredCapabilities)
-	if err != nil {
-		return Execution{}, err
+// validPayload checks the size rule of payloads and results.
+func validPayload(field string, b []byte) error {
+	if len(b) > maxPayloadBytes {
+		return invalid(field, "%d bytes exceeds the limit of 16 MiB", len(b))
 	}
+	return nil
+}
+
+func leaseFromRow(r engine.ClaimedLease, instanceID string) Lease {
+	return Lease{
+		ExecutionID:  r.ExecutionID,
+		LeaseID:      r.LeaseID,
+		AttemptIndex: int(r.AttemptIndex),
+		Epoch:        r.Epoch,
+		Namespace:    r.Namespace,
+		InstanceID:   instanceID,
+		Lane:         r.Lane,
+		Payload:      r.Payload,
+		ExpiresAt:    msTime(r.ExpiresAtMs),
+	}
+}
+
+func executionFromRow(r engine.Execution) Execution {
 	return Execution{
 		ID:                   r.ID,
 		Namespace:            r.Namespace,
@@ -455,11 +428,11 @@ func executionFromRow(r db.Execution) (Execution, error) {
 		Priority:             int(r.Priority),
 		Payload:              r.Payload,
 		Result:               r.Result,
-		RequiredCapabilities: caps,
+		RequiredCapabilities: r.RequiredCapabilities,
 		Attempts:             int(r.Attempts),
 		MaxAttempts:          int(r.MaxAttempts),
 		ReclaimCount:         int(r.ReclaimCount),
 		LastError:            r.LastError,
 		CreatedAt:            msTime(r.CreatedAtMs),
-	}, nil
+	}
 }

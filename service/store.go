@@ -1,28 +1,21 @@
 // Package service is roster's public API: a Store that keeps the live state of
-// a fleet (workers, executions and their leases, agent processes) in one
-// SQLite database, composing the generated queries of package db into
-// transactional operations.
+// a fleet (workers, executions and their leases, agent processes) in SQL. It
+// states the rules of every operation (validation, sentinel errors, state
+// machines) and runs them through an engine (internal/engine), which owns the
+// database: connections, transactions, migrations and the generated queries.
 package service
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
-	"math/rand/v2"
-	"net/url"
-	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rosterdb/roster/db"
-	"github.com/rosterdb/roster/schema"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
-	sqlite3 "modernc.org/sqlite/lib"
+	"github.com/rosterdb/roster/internal/engine"
+	"github.com/rosterdb/roster/internal/engines"
 )
 
 // Durability chooses how a file database syncs its commits.
@@ -60,8 +53,9 @@ type config struct {
 	admission     time.Duration
 	busyTimeout   time.Duration
 	migrate       bool
-	maxBatch      int
-	migrations    fs.FS // tests substitute their own
+	readOnly      bool
+	heartbeatLog  bool
+	migrations    fs.FS // nil: the engine's own; tests substitute theirs
 }
 
 func defaultConfig() config {
@@ -74,8 +68,7 @@ func defaultConfig() config {
 		admission:     2 * time.Second,
 		busyTimeout:   5 * time.Second,
 		migrate:       true,
-		maxBatch:      128,
-		migrations:    schema.FS,
+		heartbeatLog:  true,
 	}
 }
 
@@ -104,6 +97,16 @@ func WithWriteQueue(capacity int, admission time.Duration) Option {
 // migrating it: an outdated database is refused with ErrSchemaOutdated.
 func WithoutMigrate() Option { return func(c *config) { c.migrate = false } }
 
+// WithReadOnly opens an existing database for inspection: it never migrates
+// (a schema that is not exactly current is ErrSchemaOutdated or
+// ErrSchemaTooNew), never creates a file (a missing one is ErrNotFound), and
+// every write method returns ErrReadOnly having changed nothing.
+func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
+
+// WithHeartbeatEvents(false) stops heartbeats from appending heartbeat events
+// to the audit log (the other kinds are always logged). The default is true.
+func WithHeartbeatEvents(on bool) Option { return func(c *config) { c.heartbeatLog = on } }
+
 // WithBusyTimeout sets how long a connection waits for a lock held by another
 // process before SQLite reports it busy (default 5s).
 func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busyTimeout = d } }
@@ -130,34 +133,20 @@ func (c *config) validate() error {
 
 // Store is a roster database. It is safe for concurrent use.
 //
-// Every write runs on one writer connection, in a BEGIN IMMEDIATE transaction
-// shared by the writes queued at that moment (group commit), each isolated in
-// its own savepoint. Reads use a separate read-only pool.
+// On SQLite every write runs on one writer connection, in a BEGIN IMMEDIATE
+// transaction shared by the writes queued at that moment (group commit), each
+// isolated in its own savepoint; reads use a separate read-only pool.
 type Store struct {
 	cfg    config
 	log    *slog.Logger
-	writer *sql.DB     // exactly one connection
-	reader *sql.DB     // read-only pool; the writer itself for ":memory:"
-	wq, rq *db.Queries // every query, prepared on the writer and on the reader pool
-
-	queue      chan *writeOp
-	quit       chan struct{}
-	writerDone chan struct{}
-	closed     atomic.Bool
-	closeOnce  sync.Once
+	eng    engine.Engine
+	closed atomic.Bool
 }
 
-// writeOp is one operation waiting for the writer.
-type writeOp struct {
-	ctx  context.Context
-	fn   func(ctx context.Context, q *db.Queries) error
-	done chan error // buffered: the writer never blocks on a reply
-}
-
-// Open opens (creating it with mode 0600 if absent) the database at path, or a
-// private in-memory database for ":memory:", and applies every pending
-// migration atomically under SQLite's write lock, so that many processes may
-// Open one new file at once.
+// Open opens the database at path: a file (created with mode 0600 if absent)
+// or ":memory:" (a private in-memory database) on SQLite. It applies every
+// pending migration atomically and under a cross-process lock, so that many
+// processes may Open one new database at once.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -169,148 +158,40 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, invalid("path", "must not be empty")
 	}
-	s := &Store{
-		cfg:        cfg,
-		log:        cfg.logger,
-		queue:      make(chan *writeOp, cfg.queueCapacity),
-		quit:       make(chan struct{}),
-		writerDone: make(chan struct{}),
-	}
-	if err := s.openDBs(path); err != nil {
-		return nil, err
-	}
-	// On a brand-new file, a connection switching it to WAL can meet another
-	// Open's lock in a way SQLite reports at once as busy, without waiting
-	// (deadlock avoidance): retry within the busy timeout.
-	if err := retryBusy(ctx, cfg.busyTimeout, func() error { return s.writer.PingContext(ctx) }); err != nil {
-		_ = s.closeDBs()
-		return nil, fmt.Errorf("roster: open %s: %w", path, err)
-	}
-	if err := retryBusy(ctx, cfg.busyTimeout, func() error {
-		return migrateSchema(ctx, s.writer, cfg.migrations, cfg.migrate, s.log)
-	}); err != nil {
-		_ = s.closeDBs()
-		return nil, err
-	}
-	s.prepare(ctx)
-	go s.runWriter()
-	s.log.Debug("roster: store open", "path", path, "durability", cfg.durability.String())
-	return s, nil
-}
-
-func (s *Store) openDBs(path string) error {
-	busy := fmt.Sprintf("busy_timeout(%d)", s.cfg.busyTimeout.Milliseconds())
-	if path == ":memory:" {
-		// A private in-memory database lives in one connection: readers share it.
-		q := url.Values{"_pragma": {busy, "foreign_keys(1)"}, "_txlock": {"immediate"}}
-		w, err := sql.Open("sqlite", ":memory:?"+q.Encode())
-		if err != nil {
-			return fmt.Errorf("roster: open: %w", err)
-		}
-		w.SetMaxOpenConns(1)
-		w.SetMaxIdleConns(1)
-		w.SetConnMaxLifetime(0)
-		w.SetConnMaxIdleTime(0)
-		s.writer, s.reader = w, w
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("roster: open %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("roster: open %s: %w", path, err)
-	}
-	name := "file:" + (&url.URL{Path: path}).EscapedPath()
-	wq := url.Values{
-		"_pragma": {busy, "journal_mode(WAL)", "synchronous(" + s.cfg.durability.String() + ")", "foreign_keys(1)"},
-		"_txlock": {"immediate"},
-	}
-	w, err := sql.Open("sqlite", name+"?"+wq.Encode())
-	if err != nil {
-		return fmt.Errorf("roster: open %s: %w", path, err)
-	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
-	rq := url.Values{"_pragma": {busy, "query_only(1)"}}
-	r, err := sql.Open("sqlite", name+"?"+rq.Encode())
-	if err != nil {
-		_ = w.Close()
-		return fmt.Errorf("roster: open %s: %w", path, err)
-	}
-	r.SetMaxOpenConns(s.cfg.readConns)
-	r.SetMaxIdleConns(s.cfg.readConns)
-	s.writer, s.reader = w, r
-	return nil
-}
-
-// prepare compiles every query once for the writer and once for the read pool
-// (where each connection prepares it again on first use). Should the schema
-// lack a table a query needs (only with substituted migrations), the queries
-// run unprepared instead: slower, not different.
-func (s *Store) prepare(ctx context.Context) {
-	prepared := func(conn *sql.DB) *db.Queries {
-		q, err := db.Prepare(ctx, conn)
-		if err != nil {
-			s.log.Warn("roster: running queries unprepared", "err", err)
-			return db.New(conn)
-		}
-		return q
-	}
-	s.wq = prepared(s.writer)
-	s.rq = s.wq
-	if s.reader != s.writer {
-		s.rq = prepared(s.reader)
-	}
-}
-
-func (s *Store) closeDBs() error {
-	var err error
-	if s.wq != nil {
-		err = s.wq.Close()
-	}
-	if s.rq != nil && s.rq != s.wq {
-		err = errors.Join(err, s.rq.Close())
-	}
-	err = errors.Join(err, s.writer.Close())
-	if s.reader != s.writer {
-		err = errors.Join(err, s.reader.Close())
-	}
-	return err
-}
-
-// Close stops the writer, fails every queued write with ErrClosed and closes
-// the database. After Close every method returns ErrClosed.
-func (s *Store) Close() error {
-	err := ErrClosed
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		close(s.quit)
-		<-s.writerDone
-		err = s.closeDBs()
+	eng, err := engines.Open(ctx, path, engine.Config{
+		Logger:        cfg.logger,
+		SyncFull:      cfg.durability == DurabilityFull,
+		ReadConns:     cfg.readConns,
+		QueueCapacity: cfg.queueCapacity,
+		Admission:     cfg.admission,
+		BusyTimeout:   cfg.busyTimeout,
+		Migrate:       cfg.migrate,
+		ReadOnly:      cfg.readOnly,
+		Migrations:    cfg.migrations,
 	})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	cfg.logger.Debug("roster: store open", "durability", cfg.durability.String(), "read_only", cfg.readOnly)
+	return &Store{cfg: cfg, log: cfg.logger, eng: eng}, nil
 }
 
-// retryBusy runs fn until it returns anything but SQLITE_BUSY, or until the
-// timeout has passed, backing off between tries.
-func retryBusy(ctx context.Context, timeout time.Duration, fn func() error) error {
-	deadline := time.Now().Add(timeout)
-	backoff := time.Millisecond
-	for {
-		err := fn()
-		if err == nil || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)))):
-		}
-		backoff = min(2*backoff, 50*time.Millisecond)
+// Close closes the database. Writes still queued fail with ErrClosed. After
+// Close every method returns ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return ErrClosed
 	}
+	return s.eng.Close()
+}
+
+// check is the first step of every method: a closed Store answers ErrClosed
+// whatever the arguments.
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
 }
 
 // now returns t, or the Store's clock when t is zero, truncated to the
@@ -322,184 +203,19 @@ func (s *Store) now(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Millisecond)
 }
 
-// read runs fn on the read-only pool; fn passes ctx to its queries.
-func (s *Store) read(ctx context.Context, fn func(q *db.Queries) error) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+// read runs fn with the engine's read queries.
+func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if err := s.check(); err != nil {
 		return err
 	}
-	err := fn(s.rq)
-	if err != nil && s.closed.Load() {
-		return ErrClosed
-	}
-	return err
+	return s.eng.Read(ctx, fn)
 }
 
-// write runs fn in the writer's transaction, inside a savepoint of its own, and
-// returns once that transaction has committed (nil) or fn's work was rolled
-// back (fn's error). A write that cannot be queued within the admission time
-// returns ErrOverloaded. Once queued, a write is waited for even if ctx ends:
-// it either runs or is skipped (returning ctx's error) before it starts.
-func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q *db.Queries) error) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+// write runs fn in a transaction (or a savepoint of a shared one) and returns
+// once it committed (nil) or was rolled back (fn's error).
+func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if err := s.check(); err != nil {
 		return err
 	}
-	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	select {
-	case s.queue <- op:
-	default:
-		t := time.NewTimer(s.cfg.admission)
-		select {
-		case s.queue <- op:
-			t.Stop()
-		case <-t.C:
-			return fmt.Errorf("%w: the write queue (%d) stayed full for %v", ErrOverloaded, cap(s.queue), s.cfg.admission)
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-s.quit:
-			t.Stop()
-			return ErrClosed
-		}
-	}
-	select {
-	case err := <-op.done:
-		return err
-	case <-s.writerDone:
-		select {
-		case err := <-op.done:
-			return err
-		default:
-			return ErrClosed
-		}
-	}
-}
-
-// runWriter is the single writer goroutine: it takes every write queued at the
-// moment (up to maxBatch) and commits them in one transaction.
-func (s *Store) runWriter() {
-	defer close(s.writerDone)
-	batch := make([]*writeOp, 0, s.cfg.maxBatch)
-	for {
-		select {
-		case <-s.quit:
-			s.failQueued()
-			return
-		case op := <-s.queue:
-			batch = append(batch[:0], op)
-		fill:
-			for len(batch) < s.cfg.maxBatch {
-				select {
-				case op := <-s.queue:
-					batch = append(batch, op)
-				default:
-					break fill
-				}
-			}
-			s.commit(batch)
-			clear(batch)
-		}
-	}
-}
-
-// failQueued answers every write still queued at Close with ErrClosed.
-func (s *Store) failQueued() {
-	for {
-		select {
-		case op := <-s.queue:
-			op.done <- ErrClosed
-		default:
-			return
-		}
-	}
-}
-
-// commit runs a batch of writes in one BEGIN IMMEDIATE transaction, each in a
-// savepoint, and answers each one once the outcome is durable.
-func (s *Store) commit(batch []*writeOp) {
-	results := make([]error, len(batch))
-	live := 0
-	for i, op := range batch {
-		if err := op.ctx.Err(); err != nil {
-			results[i] = err
-			continue
-		}
-		live++
-	}
-	reply := func(fatal error) {
-		for i, op := range batch {
-			if fatal != nil && results[i] == nil {
-				results[i] = fatal
-			}
-			op.done <- results[i]
-		}
-	}
-	if live == 0 {
-		reply(nil)
-		return
-	}
-	bg := context.Background()
-	tx, err := s.writer.BeginTx(bg, nil)
-	if err != nil {
-		reply(s.driverError("begin", err))
-		return
-	}
-	q := s.wq.WithTx(tx)
-	// A lone write needs no savepoint: rolling back the transaction undoes it.
-	savepoints := live > 1
-	ran := false
-	for i, op := range batch {
-		if results[i] != nil {
-			continue
-		}
-		if savepoints {
-			if _, err := tx.ExecContext(bg, "SAVEPOINT op"); err != nil {
-				_ = tx.Rollback()
-				reply(s.driverError("savepoint", err))
-				return
-			}
-		}
-		err := op.fn(context.WithoutCancel(op.ctx), q)
-		if err == nil {
-			ran = true
-		} else {
-			results[i] = err
-			if savepoints {
-				if _, rerr := tx.ExecContext(bg, "ROLLBACK TO op"); rerr != nil {
-					_ = tx.Rollback()
-					reply(s.driverError("rollback to savepoint", rerr))
-					return
-				}
-			}
-		}
-		if savepoints {
-			if _, err := tx.ExecContext(bg, "RELEASE op"); err != nil {
-				_ = tx.Rollback()
-				reply(s.driverError("release savepoint", err))
-				return
-			}
-		}
-	}
-	if !ran {
-		_ = tx.Rollback()
-		reply(nil)
-		return
-	}
-	if err := tx.Commit(); err != nil {
-		reply(s.driverError("commit", err))
-		return
-	}
-	reply(nil)
-}
-
-// driverError wraps an unexpected driver error with the step that failed and
-// logs it: these are I/O failures, not caller mistakes.
-func (s *Store) driverError(step string, err error) error {
-	s.log.Error("roster: writer transaction failed", "step", step, "err", err)
-	return fmt.Errorf("roster: %s: %w", step, err)
+	return s.eng.Write(ctx, fn)
 }

@@ -2,13 +2,11 @@ package service
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/rosterdb/roster/db"
+	"github.com/rosterdb/roster/internal/engine"
 )
 
 // RegisterWorkerArgs are the arguments of RegisterWorker.
@@ -115,6 +113,9 @@ const sweepBatchSize = 256
 // under the same worker id. An instance alive under another worker id is
 // ErrConflict.
 func (s *Store) RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (RegisterOutcome, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return 0, err
 	}
@@ -133,35 +134,45 @@ func (s *Store) RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (Regis
 		return 0, err
 	}
 	now := s.now(a.Now).UnixMilli()
+	w := engine.Worker{
+		Namespace: a.Namespace, InstanceID: a.InstanceID, WorkerID: a.WorkerID,
+		Lanes: lanes, Capabilities: caps, LastHeartbeatMs: now, TTLMs: a.TTL.Milliseconds(),
+	}
+	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
 	var outcome RegisterOutcome
-	err = s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		outcome = Registered
-		registeredAt := now
-		row, err := q.WorkerGet(ctx, db.WorkerGetParams{Namespace: a.Namespace, InstanceID: a.InstanceID})
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		case now < row.LastHeartbeatMs+row.TtlMs: // alive
-			if row.WorkerID != a.WorkerID {
-				return fmt.Errorf("%w: instance %q in namespace %q is alive under worker id %q",
-					ErrConflict, a.InstanceID, a.Namespace, row.WorkerID)
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		// Each step checks liveness and ownership in the statement that
+		// writes: refresh an alive row of this worker id, else take the key
+		// if it is free or lapsed, else it is alive under another worker id.
+		// Where writers run concurrently, a register of the same instance
+		// can slip between two steps; the loop then tries again.
+		for try := 1; ; try++ {
+			_, err := q.WorkerRefresh(ctx, w)
+			if err == nil {
+				outcome = Refreshed
+				break
 			}
-			outcome, registeredAt = Refreshed, row.RegisteredAtMs
+			if !errors.Is(err, engine.ErrNoRows) {
+				return err
+			}
+			err = q.WorkerRegister(ctx, w)
+			if err == nil {
+				outcome = Registered
+				break
+			}
+			if !errors.Is(err, engine.ErrNoRows) {
+				return err
+			}
+			holder, err := q.WorkerGetAlive(ctx, key, now)
+			if err != nil && !errors.Is(err, engine.ErrNoRows) {
+				return err
+			}
+			if (err == nil && holder.WorkerID != a.WorkerID) || try == 3 {
+				return fmt.Errorf("%w: instance %q in namespace %q is alive under worker id %q",
+					ErrConflict, a.InstanceID, a.Namespace, holder.WorkerID)
+			}
 		}
-		if err := q.WorkerUpsert(ctx, db.WorkerUpsertParams{
-			Namespace:       a.Namespace,
-			InstanceID:      a.InstanceID,
-			WorkerID:        a.WorkerID,
-			Lanes:           jsonArray(lanes),
-			Capabilities:    jsonArray(caps),
-			LastHeartbeatMs: now,
-			TtlMs:           a.TTL.Milliseconds(),
-			RegisteredAtMs:  registeredAt,
-		}); err != nil {
-			return err
-		}
-		return appendEvent(ctx, q, a.Namespace, a.InstanceID, EventRegistered, now, "")
+		return appendEvent(ctx, q, key, EventRegistered, now, "")
 	})
 	if err != nil {
 		return 0, err
@@ -173,23 +184,25 @@ func (s *Store) RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (Regis
 // the new expiry (now + TTL) is returned. An absent or lapsed instance is
 // ErrNotRegistered.
 func (s *Store) HeartbeatWorker(ctx context.Context, a HeartbeatWorkerArgs) (time.Time, error) {
+	if err := s.check(); err != nil {
+		return time.Time{}, err
+	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return time.Time{}, err
 	}
 	now := s.now(a.Now).UnixMilli()
+	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
 	var ttl int64
-	err := s.write(ctx, func(ctx context.Context, q *db.Queries) error {
+	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
-		ttl, err = q.WorkerHeartbeat(ctx, db.WorkerHeartbeatParams{
-			Now: now, Namespace: a.Namespace, InstanceID: a.InstanceID,
-		})
-		if errors.Is(err, sql.ErrNoRows) {
-			return notRegistered(a.Namespace, a.InstanceID)
+		ttl, err = q.WorkerHeartbeat(ctx, key, now)
+		if errors.Is(err, engine.ErrNoRows) {
+			return notRegistered(key)
 		}
-		if err != nil {
+		if err != nil || !s.cfg.heartbeatLog {
 			return err
 		}
-		return appendEvent(ctx, q, a.Namespace, a.InstanceID, EventHeartbeat, now, "")
+		return appendEvent(ctx, q, key, EventHeartbeat, now, "")
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -197,9 +210,13 @@ func (s *Store) HeartbeatWorker(ctx context.Context, a HeartbeatWorkerArgs) (tim
 	return msTime(now + ttl), nil
 }
 
-// MarkWorkerDead removes an instance (alive or lapsed), logs why, and expires
-// every running lease it holds at now. An absent instance is ErrNotRegistered.
+// MarkWorkerDead removes an instance (alive or lapsed), logs why, and ends
+// every running lease it holds at now, for good. An absent instance is
+// ErrNotRegistered.
 func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return err
 	}
@@ -207,39 +224,39 @@ func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error 
 		return err
 	}
 	now := s.now(a.Now).UnixMilli()
-	return s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-		n, err := q.WorkerDelete(ctx, db.WorkerDeleteParams{Namespace: a.Namespace, InstanceID: a.InstanceID})
+	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		found, err := q.WorkerDelete(ctx, key)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return notRegistered(a.Namespace, a.InstanceID)
+		if !found {
+			return notRegistered(key)
 		}
-		if err := appendEvent(ctx, q, a.Namespace, a.InstanceID, EventMarkedDead, now, a.Reason); err != nil {
+		if err := appendEvent(ctx, q, key, EventMarkedDead, now, a.Reason); err != nil {
 			return err
 		}
-		return q.AttemptExpireHeldBy(ctx, db.AttemptExpireHeldByParams{
-			Now: now, Namespace: a.Namespace, InstanceID: a.InstanceID,
-		})
+		return q.AttemptRevokeHeldBy(ctx, []engine.WorkerKey{key}, now)
 	})
 }
 
 // GetWorker returns one worker, alive or lapsed but not yet swept (compare
 // ExpiresAt). An absent instance is ErrNotRegistered.
 func (s *Store) GetWorker(ctx context.Context, namespace, instanceID string) (Worker, error) {
+	if err := s.check(); err != nil {
+		return Worker{}, err
+	}
 	if err := validWorkerKey(namespace, instanceID); err != nil {
 		return Worker{}, err
 	}
+	key := engine.WorkerKey{Namespace: namespace, InstanceID: instanceID}
 	var w Worker
-	err := s.read(ctx, func(q *db.Queries) error {
-		row, err := q.WorkerGet(ctx, db.WorkerGetParams{Namespace: namespace, InstanceID: instanceID})
-		if errors.Is(err, sql.ErrNoRows) {
-			return notRegistered(namespace, instanceID)
+	err := s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		row, err := q.WorkerGet(ctx, key)
+		if errors.Is(err, engine.ErrNoRows) {
+			return notRegistered(key)
 		}
-		if err != nil {
-			return err
-		}
-		w, err = workerFromRow(row)
+		w = workerFromRow(row)
 		return err
 	})
 	return w, err
@@ -250,34 +267,27 @@ const workersCursor = "workers"
 // ListWorkers pages workers in (namespace, instance id) order, of one
 // namespace or of all.
 func (s *Store) ListWorkers(ctx context.Context, a ListWorkersArgs) (WorkerPage, error) {
-	if a.Namespace != "" {
-		if err := validIdentifier("Namespace", a.Namespace); err != nil {
-			return WorkerPage{}, err
-		}
+	if err := s.check(); err != nil {
+		return WorkerPage{}, err
+	}
+	if err := validOptionalIdentifier("Namespace", a.Namespace); err != nil {
+		return WorkerPage{}, err
 	}
 	limit, err := pageLimit(a.Limit)
 	if err != nil {
 		return WorkerPage{}, err
 	}
-	var afterNS, afterInst string
-	if _, err := decodeCursor(a.After, workersCursor, &afterNS, &afterInst); err != nil {
+	p := engine.WorkerListParams{Namespace: a.Namespace, Limit: limit + 1}
+	if _, err := decodeCursor(a.After, workersCursor, &p.AfterNamespace, &p.AfterInstanceID); err != nil {
 		return WorkerPage{}, err
 	}
-	if a.After != "" && a.Namespace != "" && afterNS != a.Namespace {
+	if a.After != "" && a.Namespace != "" && p.AfterNamespace != a.Namespace {
 		return WorkerPage{}, invalid("After", "cursor belongs to another namespace")
 	}
-	var rows []db.Worker
-	err = s.read(ctx, func(q *db.Queries) error {
+	var rows []engine.Worker
+	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
-		if a.Namespace != "" {
-			rows, err = q.WorkerListByNamespace(ctx, db.WorkerListByNamespaceParams{
-				Namespace: a.Namespace, AfterInstanceID: afterInst, Limit: int64(limit) + 1,
-			})
-		} else {
-			rows, err = q.WorkerListAll(ctx, db.WorkerListAllParams{
-				AfterNamespace: afterNS, AfterInstanceID: afterInst, Limit: int64(limit) + 1,
-			})
-		}
+		rows, err = q.WorkerList(ctx, p)
 		return err
 	})
 	if err != nil {
@@ -291,37 +301,33 @@ func (s *Store) ListWorkers(ctx context.Context, a ListWorkersArgs) (WorkerPage,
 	}
 	page.Workers = make([]Worker, len(rows))
 	for i, r := range rows {
-		if page.Workers[i], err = workerFromRow(r); err != nil {
-			return WorkerPage{}, err
-		}
+		page.Workers[i] = workerFromRow(r)
 	}
 	return page, nil
 }
 
 // SweepExpiredWorkers deletes every worker with LastHeartbeat + TTL <= now,
-// logs a ttl_swept event for each, expires their running leases at now, and
+// logs a ttl_swept event for each, ends their running leases at now, and
 // returns how many it swept. It works in bounded batches, one transaction
 // each, so that it never holds the writer for long.
 func (s *Store) SweepExpiredWorkers(ctx context.Context, now time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
 	nowMs := s.now(now).UnixMilli()
 	total := 0
 	for {
 		var n int
-		err := s.write(ctx, func(ctx context.Context, q *db.Queries) error {
-			rows, err := q.WorkerSweepBatch(ctx, db.WorkerSweepBatchParams{Now: nowMs, BatchSize: sweepBatchSize})
-			if err != nil || len(rows) == 0 {
+		err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+			keys, err := q.WorkerSweepBatch(ctx, nowMs, sweepBatchSize)
+			if err != nil || len(keys) == 0 {
 				return err
 			}
-			n = len(rows)
-			pairs := make([][2]string, len(rows))
-			for i, r := range rows {
-				pairs[i] = [2]string{r.Namespace, r.InstanceID}
-			}
-			instances := mustJSON(pairs)
-			if err := q.WorkerEventAppendSwept(ctx, db.WorkerEventAppendSweptParams{AtMs: nowMs, Instances: instances}); err != nil {
+			n = len(keys)
+			if err := q.WorkerEventAppendSwept(ctx, keys, nowMs); err != nil {
 				return err
 			}
-			return q.AttemptExpireHeldByMany(ctx, db.AttemptExpireHeldByManyParams{Now: nowMs, Instances: instances})
+			return q.AttemptRevokeHeldBy(ctx, keys, nowMs)
 		})
 		total += n
 		if err != nil {
@@ -339,15 +345,14 @@ func (s *Store) SweepExpiredWorkers(ctx context.Context, now time.Time) (int, er
 // ListWorkerEvents reads the audit log in Seq order: events with Seq >
 // AfterSeq, optionally of one namespace and one instance.
 func (s *Store) ListWorkerEvents(ctx context.Context, a ListWorkerEventsArgs) ([]WorkerEvent, error) {
-	if a.Namespace != "" {
-		if err := validIdentifier("Namespace", a.Namespace); err != nil {
-			return nil, err
-		}
+	if err := s.check(); err != nil {
+		return nil, err
 	}
-	if a.InstanceID != "" {
-		if err := validIdentifier("InstanceID", a.InstanceID); err != nil {
-			return nil, err
-		}
+	if err := validOptionalIdentifier("Namespace", a.Namespace); err != nil {
+		return nil, err
+	}
+	if err := validOptionalIdentifier("InstanceID", a.InstanceID); err != nil {
+		return nil, err
 	}
 	if a.AfterSeq < 0 {
 		return nil, invalid("AfterSeq", "%d is negative", a.AfterSeq)
@@ -356,21 +361,12 @@ func (s *Store) ListWorkerEvents(ctx context.Context, a ListWorkerEventsArgs) ([
 	if err != nil {
 		return nil, err
 	}
-	var rows []db.WorkerEvent
-	err = s.read(ctx, func(q *db.Queries) error {
+	var rows []engine.WorkerEvent
+	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
-		switch {
-		case a.InstanceID != "":
-			rows, err = q.WorkerEventListByInstance(ctx, db.WorkerEventListByInstanceParams{
-				InstanceID: a.InstanceID, Namespace: a.Namespace, AfterSeq: a.AfterSeq, Limit: int64(limit),
-			})
-		case a.Namespace != "":
-			rows, err = q.WorkerEventListByNamespace(ctx, db.WorkerEventListByNamespaceParams{
-				Namespace: a.Namespace, AfterSeq: a.AfterSeq, Limit: int64(limit),
-			})
-		default:
-			rows, err = q.WorkerEventList(ctx, db.WorkerEventListParams{AfterSeq: a.AfterSeq, Limit: int64(limit)})
-		}
+		rows, err = q.WorkerEventList(ctx, engine.WorkerEventListParams{
+			Namespace: a.Namespace, InstanceID: a.InstanceID, AfterSeq: a.AfterSeq, Limit: limit,
+		})
 		return err
 	})
 	if err != nil {
@@ -393,25 +389,28 @@ func (s *Store) ListWorkerEvents(ctx context.Context, a ListWorkerEventsArgs) ([
 // PruneWorkerEvents deletes the events with At < before, in bounded batches,
 // and returns how many it deleted.
 func (s *Store) PruneWorkerEvents(ctx context.Context, before time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
 	beforeMs := s.now(before).UnixMilli()
 	total := 0
 	for {
-		var n int64
-		err := s.write(ctx, func(ctx context.Context, q *db.Queries) error {
+		var n int
+		err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 			var err error
-			n, err = q.WorkerEventPruneBatch(ctx, db.WorkerEventPruneBatchParams{BeforeMs: beforeMs, BatchSize: sweepBatchSize})
+			n, err = q.WorkerEventPruneBatch(ctx, beforeMs, sweepBatchSize)
 			return err
 		})
-		total += int(n)
+		total += n
 		if err != nil || n < sweepBatchSize {
 			return total, err
 		}
 	}
 }
 
-func appendEvent(ctx context.Context, q *db.Queries, namespace, instanceID string, kind WorkerEventKind, atMs int64, reason string) error {
-	return q.WorkerEventAppend(ctx, db.WorkerEventAppendParams{
-		Namespace: namespace, InstanceID: instanceID, Kind: string(kind), AtMs: atMs, Reason: reason,
+func appendEvent(ctx context.Context, q engine.Queries, k engine.WorkerKey, kind WorkerEventKind, atMs int64, reason string) error {
+	return q.WorkerEventAppend(ctx, engine.WorkerEvent{
+		Namespace: k.Namespace, InstanceID: k.InstanceID, Kind: string(kind), AtMs: atMs, Reason: reason,
 	})
 }
 
@@ -422,58 +421,22 @@ func validWorkerKey(namespace, instanceID string) error {
 	return validIdentifier("InstanceID", instanceID)
 }
 
-func notRegistered(namespace, instanceID string) error {
-	return fmt.Errorf("%w: instance %q in namespace %q", ErrNotRegistered, instanceID, namespace)
+func notRegistered(k engine.WorkerKey) error {
+	return fmt.Errorf("%w: instance %q in namespace %q", ErrNotRegistered, k.InstanceID, k.Namespace)
 }
 
-func workerFromRow(r db.Worker) (Worker, error) {
-	lanes, err := parseJSONArray(r.Lanes)
-	if err != nil {
-		return Worker{}, err
-	}
-	caps, err := parseJSONArray(r.Capabilities)
-	if err != nil {
-		return Worker{}, err
-	}
+func workerFromRow(r engine.Worker) Worker {
 	return Worker{
 		Namespace:     r.Namespace,
 		InstanceID:    r.InstanceID,
 		WorkerID:      r.WorkerID,
-		Lanes:         lanes,
-		Capabilities:  caps,
+		Lanes:         r.Lanes,
+		Capabilities:  r.Capabilities,
 		LastHeartbeat: msTime(r.LastHeartbeatMs),
-		TTL:           time.Duration(r.TtlMs) * time.Millisecond,
+		TTL:           time.Duration(r.TTLMs) * time.Millisecond,
 		RegisteredAt:  msTime(r.RegisteredAtMs),
-	}, nil
+	}
 }
 
 // msTime converts Unix milliseconds to a UTC time.
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
-// jsonArray encodes a string list as a JSON array ("[]" when empty).
-func jsonArray(vs []string) string {
-	if len(vs) == 0 {
-		return "[]"
-	}
-	return mustJSON(vs)
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("roster: encoding JSON: " + err.Error()) // only strings are encoded
-	}
-	return string(b)
-}
-
-// parseJSONArray decodes a stored JSON array of strings (nil when empty).
-func parseJSONArray(s string) ([]string, error) {
-	var vs []string
-	if err := json.Unmarshal([]byte(s), &vs); err != nil {
-		return nil, fmt.Errorf("roster: corrupt JSON array %q: %w", s, err)
-	}
-	if len(vs) == 0 {
-		return nil, nil
-	}
-	return vs, nil
-}

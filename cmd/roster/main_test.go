@@ -127,19 +127,19 @@ func TestCLIOperatesADatabase(t *testing.T) {
 
 	// migrate down / version / force / up.
 	code, out, _ = runCLI(t, "migrate", "down", "--db", path, "--steps", "1", "--json")
-	if code != 0 || !strings.Contains(out, `"version": 2`) {
+	if code != 0 || !strings.Contains(out, `"version": 3`) {
 		t.Fatalf("migrate down: %d %s", code, out)
 	}
 	code, out, _ = runCLI(t, "migrate", "force", "1", "--db", path, "--json")
 	if code != 0 || !strings.Contains(out, `"version": 1`) {
 		t.Fatalf("migrate force: %d %s", code, out)
 	}
-	code, out, _ = runCLI(t, "migrate", "force", "2", "--db", path)
+	code, out, _ = runCLI(t, "migrate", "force", "3", "--db", path)
 	if code != 0 {
-		t.Fatalf("migrate force 2: %d %s", code, out)
+		t.Fatalf("migrate force 3: %d %s", code, out)
 	}
 	code, out, _ = runCLI(t, "migrate", "up", "--db", path, "--json")
-	if code != 0 || !strings.Contains(out, `"version": 3`) {
+	if code != 0 || !strings.Contains(out, `"version": 4`) {
 		t.Fatalf("migrate up again: %d %s", code, out)
 	}
 }

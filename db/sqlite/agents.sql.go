@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: agents.sql
 
-package db
+package sqlitedb
 
 import (
 	"context"
@@ -413,10 +413,10 @@ func (q *Queries) AgentSetCheckpoint(ctx context.Context, arg AgentSetCheckpoint
 	return result.RowsAffected()
 }
 
-const agentSetState = `-- name: AgentSetState :exec
+const agentSetState = `-- name: AgentSetState :execrows
 UPDATE agents
 SET state = ?1, terminal_reason = ?2, state_changed_at_ms = ?3
-WHERE id = ?4
+WHERE id = ?4 AND state = ?5
 `
 
 type AgentSetStateParams struct {
@@ -424,17 +424,82 @@ type AgentSetStateParams struct {
 	TerminalReason   sql.NullString
 	StateChangedAtMs int64
 	ID               string
+	FromState        string
 }
 
-// AgentSetState moves an agent to a state (and reason) at a time.
-func (q *Queries) AgentSetState(ctx context.Context, arg AgentSetStateParams) error {
-	_, err := q.exec(ctx, q.agentSetStateStmt, agentSetState,
+// AgentSetState moves an agent to a state (and reason) at a time, provided it
+// is still in @from_state (compare-and-set in the statement that writes).
+func (q *Queries) AgentSetState(ctx context.Context, arg AgentSetStateParams) (int64, error) {
+	result, err := q.exec(ctx, q.agentSetStateStmt, agentSetState,
 		arg.State,
 		arg.TerminalReason,
 		arg.StateChangedAtMs,
 		arg.ID,
+		arg.FromState,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const agentSpawn = `-- name: AgentSpawn :execrows
+INSERT INTO agents (
+    id, state, terminal_reason, provider, provider_session_id,
+    checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
+    owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
+    spawned_at_ms, state_changed_at_ms, idempotency_key
+) VALUES (
+    ?1, ?2, ?3, ?4, ?5,
+    ?6, ?7, ?8, ?9,
+    ?10, ?11, ?12,
+    ?13, ?14, ?15
+)
+ON CONFLICT (owner_actor, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+`
+
+type AgentSpawnParams struct {
+	ID                     string
+	State                  string
+	TerminalReason         sql.NullString
+	Provider               string
+	ProviderSessionID      sql.NullString
+	CheckpointSessionID    sql.NullString
+	CheckpointCursor       int64
+	OwnerActor             string
+	OwnerPeerClass         string
+	OwnerWriteNamespace    string
+	OwnerVisibleNamespaces string
+	SpawnFingerprint       string
+	SpawnedAtMs            int64
+	StateChangedAtMs       int64
+	IdempotencyKey         sql.NullString
+}
+
+// AgentSpawn stores one agent record unless its owner already used its
+// idempotency key (then it inserts nothing).
+func (q *Queries) AgentSpawn(ctx context.Context, arg AgentSpawnParams) (int64, error) {
+	result, err := q.exec(ctx, q.agentSpawnStmt, agentSpawn,
+		arg.ID,
+		arg.State,
+		arg.TerminalReason,
+		arg.Provider,
+		arg.ProviderSessionID,
+		arg.CheckpointSessionID,
+		arg.CheckpointCursor,
+		arg.OwnerActor,
+		arg.OwnerPeerClass,
+		arg.OwnerWriteNamespace,
+		arg.OwnerVisibleNamespaces,
+		arg.SpawnFingerprint,
+		arg.SpawnedAtMs,
+		arg.StateChangedAtMs,
+		arg.IdempotencyKey,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const agentTerminateLive = `-- name: AgentTerminateLive :execrows

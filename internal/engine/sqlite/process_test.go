@@ -1,4 +1,4 @@
-package service
+package sqlite_test
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rosterdb/roster/service"
 )
 
 // The tests here run the test binary itself as child processes: a writer that
@@ -40,7 +42,7 @@ func TestMain(m *testing.M) {
 // after each registration returned nil, until it is killed.
 func ackWriter(path, name string) int {
 	ctx := context.Background()
-	s, err := Open(ctx, path)
+	s, err := service.Open(ctx, path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -54,7 +56,7 @@ func ackWriter(path, name string) int {
 			defer wg.Done()
 			for i := 0; ; i++ {
 				inst := fmt.Sprintf("%s-g%d-%06d", name, g, i)
-				if _, err := s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: inst, TTL: time.Hour}); err != nil {
+				if _, err := s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: inst, TTL: time.Hour}); err != nil {
 					fmt.Fprintln(os.Stderr, err)
 					os.Exit(1)
 				}
@@ -73,7 +75,7 @@ func ackWriter(path, name string) int {
 // and completes executions, on a file other processes write too.
 func sharedWriter(path, name string) int {
 	ctx := context.Background()
-	s, err := Open(ctx, path)
+	s, err := service.Open(ctx, path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -81,28 +83,28 @@ func sharedWriter(path, name string) int {
 	defer s.Close()
 	for i := range 100 {
 		inst := fmt.Sprintf("%s-%03d", name, i)
-		if _, err := s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: inst, Lanes: []string{"l"}, TTL: time.Hour}); err != nil {
+		if _, err := s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: inst, Lanes: []string{"l"}, TTL: time.Hour}); err != nil {
 			fmt.Fprintln(os.Stderr, "register:", err)
 			return 1
 		}
-		if _, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: inst}); err != nil {
+		if _, err := s.HeartbeatWorker(ctx, service.HeartbeatWorkerArgs{Namespace: "ns", InstanceID: inst}); err != nil {
 			fmt.Fprintln(os.Stderr, "heartbeat:", err)
 			return 1
 		}
-		if _, err := s.CreateExecution(ctx, CreateExecutionArgs{Namespace: "ns", Lane: "l"}); err != nil {
+		if _, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l"}); err != nil {
 			fmt.Fprintln(os.Stderr, "create:", err)
 			return 1
 		}
-		l, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: inst, LeaseTTL: time.Minute})
+		l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: inst, LeaseTTL: time.Minute})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "claim:", err)
 			return 1
 		}
-		if err := s.CompleteExecution(ctx, CompleteArgs{Lease: l}); err != nil {
+		if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: l}); err != nil {
 			fmt.Fprintln(os.Stderr, "complete:", err)
 			return 1
 		}
-		if _, err := s.ListWorkers(ctx, ListWorkersArgs{Namespace: "ns", Limit: 10}); err != nil {
+		if _, err := s.ListWorkers(ctx, service.ListWorkersArgs{Namespace: "ns", Limit: 10}); err != nil {
 			fmt.Fprintln(os.Stderr, "list:", err)
 			return 1
 		}
@@ -138,7 +140,7 @@ func TestKilledWriterLosesNoAcknowledgedWrite(t *testing.T) {
 		}
 		_ = cmd.Wait()
 	}
-	s, err := Open(context.Background(), path)
+	s, err := service.Open(context.Background(), path)
 	must(t, err)
 	defer s.Close()
 	for _, inst := range acked {
@@ -167,10 +169,10 @@ func TestSeveralProcessesOnOneFile(t *testing.T) {
 			t.Fatalf("process %d: %v: %s", i, err, outs[i].String())
 		}
 	}
-	s, err := Open(context.Background(), path)
+	s, err := service.Open(context.Background(), path)
 	must(t, err)
 	defer s.Close()
-	page, err := s.ListWorkers(context.Background(), ListWorkersArgs{})
+	page, err := s.ListWorkers(context.Background(), service.ListWorkersArgs{})
 	must(t, err)
 	if len(page.Workers) != procs*100 {
 		t.Fatalf("%d workers, want %d", len(page.Workers), procs*100)

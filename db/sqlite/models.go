@@ -2,7 +2,7 @@
 // versions:
 //   sqlc v1.31.1
 
-package db
+package sqlitedb
 
 import (
 	"database/sql"
@@ -44,6 +44,7 @@ type Attempt struct {
 	ClaimedAtMs  int64
 	ExpiresAtMs  int64
 	EndedAtMs    sql.NullInt64
+	RevokedAtMs  sql.NullInt64
 }
 
 type Execution struct {

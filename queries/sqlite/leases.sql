@@ -12,9 +12,9 @@ INSERT INTO executions (
 -- ExecutionGet reads one execution by id.
 SELECT * FROM executions WHERE id = @id;
 
--- name: ExecutionPickInLane :one
--- ExecutionPickInLane finds the best waiting execution of one lane whose
--- required capabilities are all in @capabilities (a JSON array).
+-- name: ExecutionPickInLane :many
+-- ExecutionPickInLane finds the @limit best waiting executions of one lane
+-- whose required capabilities are all in @capabilities (a JSON array).
 SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
 WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting'
   AND NOT EXISTS (
@@ -22,7 +22,7 @@ WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting'
       WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
   )
 ORDER BY e.priority DESC, e.created_at_ms, e.id
-LIMIT 1;
+LIMIT @limit;
 
 -- name: ExecutionStart :one
 -- ExecutionStart moves a waiting execution to running under a new attempt and epoch.
@@ -43,14 +43,14 @@ INSERT INTO attempts (
 -- AttemptRenew extends the current, unexpired lease of an execution.
 UPDATE attempts SET expires_at_ms = @expires_at_ms
 WHERE execution_id = @execution_id AND epoch = @epoch AND state = 'running'
-  AND expires_at_ms > @now
+  AND expires_at_ms > @now AND revoked_at_ms IS NULL
 RETURNING expires_at_ms;
 
 -- name: AttemptEnd :one
 -- AttemptEnd closes the current, unexpired lease of an execution as completed or failed.
 UPDATE attempts SET state = @state, ended_at_ms = CAST(@now AS INTEGER)
 WHERE execution_id = @execution_id AND epoch = @epoch AND state = 'running'
-  AND expires_at_ms > @now
+  AND expires_at_ms > @now AND revoked_at_ms IS NULL
 RETURNING attempt_index;
 
 -- name: ExecutionComplete :exec
@@ -65,17 +65,13 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     last_error = @last_error
 WHERE id = @id AND state = 'running';
 
--- name: AttemptExpireHeldBy :exec
--- AttemptExpireHeldBy expires, at @now, every running lease an instance holds.
-UPDATE attempts SET expires_at_ms = @now
-WHERE namespace = @namespace AND instance_id = @instance_id AND state = 'running'
-  AND expires_at_ms > @now;
-
--- name: AttemptExpireHeldByMany :exec
--- AttemptExpireHeldByMany expires, at @now, the running leases of every
--- [namespace, instance_id] pair of a JSON array.
-UPDATE attempts SET expires_at_ms = @now
-WHERE state = 'running' AND expires_at_ms > @now
+-- name: AttemptRevokeHeldBy :exec
+-- AttemptRevokeHeldBy ends for good, at @now, every running lease of each
+-- [namespace, instance_id] pair of a JSON array: the leases expire (and can be
+-- reclaimed) and no later call renews, completes or fails them.
+UPDATE attempts
+SET expires_at_ms = min(expires_at_ms, CAST(@now AS INTEGER)), revoked_at_ms = CAST(@now AS INTEGER)
+WHERE state = 'running' AND revoked_at_ms IS NULL
   AND (namespace, instance_id) IN (
       SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
       FROM json_each(CAST(@instances AS TEXT)) AS j

@@ -2,7 +2,7 @@
 // versions:
 //   sqlc v1.31.1
 
-package db
+package sqlitedb
 
 import (
 	"context"
@@ -54,17 +54,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.agentSetStateStmt, err = db.PrepareContext(ctx, agentSetState); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentSetState: %w", err)
 	}
+	if q.agentSpawnStmt, err = db.PrepareContext(ctx, agentSpawn); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentSpawn: %w", err)
+	}
 	if q.agentTerminateLiveStmt, err = db.PrepareContext(ctx, agentTerminateLive); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentTerminateLive: %w", err)
 	}
 	if q.attemptEndStmt, err = db.PrepareContext(ctx, attemptEnd); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptEnd: %w", err)
-	}
-	if q.attemptExpireHeldByStmt, err = db.PrepareContext(ctx, attemptExpireHeldBy); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptExpireHeldBy: %w", err)
-	}
-	if q.attemptExpireHeldByManyStmt, err = db.PrepareContext(ctx, attemptExpireHeldByMany); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptExpireHeldByMany: %w", err)
 	}
 	if q.attemptInsertStmt, err = db.PrepareContext(ctx, attemptInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptInsert: %w", err)
@@ -80,6 +77,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.attemptRenewStmt, err = db.PrepareContext(ctx, attemptRenew); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptRenew: %w", err)
+	}
+	if q.attemptRevokeHeldByStmt, err = db.PrepareContext(ctx, attemptRevokeHeldBy); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptRevokeHeldBy: %w", err)
 	}
 	if q.executionCompleteStmt, err = db.PrepareContext(ctx, executionComplete); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionComplete: %w", err)
@@ -138,11 +138,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.workerListByNamespaceStmt, err = db.PrepareContext(ctx, workerListByNamespace); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerListByNamespace: %w", err)
 	}
+	if q.workerRefreshStmt, err = db.PrepareContext(ctx, workerRefresh); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerRefresh: %w", err)
+	}
+	if q.workerRegisterStmt, err = db.PrepareContext(ctx, workerRegister); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerRegister: %w", err)
+	}
 	if q.workerSweepBatchStmt, err = db.PrepareContext(ctx, workerSweepBatch); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerSweepBatch: %w", err)
-	}
-	if q.workerUpsertStmt, err = db.PrepareContext(ctx, workerUpsert); err != nil {
-		return nil, fmt.Errorf("error preparing query WorkerUpsert: %w", err)
 	}
 	return &q, nil
 }
@@ -199,6 +202,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing agentSetStateStmt: %w", cerr)
 		}
 	}
+	if q.agentSpawnStmt != nil {
+		if cerr := q.agentSpawnStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentSpawnStmt: %w", cerr)
+		}
+	}
 	if q.agentTerminateLiveStmt != nil {
 		if cerr := q.agentTerminateLiveStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing agentTerminateLiveStmt: %w", cerr)
@@ -207,16 +215,6 @@ func (q *Queries) Close() error {
 	if q.attemptEndStmt != nil {
 		if cerr := q.attemptEndStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing attemptEndStmt: %w", cerr)
-		}
-	}
-	if q.attemptExpireHeldByStmt != nil {
-		if cerr := q.attemptExpireHeldByStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptExpireHeldByStmt: %w", cerr)
-		}
-	}
-	if q.attemptExpireHeldByManyStmt != nil {
-		if cerr := q.attemptExpireHeldByManyStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptExpireHeldByManyStmt: %w", cerr)
 		}
 	}
 	if q.attemptInsertStmt != nil {
@@ -242,6 +240,11 @@ func (q *Queries) Close() error {
 	if q.attemptRenewStmt != nil {
 		if cerr := q.attemptRenewStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing attemptRenewStmt: %w", cerr)
+		}
+	}
+	if q.attemptRevokeHeldByStmt != nil {
+		if cerr := q.attemptRevokeHeldByStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptRevokeHeldByStmt: %w", cerr)
 		}
 	}
 	if q.executionCompleteStmt != nil {
@@ -339,14 +342,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing workerListByNamespaceStmt: %w", cerr)
 		}
 	}
+	if q.workerRefreshStmt != nil {
+		if cerr := q.workerRefreshStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerRefreshStmt: %w", cerr)
+		}
+	}
+	if q.workerRegisterStmt != nil {
+		if cerr := q.workerRegisterStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerRegisterStmt: %w", cerr)
+		}
+	}
 	if q.workerSweepBatchStmt != nil {
 		if cerr := q.workerSweepBatchStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing workerSweepBatchStmt: %w", cerr)
-		}
-	}
-	if q.workerUpsertStmt != nil {
-		if cerr := q.workerUpsertStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing workerUpsertStmt: %w", cerr)
 		}
 	}
 	return err
@@ -398,15 +406,15 @@ type Queries struct {
 	agentListVisibleInStmt             *sql.Stmt
 	agentSetCheckpointStmt             *sql.Stmt
 	agentSetStateStmt                  *sql.Stmt
+	agentSpawnStmt                     *sql.Stmt
 	agentTerminateLiveStmt             *sql.Stmt
 	attemptEndStmt                     *sql.Stmt
-	attemptExpireHeldByStmt            *sql.Stmt
-	attemptExpireHeldByManyStmt        *sql.Stmt
 	attemptInsertStmt                  *sql.Stmt
 	attemptListExpiredStmt             *sql.Stmt
 	attemptListExpiredByNamespaceStmt  *sql.Stmt
 	attemptReclaimBatchStmt            *sql.Stmt
 	attemptRenewStmt                   *sql.Stmt
+	attemptRevokeHeldByStmt            *sql.Stmt
 	executionCompleteStmt              *sql.Stmt
 	executionFailStmt                  *sql.Stmt
 	executionGetStmt                   *sql.Stmt
@@ -426,8 +434,9 @@ type Queries struct {
 	workerHeartbeatStmt                *sql.Stmt
 	workerListAllStmt                  *sql.Stmt
 	workerListByNamespaceStmt          *sql.Stmt
+	workerRefreshStmt                  *sql.Stmt
+	workerRegisterStmt                 *sql.Stmt
 	workerSweepBatchStmt               *sql.Stmt
-	workerUpsertStmt                   *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
@@ -444,15 +453,15 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		agentListVisibleInStmt:             q.agentListVisibleInStmt,
 		agentSetCheckpointStmt:             q.agentSetCheckpointStmt,
 		agentSetStateStmt:                  q.agentSetStateStmt,
+		agentSpawnStmt:                     q.agentSpawnStmt,
 		agentTerminateLiveStmt:             q.agentTerminateLiveStmt,
 		attemptEndStmt:                     q.attemptEndStmt,
-		attemptExpireHeldByStmt:            q.attemptExpireHeldByStmt,
-		attemptExpireHeldByManyStmt:        q.attemptExpireHeldByManyStmt,
 		attemptInsertStmt:                  q.attemptInsertStmt,
 		attemptListExpiredStmt:             q.attemptListExpiredStmt,
 		attemptListExpiredByNamespaceStmt:  q.attemptListExpiredByNamespaceStmt,
 		attemptReclaimBatchStmt:            q.attemptReclaimBatchStmt,
 		attemptRenewStmt:                   q.attemptRenewStmt,
+		attemptRevokeHeldByStmt:            q.attemptRevokeHeldByStmt,
 		executionCompleteStmt:              q.executionCompleteStmt,
 		executionFailStmt:                  q.executionFailStmt,
 		executionGetStmt:                   q.executionGetStmt,
@@ -472,7 +481,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		workerHeartbeatStmt:                q.workerHeartbeatStmt,
 		workerListAllStmt:                  q.workerListAllStmt,
 		workerListByNamespaceStmt:          q.workerListByNamespaceStmt,
+		workerRefreshStmt:                  q.workerRefreshStmt,
+		workerRegisterStmt:                 q.workerRegisterStmt,
 		workerSweepBatchStmt:               q.workerSweepBatchStmt,
-		workerUpsertStmt:                   q.workerUpsertStmt,
 	}
 }

@@ -11,14 +11,26 @@ SELECT * FROM workers
 WHERE namespace = @namespace AND instance_id = @instance_id
   AND last_heartbeat_ms + ttl_ms > @now;
 
--- name: WorkerUpsert :exec
--- WorkerUpsert inserts a worker or replaces every field of an existing row.
+-- name: WorkerRefresh :one
+-- WorkerRefresh replaces the fields of a worker alive under the same worker id
+-- and returns its RegisteredAt; no row when it is absent, lapsed or held by
+-- another worker id (the check is in the statement that writes).
+UPDATE workers
+SET lanes = @lanes, capabilities = @capabilities, last_heartbeat_ms = @now,
+    ttl_ms = @ttl_ms
+WHERE namespace = @namespace AND instance_id = @instance_id
+  AND worker_id = @worker_id AND last_heartbeat_ms + ttl_ms > @now
+RETURNING registered_at_ms;
+
+-- name: WorkerRegister :one
+-- WorkerRegister inserts a worker, or takes over a lapsed row of the same key;
+-- no row when the key is held by an alive worker (the check is in the statement).
 INSERT INTO workers (
     namespace, instance_id, worker_id, lanes, capabilities,
     last_heartbeat_ms, ttl_ms, registered_at_ms
 ) VALUES (
     @namespace, @instance_id, @worker_id, @lanes, @capabilities,
-    @last_heartbeat_ms, @ttl_ms, @registered_at_ms
+    @now, @ttl_ms, @now
 )
 ON CONFLICT (namespace, instance_id) DO UPDATE SET
     worker_id         = excluded.worker_id,
@@ -26,7 +38,9 @@ ON CONFLICT (namespace, instance_id) DO UPDATE SET
     capabilities      = excluded.capabilities,
     last_heartbeat_ms = excluded.last_heartbeat_ms,
     ttl_ms            = excluded.ttl_ms,
-    registered_at_ms  = excluded.registered_at_ms;
+    registered_at_ms  = excluded.registered_at_ms
+WHERE workers.last_heartbeat_ms + workers.ttl_ms <= excluded.last_heartbeat_ms
+RETURNING registered_at_ms;
 
 -- name: WorkerHeartbeat :one
 -- WorkerHeartbeat moves an alive worker's heartbeat to now and returns its TTL.

@@ -14,15 +14,32 @@ INSERT INTO agents (
     @spawned_at_ms, @state_changed_at_ms, @idempotency_key
 );
 
+-- name: AgentSpawn :execrows
+-- AgentSpawn stores one agent record unless its owner already used its
+-- idempotency key (then it inserts nothing).
+INSERT INTO agents (
+    id, state, terminal_reason, provider, provider_session_id,
+    checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
+    owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
+    spawned_at_ms, state_changed_at_ms, idempotency_key
+) VALUES (
+    @id, @state, @terminal_reason, @provider, @provider_session_id,
+    @checkpoint_session_id, @checkpoint_cursor, @owner_actor, @owner_peer_class,
+    @owner_write_namespace, @owner_visible_namespaces, @spawn_fingerprint,
+    @spawned_at_ms, @state_changed_at_ms, @idempotency_key
+)
+ON CONFLICT (owner_actor, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+
 -- name: AgentGet :one
 -- AgentGet reads one agent by id.
 SELECT * FROM agents WHERE id = @id;
 
--- name: AgentSetState :exec
--- AgentSetState moves an agent to a state (and reason) at a time.
+-- name: AgentSetState :execrows
+-- AgentSetState moves an agent to a state (and reason) at a time, provided it
+-- is still in @from_state (compare-and-set in the statement that writes).
 UPDATE agents
 SET state = @state, terminal_reason = @terminal_reason, state_changed_at_ms = @state_changed_at_ms
-WHERE id = @id;
+WHERE id = @id AND state = @from_state;
 
 -- name: AgentSetCheckpoint :execrows
 -- AgentSetCheckpoint records an agent's checkpoint session and cursor.

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: workers.sql
 
-package db
+package sqlitedb
 
 import (
 	"context"
@@ -404,6 +404,89 @@ func (q *Queries) WorkerListByNamespace(ctx context.Context, arg WorkerListByNam
 	return items, nil
 }
 
+const workerRefresh = `-- name: WorkerRefresh :one
+UPDATE workers
+SET lanes = ?1, capabilities = ?2, last_heartbeat_ms = ?3,
+    ttl_ms = ?4
+WHERE namespace = ?5 AND instance_id = ?6
+  AND worker_id = ?7 AND last_heartbeat_ms + ttl_ms > ?3
+RETURNING registered_at_ms
+`
+
+type WorkerRefreshParams struct {
+	Lanes        string
+	Capabilities string
+	Now          int64
+	TtlMs        int64
+	Namespace    string
+	InstanceID   string
+	WorkerID     string
+}
+
+// WorkerRefresh replaces the fields of a worker alive under the same worker id
+// and returns its RegisteredAt; no row when it is absent, lapsed or held by
+// another worker id (the check is in the statement that writes).
+func (q *Queries) WorkerRefresh(ctx context.Context, arg WorkerRefreshParams) (int64, error) {
+	row := q.queryRow(ctx, q.workerRefreshStmt, workerRefresh,
+		arg.Lanes,
+		arg.Capabilities,
+		arg.Now,
+		arg.TtlMs,
+		arg.Namespace,
+		arg.InstanceID,
+		arg.WorkerID,
+	)
+	var registered_at_ms int64
+	err := row.Scan(&registered_at_ms)
+	return registered_at_ms, err
+}
+
+const workerRegister = `-- name: WorkerRegister :one
+INSERT INTO workers (
+    namespace, instance_id, worker_id, lanes, capabilities,
+    last_heartbeat_ms, ttl_ms, registered_at_ms
+) VALUES (
+    ?1, ?2, ?3, ?4, ?5,
+    ?6, ?7, ?6
+)
+ON CONFLICT (namespace, instance_id) DO UPDATE SET
+    worker_id         = excluded.worker_id,
+    lanes             = excluded.lanes,
+    capabilities      = excluded.capabilities,
+    last_heartbeat_ms = excluded.last_heartbeat_ms,
+    ttl_ms            = excluded.ttl_ms,
+    registered_at_ms  = excluded.registered_at_ms
+WHERE workers.last_heartbeat_ms + workers.ttl_ms <= excluded.last_heartbeat_ms
+RETURNING registered_at_ms
+`
+
+type WorkerRegisterParams struct {
+	Namespace    string
+	InstanceID   string
+	WorkerID     string
+	Lanes        string
+	Capabilities string
+	Now          int64
+	TtlMs        int64
+}
+
+// WorkerRegister inserts a worker, or takes over a lapsed row of the same key;
+// no row when the key is held by an alive worker (the check is in the statement).
+func (q *Queries) WorkerRegister(ctx context.Context, arg WorkerRegisterParams) (int64, error) {
+	row := q.queryRow(ctx, q.workerRegisterStmt, workerRegister,
+		arg.Namespace,
+		arg.InstanceID,
+		arg.WorkerID,
+		arg.Lanes,
+		arg.Capabilities,
+		arg.Now,
+		arg.TtlMs,
+	)
+	var registered_at_ms int64
+	err := row.Scan(&registered_at_ms)
+	return registered_at_ms, err
+}
+
 const workerSweepBatch = `-- name: WorkerSweepBatch :many
 DELETE FROM workers
 WHERE (namespace, instance_id) IN (
@@ -447,47 +530,4 @@ func (q *Queries) WorkerSweepBatch(ctx context.Context, arg WorkerSweepBatchPara
 		return nil, err
 	}
 	return items, nil
-}
-
-const workerUpsert = `-- name: WorkerUpsert :exec
-INSERT INTO workers (
-    namespace, instance_id, worker_id, lanes, capabilities,
-    last_heartbeat_ms, ttl_ms, registered_at_ms
-) VALUES (
-    ?1, ?2, ?3, ?4, ?5,
-    ?6, ?7, ?8
-)
-ON CONFLICT (namespace, instance_id) DO UPDATE SET
-    worker_id         = excluded.worker_id,
-    lanes             = excluded.lanes,
-    capabilities      = excluded.capabilities,
-    last_heartbeat_ms = excluded.last_heartbeat_ms,
-    ttl_ms            = excluded.ttl_ms,
-    registered_at_ms  = excluded.registered_at_ms
-`
-
-type WorkerUpsertParams struct {
-	Namespace       string
-	InstanceID      string
-	WorkerID        string
-	Lanes           string
-	Capabilities    string
-	LastHeartbeatMs int64
-	TtlMs           int64
-	RegisteredAtMs  int64
-}
-
-// WorkerUpsert inserts a worker or replaces every field of an existing row.
-func (q *Queries) WorkerUpsert(ctx context.Context, arg WorkerUpsertParams) error {
-	_, err := q.exec(ctx, q.workerUpsertStmt, workerUpsert,
-		arg.Namespace,
-		arg.InstanceID,
-		arg.WorkerID,
-		arg.Lanes,
-		arg.Capabilities,
-		arg.LastHeartbeatMs,
-		arg.TtlMs,
-		arg.RegisteredAtMs,
-	)
-	return err
 }

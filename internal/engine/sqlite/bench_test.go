@@ -1,20 +1,58 @@
-package service
+package sqlite_test
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rosterdb/roster/service"
 )
 
 // Benchmarks run on a file database in WAL mode (DurabilityFull unless named).
 
-func benchStore(b *testing.B, opts ...Option) *Store {
+// t0 is the fixed time of every benchmark.
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// benchDB is a Store on a new file, and a plain connection to the same file
+// for bulk loads and for the bare-driver baseline.
+type benchDB struct {
+	*service.Store
+	writer *sql.DB
+}
+
+func benchStore(b *testing.B, ds ...service.Durability) benchDB {
 	b.Helper()
-	s, _, _ := newFileStore(b, opts...)
-	return s
+	d := service.DurabilityFull
+	if len(ds) > 0 {
+		d = ds[0]
+	}
+	path := filepath.Join(b.TempDir(), "bench.db")
+	s, err := service.Open(context.Background(), path, service.WithDurability(d))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=synchronous(" + d.String() + ")&_pragma=foreign_keys(1)&_txlock=immediate"
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.SetMaxOpenConns(1)
+	b.Cleanup(func() { _ = w.Close() })
+	return benchDB{Store: s, writer: w}
+}
+
+func register(b *testing.B, s benchDB, ns, inst, worker string, ttl time.Duration, now time.Time) {
+	b.Helper()
+	if _, err := s.RegisterWorker(context.Background(), service.RegisterWorkerArgs{
+		Namespace: ns, WorkerID: worker, InstanceID: inst, TTL: ttl, Now: now,
+	}); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func BenchmarkRegisterWorker(b *testing.B) {
@@ -23,7 +61,7 @@ func BenchmarkRegisterWorker(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if _, err := s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: fmt.Sprint(i),
+		if _, err := s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: fmt.Sprint(i),
 			Lanes: []string{"a", "b"}, Capabilities: []string{"gpu"}, TTL: time.Hour, Now: t0}); err != nil {
 			b.Fatal(err)
 		}
@@ -36,18 +74,18 @@ func BenchmarkRegisterWorker(b *testing.B) {
 // fsync dominates both; NORMAL shows the CPU overhead.
 func BenchmarkHeartbeat(b *testing.B) {
 	ctx := context.Background()
-	for _, d := range []Durability{DurabilityFull, DurabilityNormal} {
+	for _, d := range []service.Durability{service.DurabilityFull, service.DurabilityNormal} {
 		b.Run("service/"+d.String(), func(b *testing.B) {
-			s := benchStore(b, WithDurability(d))
+			s := benchStore(b, d)
 			register(b, s, "ns", "i", "w", time.Hour, t0)
 			for b.Loop() {
-				if _, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "i", Now: t0.Add(time.Second)}); err != nil {
+				if _, err := s.HeartbeatWorker(ctx, service.HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "i", Now: t0.Add(time.Second)}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		b.Run("bare-driver/"+d.String(), func(b *testing.B) {
-			s := benchStore(b, WithDurability(d))
+			s := benchStore(b, d)
 			register(b, s, "ns", "i", "w", time.Hour, t0)
 			now := t0.Add(time.Second).UnixMilli()
 			for b.Loop() {
@@ -95,7 +133,7 @@ func BenchmarkConcurrentHeartbeats(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			inst := fmt.Sprint(next.Add(1) % workers)
 			for pb.Next() {
-				if _, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: inst, Now: t0.Add(time.Second)}); err != nil {
+				if _, err := s.HeartbeatWorker(ctx, service.HeartbeatWorkerArgs{Namespace: "ns", InstanceID: inst, Now: t0.Add(time.Second)}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -122,11 +160,16 @@ func BenchmarkListWorkersPage(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
-			s := benchStore(b, WithDurability(DurabilityNormal))
+			s := benchStore(b, service.DurabilityNormal)
 			bulkWorkers(b, s, n, time.Hour)
-			after := encodeCursor(workersCursor, "ns", fmt.Sprintf("i%09d", n/2))
+			// A cursor into the middle of the table (at most 10,000 rows in).
+			first, err := s.ListWorkers(ctx, service.ListWorkersArgs{Namespace: "ns", Limit: n / 2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			after := first.Next
 			for b.Loop() {
-				page, err := s.ListWorkers(ctx, ListWorkersArgs{Namespace: "ns", After: after, Limit: 100})
+				page, err := s.ListWorkers(ctx, service.ListWorkersArgs{Namespace: "ns", After: after, Limit: 100})
 				if err != nil || len(page.Workers) != 100 {
 					b.Fatal(err, len(page.Workers))
 				}
@@ -141,7 +184,7 @@ func BenchmarkSweep(b *testing.B) {
 	ctx := context.Background()
 	for _, alive := range []int{0, 100_000} {
 		b.Run(fmt.Sprintf("alive=%d", alive), func(b *testing.B) {
-			s := benchStore(b, WithDurability(DurabilityNormal))
+			s := benchStore(b, service.DurabilityNormal)
 			bulkWorkers(b, s, alive, 24*time.Hour)
 			for b.Loop() {
 				b.StopTimer()
@@ -161,7 +204,7 @@ func BenchmarkSweep(b *testing.B) {
 }
 
 // bulkWorkers inserts n workers in namespace "ns" with raw SQL (setup only).
-func bulkWorkers(b *testing.B, s *Store, n int, ttl time.Duration) {
+func bulkWorkers(b *testing.B, s benchDB, n int, ttl time.Duration) {
 	b.Helper()
 	if n == 0 {
 		return
@@ -200,10 +243,10 @@ func BenchmarkAgents(b *testing.B) {
 	b.Run("update-state", func(b *testing.B) {
 		s := benchStore(b)
 		a := agent("a")
-		a.State = AgentRunning
+		a.State = service.AgentRunning
 		must(b, s.InsertAgent(ctx, a))
 		for b.Loop() {
-			if err := s.UpdateAgentState(ctx, UpdateAgentStateArgs{ID: "a", State: AgentRunning, ExpectState: AgentRunning}); err != nil {
+			if err := s.UpdateAgentState(ctx, service.UpdateAgentStateArgs{ID: "a", State: service.AgentRunning, ExpectState: service.AgentRunning}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -231,11 +274,11 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				inst := fmt.Sprint("w", next.Add(1)%int64(workers))
 				for pb.Next() {
-					l, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: inst, LeaseTTL: time.Minute, Now: t0})
+					l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: inst, LeaseTTL: time.Minute, Now: t0})
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := s.CompleteExecution(ctx, CompleteArgs{Lease: l, Now: t0}); err != nil {
+					if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: l, Now: t0}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -251,10 +294,10 @@ func BenchmarkExpiredLeasePage(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{10_000, 1_000_000} {
 		b.Run(fmt.Sprintf("attempts=%d", n), func(b *testing.B) {
-			s := benchStore(b, WithDurability(DurabilityNormal))
+			s := benchStore(b, service.DurabilityNormal)
 			bulkAttempts(b, s, n)
 			for b.Loop() {
-				page, err := s.ListExpiredLeases(ctx, ListExpiredLeasesArgs{AsOf: t0.Add(time.Hour), Limit: 100})
+				page, err := s.ListExpiredLeases(ctx, service.ListExpiredLeasesArgs{AsOf: t0.Add(time.Hour), Limit: 100})
 				if err != nil || len(page.Leases) != 100 {
 					b.Fatal(err, len(page.Leases))
 				}
@@ -264,7 +307,7 @@ func BenchmarkExpiredLeasePage(b *testing.B) {
 }
 
 // bulkAttempts inserts n executions with one attempt each (raw SQL, setup only).
-func bulkAttempts(b *testing.B, s *Store, n int) {
+func bulkAttempts(b *testing.B, s benchDB, n int) {
 	b.Helper()
 	ctx := context.Background()
 	now := t0.UnixMilli()

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: leases.sql
 
-package db
+package sqlitedb
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 const attemptEnd = `-- name: AttemptEnd :one
 UPDATE attempts SET state = ?1, ended_at_ms = CAST(?2 AS INTEGER)
 WHERE execution_id = ?3 AND epoch = ?4 AND state = 'running'
-  AND expires_at_ms > ?2
+  AND expires_at_ms > ?2 AND revoked_at_ms IS NULL
 RETURNING attempt_index
 `
 
@@ -36,45 +36,6 @@ func (q *Queries) AttemptEnd(ctx context.Context, arg AttemptEndParams) (int64, 
 	var attempt_index int64
 	err := row.Scan(&attempt_index)
 	return attempt_index, err
-}
-
-const attemptExpireHeldBy = `-- name: AttemptExpireHeldBy :exec
-UPDATE attempts SET expires_at_ms = ?1
-WHERE namespace = ?2 AND instance_id = ?3 AND state = 'running'
-  AND expires_at_ms > ?1
-`
-
-type AttemptExpireHeldByParams struct {
-	Now        int64
-	Namespace  string
-	InstanceID string
-}
-
-// AttemptExpireHeldBy expires, at @now, every running lease an instance holds.
-func (q *Queries) AttemptExpireHeldBy(ctx context.Context, arg AttemptExpireHeldByParams) error {
-	_, err := q.exec(ctx, q.attemptExpireHeldByStmt, attemptExpireHeldBy, arg.Now, arg.Namespace, arg.InstanceID)
-	return err
-}
-
-const attemptExpireHeldByMany = `-- name: AttemptExpireHeldByMany :exec
-UPDATE attempts SET expires_at_ms = ?1
-WHERE state = 'running' AND expires_at_ms > ?1
-  AND (namespace, instance_id) IN (
-      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
-      FROM json_each(CAST(?2 AS TEXT)) AS j
-  )
-`
-
-type AttemptExpireHeldByManyParams struct {
-	Now       int64
-	Instances string
-}
-
-// AttemptExpireHeldByMany expires, at @now, the running leases of every
-// [namespace, instance_id] pair of a JSON array.
-func (q *Queries) AttemptExpireHeldByMany(ctx context.Context, arg AttemptExpireHeldByManyParams) error {
-	_, err := q.exec(ctx, q.attemptExpireHeldByManyStmt, attemptExpireHeldByMany, arg.Now, arg.Instances)
-	return err
 }
 
 const attemptInsert = `-- name: AttemptInsert :exec
@@ -282,7 +243,7 @@ func (q *Queries) AttemptReclaimBatch(ctx context.Context, arg AttemptReclaimBat
 const attemptRenew = `-- name: AttemptRenew :one
 UPDATE attempts SET expires_at_ms = ?1
 WHERE execution_id = ?2 AND epoch = ?3 AND state = 'running'
-  AND expires_at_ms > ?4
+  AND expires_at_ms > ?4 AND revoked_at_ms IS NULL
 RETURNING expires_at_ms
 `
 
@@ -304,6 +265,29 @@ func (q *Queries) AttemptRenew(ctx context.Context, arg AttemptRenewParams) (int
 	var expires_at_ms int64
 	err := row.Scan(&expires_at_ms)
 	return expires_at_ms, err
+}
+
+const attemptRevokeHeldBy = `-- name: AttemptRevokeHeldBy :exec
+UPDATE attempts
+SET expires_at_ms = min(expires_at_ms, CAST(?1 AS INTEGER)), revoked_at_ms = CAST(?1 AS INTEGER)
+WHERE state = 'running' AND revoked_at_ms IS NULL
+  AND (namespace, instance_id) IN (
+      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
+      FROM json_each(CAST(?2 AS TEXT)) AS j
+  )
+`
+
+type AttemptRevokeHeldByParams struct {
+	Now       int64
+	Instances string
+}
+
+// AttemptRevokeHeldBy ends for good, at @now, every running lease of each
+// [namespace, instance_id] pair of a JSON array: the leases expire (and can be
+// reclaimed) and no later call renews, completes or fails them.
+func (q *Queries) AttemptRevokeHeldBy(ctx context.Context, arg AttemptRevokeHeldByParams) error {
+	_, err := q.exec(ctx, q.attemptRevokeHeldByStmt, attemptRevokeHeldBy, arg.Now, arg.Instances)
+	return err
 }
 
 const executionComplete = `-- name: ExecutionComplete :exec
@@ -403,7 +387,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 	return err
 }
 
-const executionPickInLane = `-- name: ExecutionPickInLane :one
+const executionPickInLane = `-- name: ExecutionPickInLane :many
 SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
 WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting'
   AND NOT EXISTS (
@@ -411,13 +395,14 @@ WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting'
       WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?3 AS TEXT)) AS c)
   )
 ORDER BY e.priority DESC, e.created_at_ms, e.id
-LIMIT 1
+LIMIT ?4
 `
 
 type ExecutionPickInLaneParams struct {
 	Namespace    string
 	Lane         string
 	Capabilities string
+	Limit        int64
 }
 
 type ExecutionPickInLaneRow struct {
@@ -426,13 +411,34 @@ type ExecutionPickInLaneRow struct {
 	CreatedAtMs int64
 }
 
-// ExecutionPickInLane finds the best waiting execution of one lane whose
-// required capabilities are all in @capabilities (a JSON array).
-func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLaneParams) (ExecutionPickInLaneRow, error) {
-	row := q.queryRow(ctx, q.executionPickInLaneStmt, executionPickInLane, arg.Namespace, arg.Lane, arg.Capabilities)
-	var i ExecutionPickInLaneRow
-	err := row.Scan(&i.ID, &i.Priority, &i.CreatedAtMs)
-	return i, err
+// ExecutionPickInLane finds the @limit best waiting executions of one lane
+// whose required capabilities are all in @capabilities (a JSON array).
+func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLaneParams) ([]ExecutionPickInLaneRow, error) {
+	rows, err := q.query(ctx, q.executionPickInLaneStmt, executionPickInLane,
+		arg.Namespace,
+		arg.Lane,
+		arg.Capabilities,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExecutionPickInLaneRow{}
+	for rows.Next() {
+		var i ExecutionPickInLaneRow
+		if err := rows.Scan(&i.ID, &i.Priority, &i.CreatedAtMs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const executionRequeueReclaimed = `-- name: ExecutionRequeueReclaimed :exec

@@ -1,0 +1,317 @@
+// Package engine is the seam between roster's public API (package service) and
+// the databases it runs on. service states the rules of every operation; an
+// engine (internal/engine/sqlite, ...) owns everything that differs between
+// databases: connections, transactions, migrations, the SQL (through the code
+// sqlc generates) and the translation of driver errors.
+//
+// The flow is one way: schema/ENGINE + queries/ENGINE → sqlc → db/ENGINE →
+// internal/engine/ENGINE (implements Engine) → service. service imports this
+// package and internal/engines (which picks an engine for a path), never an
+// engine or a driver directly.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Engine is one open database.
+type Engine interface {
+	// Read runs fn with queries that read the database. Reads never wait for
+	// writes.
+	Read(ctx context.Context, fn func(ctx context.Context, q Queries) error) error
+	// Write runs fn in a transaction of its own (or a savepoint of a shared
+	// one) and returns once that transaction committed (nil) or fn's work was
+	// rolled back (fn's error). Write fails with ErrOverloaded, having changed
+	// nothing, when it cannot start within the configured admission time.
+	Write(ctx context.Context, fn func(ctx context.Context, q Queries) error) error
+	// Close releases the database. Writes queued or started after Close
+	// began return ErrClosed.
+	Close() error
+}
+
+// Config is what service asks of an engine when it opens one.
+type Config struct {
+	Logger        *slog.Logger
+	SyncFull      bool          // durable against a power cut (else against a process crash)
+	ReadConns     int           // size of the read pool, where the engine has one
+	QueueCapacity int           // writes waiting for the writer, where the engine has one
+	Admission     time.Duration // how long a write may wait to be admitted
+	BusyTimeout   time.Duration // how long to wait for another process's lock
+	Migrate       bool          // apply pending migrations (else require a current schema)
+	ReadOnly      bool          // never write, never migrate, never create
+	Migrations    fs.FS         // nil: the engine's embedded migrations (tests substitute)
+}
+
+// Admin runs the migration commands of the command-line tool on a database.
+type Admin interface {
+	// Version reports the recorded schema version (-1 when none) and the
+	// latest version this build knows.
+	Version(ctx context.Context) (version, latest int, err error)
+	// Down rolls back steps migrations (0 = all) in one transaction.
+	Down(ctx context.Context, steps int) error
+	// Force records version (-1 = none) as the clean schema version without
+	// running any migration.
+	Force(ctx context.Context, version int) error
+	// Close releases the database.
+	Close() error
+}
+
+// Sentinel errors that engines return and service exports under the same
+// names. Every other driver error is wrapped with the step that failed.
+var (
+	ErrInvalidInput   = errors.New("roster: invalid input")
+	ErrNotFound       = errors.New("roster: not found")
+	ErrOverloaded     = errors.New("roster: overloaded")
+	ErrClosed         = errors.New("roster: store closed")
+	ErrReadOnly       = errors.New("roster: store is read-only")
+	ErrSchemaTooNew   = errors.New("roster: database schema is newer than this build")
+	ErrSchemaOutdated = errors.New("roster: database schema is outdated")
+)
+
+// ErrNoRows is what every engine returns when a query that reads or writes
+// one row found none. service says what that means for its operation
+// (ErrNotFound, ErrNotRegistered, ErrLeaseLost, ...).
+var ErrNoRows = errors.New("roster: no rows")
+
+// Constraint names a uniqueness rule or CHECK of the schema. The names are the
+// schema's own (index or constraint names), identical on every engine.
+type Constraint string
+
+// The constraints service translates into its sentinel errors.
+const (
+	UniqueAgentID                  Constraint = "agents_pkey"
+	UniqueAgentLiveProviderSession Constraint = "agents_live_provider_session"
+	UniqueAgentIdempotency         Constraint = "agents_idempotency"
+	UniqueLeaseID                  Constraint = "attempts_lease_id"
+	UniqueExecutionID              Constraint = "executions_pkey"
+	// CheckViolation is any CHECK of the schema (SQLite does not name them
+	// reliably; the detail says which rule failed).
+	CheckViolation Constraint = "check"
+	// UniqueOther is a uniqueness rule without a constant of its own.
+	UniqueOther Constraint = "unique"
+)
+
+// ConstraintError is a write that broke a schema rule.
+type ConstraintError struct {
+	Constraint Constraint
+	Err        error // the driver's error, for the log
+}
+
+func (e *ConstraintError) Error() string {
+	return fmt.Sprintf("constraint %s violated: %v", e.Constraint, e.Err)
+}
+
+func (e *ConstraintError) Unwrap() error { return e.Err }
+
+// IsConstraint reports whether err is a violation of c.
+func IsConstraint(err error, c Constraint) bool {
+	var ce *ConstraintError
+	return errors.As(err, &ce) && ce.Constraint == c
+}
+
+// IsUnique reports whether err is a violation of any uniqueness rule.
+func IsUnique(err error) bool {
+	var ce *ConstraintError
+	return errors.As(err, &ce) && ce.Constraint != CheckViolation
+}
+
+// WorkerKey identifies a worker instance.
+type WorkerKey struct{ Namespace, InstanceID string }
+
+// Worker is a row of the worker registry. Times are Unix milliseconds.
+type Worker struct {
+	Namespace, InstanceID, WorkerID string
+	Lanes, Capabilities             []string // sorted, duplicate-free; nil when empty
+	LastHeartbeatMs, TTLMs          int64
+	RegisteredAtMs                  int64
+}
+
+// WorkerEvent is a row of the audit log.
+type WorkerEvent struct {
+	Seq                         int64
+	Namespace, InstanceID, Kind string
+	AtMs                        int64
+	Reason                      string
+}
+
+// WorkerListParams select a keyset page of workers; Namespace "" is every
+// namespace (then AfterNamespace is part of the keyset).
+type WorkerListParams struct {
+	Namespace, AfterNamespace, AfterInstanceID string
+	Limit                                      int
+}
+
+// WorkerEventListParams select events with Seq > AfterSeq; Namespace and
+// InstanceID "" are any.
+type WorkerEventListParams struct {
+	Namespace, InstanceID string
+	AfterSeq              int64
+	Limit                 int
+}
+
+// Execution is a row of executions.
+type Execution struct {
+	ID                                  uuid.UUID
+	Namespace, Lane, State              string
+	Priority                            int64
+	Payload, Result                     []byte
+	RequiredCapabilities                []string
+	Attempts, MaxAttempts, ReclaimCount int64
+	LastError                           string
+	CreatedAtMs                         int64
+}
+
+// ClaimParams ask for up to Max of the best claimable executions for a worker.
+type ClaimParams struct {
+	Namespace, InstanceID string
+	Lanes, Capabilities   []string
+	NowMs, ExpiresAtMs    int64
+	LeaseIDs              []uuid.UUID // one fresh lease id per execution claimed; len = Max
+}
+
+// ClaimedLease is an execution a claim moved to running, under a new attempt.
+type ClaimedLease struct {
+	ExecutionID, LeaseID uuid.UUID
+	AttemptIndex, Epoch  int64
+	Namespace, Lane      string
+	Payload              []byte
+	ExpiresAtMs          int64
+}
+
+// LeaseRef names the lease a renew, complete or fail presents.
+type LeaseRef struct {
+	ExecutionID uuid.UUID
+	Epoch       int64
+}
+
+// ExpiredLease is a running attempt past its expiry.
+type ExpiredLease struct {
+	ExecutionID, LeaseID  uuid.UUID
+	AttemptIndex, Epoch   int64
+	Namespace, InstanceID string
+	ExpiresAtMs           int64
+}
+
+// ExpiredLeaseListParams select a keyset page of expired leases, ordered by
+// (ExpiresAtMs, ExecutionID); Namespace "" is every namespace.
+type ExpiredLeaseListParams struct {
+	Namespace        string
+	AsOfMs           int64
+	AfterExpiresAtMs int64
+	AfterExecutionID uuid.UUID // uuid.Nil with AfterExpiresAtMs = MinInt64: from the start
+	Limit            int
+}
+
+// Agent is a row of the agent ledger; optional fields are "" when absent.
+type Agent struct {
+	ID, State, TerminalReason                       string
+	Provider, ProviderSessionID                     string
+	CheckpointSessionID                             string
+	CheckpointCursor                                int64
+	OwnerActor, OwnerPeerClass, OwnerWriteNamespace string
+	OwnerVisibleNamespaces                          []string
+	SpawnFingerprint                                string
+	SpawnedAtMs, StateChangedAtMs                   int64
+	IdempotencyKey                                  string
+}
+
+// AgentListParams select a keyset page of agents in id order; each filter ""
+// is any.
+type AgentListParams struct {
+	State, OwnerActor, VisibleIn, AfterID string
+	Limit                                 int
+}
+
+// Queries is every statement roster runs, one method per operation, in terms
+// of the row types above. A method that addresses one row returns ErrNoRows
+// when none matched; a write that breaks a schema rule returns a
+// *ConstraintError.
+type Queries interface {
+	// WorkerGet reads a worker, alive or lapsed.
+	WorkerGet(ctx context.Context, k WorkerKey) (Worker, error)
+	// WorkerGetAlive reads a worker only while now < heartbeat + TTL.
+	WorkerGetAlive(ctx context.Context, k WorkerKey, nowMs int64) (Worker, error)
+	// WorkerRefresh replaces the fields of a worker alive under w.WorkerID
+	// (heartbeat = w.LastHeartbeatMs) and returns its RegisteredAtMs, or
+	// ErrNoRows.
+	WorkerRefresh(ctx context.Context, w Worker) (registeredAtMs int64, err error)
+	// WorkerRegister inserts w, or replaces a lapsed row of its key, with
+	// RegisteredAtMs = LastHeartbeatMs; ErrNoRows when an alive row holds the key.
+	WorkerRegister(ctx context.Context, w Worker) error
+	// WorkerHeartbeat moves an alive worker's heartbeat to now and returns its
+	// TTL, or ErrNoRows.
+	WorkerHeartbeat(ctx context.Context, k WorkerKey, nowMs int64) (ttlMs int64, err error)
+	// WorkerDelete removes a worker, alive or lapsed, and reports whether one was there.
+	WorkerDelete(ctx context.Context, k WorkerKey) (bool, error)
+	// WorkerList reads a keyset page of workers.
+	WorkerList(ctx context.Context, p WorkerListParams) ([]Worker, error)
+	// WorkerSweepBatch deletes up to batch lapsed workers and returns their keys.
+	WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]WorkerKey, error)
+	// WorkerEventAppend logs one event.
+	WorkerEventAppend(ctx context.Context, e WorkerEvent) error
+	// WorkerEventAppendSwept logs a ttl_swept event for each key, in order.
+	WorkerEventAppendSwept(ctx context.Context, keys []WorkerKey, atMs int64) error
+	// WorkerEventList reads events in Seq order.
+	WorkerEventList(ctx context.Context, p WorkerEventListParams) ([]WorkerEvent, error)
+	// WorkerEventPruneBatch deletes up to batch events with At < before.
+	WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
+
+	// ExecutionInsert adds a waiting execution.
+	ExecutionInsert(ctx context.Context, e Execution) error
+	// ExecutionGet reads an execution.
+	ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error)
+	// ExecutionClaim moves up to len(p.LeaseIDs) of the best claimable
+	// executions to running under new attempts, best first. Two claims never
+	// take the same execution, on any engine.
+	ExecutionClaim(ctx context.Context, p ClaimParams) ([]ClaimedLease, error)
+	// AttemptRenew extends the current, unexpired, unrevoked lease, or ErrNoRows.
+	AttemptRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) error
+	// AttemptEnd closes the current, unexpired, unrevoked lease as completed
+	// or failed, or ErrNoRows.
+	AttemptEnd(ctx context.Context, l LeaseRef, state string, nowMs int64) error
+	// ExecutionComplete ends a running execution as completed with its result.
+	ExecutionComplete(ctx context.Context, id uuid.UUID, result []byte) error
+	// ExecutionFail returns a running execution to waiting while attempts
+	// remain, else ends it failed, recording the reason.
+	ExecutionFail(ctx context.Context, id uuid.UUID, reason string) error
+	// AttemptRevokeHeldBy ends for good, at now, every running lease the
+	// instances hold: they expire (and can be reclaimed) and are never renewed.
+	AttemptRevokeHeldBy(ctx context.Context, holders []WorkerKey, nowMs int64) error
+	// AttemptListExpired reads a keyset page of expired running leases.
+	AttemptListExpired(ctx context.Context, p ExpiredLeaseListParams) ([]ExpiredLease, error)
+	// AttemptReclaimBatch ends up to batch expired leases (soonest first) and
+	// returns their executions.
+	AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error)
+	// ExecutionRequeueReclaimed returns each execution to waiting while
+	// attempts remain, else ends it failed, counting the reclaim.
+	ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID) error
+
+	// AgentInsert stores an agent record.
+	AgentInsert(ctx context.Context, a Agent) error
+	// AgentSpawn stores an agent record unless its owner already used its
+	// idempotency key; it reports whether it inserted.
+	AgentSpawn(ctx context.Context, a Agent) (bool, error)
+	// AgentGet reads an agent.
+	AgentGet(ctx context.Context, id string) (Agent, error)
+	// AgentSetState moves an agent still in fromState to state (and reason)
+	// at a time, and reports whether it did.
+	AgentSetState(ctx context.Context, id, fromState, state, reason string, atMs int64) (bool, error)
+	// AgentSetCheckpoint records an agent's checkpoint and reports whether
+	// the agent exists.
+	AgentSetCheckpoint(ctx context.Context, id, sessionID string, cursor int64) (bool, error)
+	// AgentFindByIdempotencyKey reads the agent an owner spawned under a key.
+	AgentFindByIdempotencyKey(ctx context.Context, ownerActor, key string) (Agent, error)
+	// AgentFindLiveByProviderSession reads the live agent holding a session.
+	AgentFindLiveByProviderSession(ctx context.Context, provider, sessionID string) (Agent, error)
+	// AgentTerminateLive ends every live agent with reason host_restart.
+	AgentTerminateLive(ctx context.Context, atMs int64) (int, error)
+	// AgentList reads a keyset page of agents.
+	AgentList(ctx context.Context, p AgentListParams) ([]Agent, error)
+}

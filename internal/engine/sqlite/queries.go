@@ -1,0 +1,477 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	sqlitedb "github.com/rosterdb/roster/db/sqlite"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// queries implements engine.Queries on the code sqlc generated from
+// queries/sqlite. Each method passes its driver error through translate.
+type queries struct{ q *sqlitedb.Queries }
+
+var _ engine.Queries = queries{}
+
+// Workers.
+
+func (x queries) WorkerGet(ctx context.Context, k engine.WorkerKey) (engine.Worker, error) {
+	r, err := x.q.WorkerGet(ctx, sqlitedb.WorkerGetParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
+	if err != nil {
+		return engine.Worker{}, translate(err)
+	}
+	return workerFromRow(r)
+}
+
+func (x queries) WorkerGetAlive(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.Worker, error) {
+	r, err := x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
+	if err != nil {
+		return engine.Worker{}, translate(err)
+	}
+	return workerFromRow(r)
+}
+
+func (x queries) WorkerRefresh(ctx context.Context, w engine.Worker) (int64, error) {
+	at, err := x.q.WorkerRefresh(ctx, sqlitedb.WorkerRefreshParams{
+		Lanes: jsonArray(w.Lanes), Capabilities: jsonArray(w.Capabilities), Now: w.LastHeartbeatMs,
+		TtlMs: w.TTLMs, Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
+	})
+	return at, translate(err)
+}
+
+func (x queries) WorkerRegister(ctx context.Context, w engine.Worker) error {
+	_, err := x.q.WorkerRegister(ctx, sqlitedb.WorkerRegisterParams{
+		Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
+		Lanes: jsonArray(w.Lanes), Capabilities: jsonArray(w.Capabilities), Now: w.LastHeartbeatMs, TtlMs: w.TTLMs,
+	})
+	return translate(err)
+}
+
+func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
+	ttl, err := x.q.WorkerHeartbeat(ctx, sqlitedb.WorkerHeartbeatParams{Now: nowMs, Namespace: k.Namespace, InstanceID: k.InstanceID})
+	return ttl, translate(err)
+}
+
+func (x queries) WorkerDelete(ctx context.Context, k engine.WorkerKey) (bool, error) {
+	n, err := x.q.WorkerDelete(ctx, sqlitedb.WorkerDeleteParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
+	return n > 0, translate(err)
+}
+
+func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]engine.Worker, error) {
+	var rows []sqlitedb.Worker
+	var err error
+	if p.Namespace != "" {
+		rows, err = x.q.WorkerListByNamespace(ctx, sqlitedb.WorkerListByNamespaceParams{
+			Namespace: p.Namespace, AfterInstanceID: p.AfterInstanceID, Limit: int64(p.Limit),
+		})
+	} else {
+		rows, err = x.q.WorkerListAll(ctx, sqlitedb.WorkerListAllParams{
+			AfterNamespace: p.AfterNamespace, AfterInstanceID: p.AfterInstanceID, Limit: int64(p.Limit),
+		})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Worker, len(rows))
+	for i, r := range rows {
+		if out[i], err = workerFromRow(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (x queries) WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]engine.WorkerKey, error) {
+	rows, err := x.q.WorkerSweepBatch(ctx, sqlitedb.WorkerSweepBatchParams{Now: nowMs, BatchSize: int64(batch)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	keys := make([]engine.WorkerKey, len(rows))
+	for i, r := range rows {
+		keys[i] = engine.WorkerKey{Namespace: r.Namespace, InstanceID: r.InstanceID}
+	}
+	return keys, nil
+}
+
+func (x queries) WorkerEventAppend(ctx context.Context, e engine.WorkerEvent) error {
+	return translate(x.q.WorkerEventAppend(ctx, sqlitedb.WorkerEventAppendParams{
+		Namespace: e.Namespace, InstanceID: e.InstanceID, Kind: e.Kind, AtMs: e.AtMs, Reason: e.Reason,
+	}))
+}
+
+func (x queries) WorkerEventAppendSwept(ctx context.Context, keys []engine.WorkerKey, atMs int64) error {
+	return translate(x.q.WorkerEventAppendSwept(ctx, sqlitedb.WorkerEventAppendSweptParams{AtMs: atMs, Instances: keyPairs(keys)}))
+}
+
+func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListParams) ([]engine.WorkerEvent, error) {
+	var rows []sqlitedb.WorkerEvent
+	var err error
+	switch {
+	case p.InstanceID != "":
+		rows, err = x.q.WorkerEventListByInstance(ctx, sqlitedb.WorkerEventListByInstanceParams{
+			InstanceID: p.InstanceID, Namespace: p.Namespace, AfterSeq: p.AfterSeq, Limit: int64(p.Limit),
+		})
+	case p.Namespace != "":
+		rows, err = x.q.WorkerEventListByNamespace(ctx, sqlitedb.WorkerEventListByNamespaceParams{
+			Namespace: p.Namespace, AfterSeq: p.AfterSeq, Limit: int64(p.Limit),
+		})
+	default:
+		rows, err = x.q.WorkerEventList(ctx, sqlitedb.WorkerEventListParams{AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.WorkerEvent, len(rows))
+	for i, r := range rows {
+		out[i] = engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
+	}
+	return out, nil
+}
+
+func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
+	n, err := x.q.WorkerEventPruneBatch(ctx, sqlitedb.WorkerEventPruneBatchParams{BeforeMs: beforeMs, BatchSize: int64(batch)})
+	return int(n), translate(err)
+}
+
+// Executions and leases.
+
+func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error {
+	payload := e.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	return translate(x.q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
+		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
+	}))
+}
+
+func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Execution, error) {
+	r, err := x.q.ExecutionGet(ctx, id)
+	if err != nil {
+		return engine.Execution{}, translate(err)
+	}
+	caps, err := parseJSONArray(r.RequiredCapabilities)
+	if err != nil {
+		return engine.Execution{}, err
+	}
+	return engine.Execution{
+		ID: r.ID, Namespace: r.Namespace, Lane: r.Lane, State: r.State, Priority: r.Priority,
+		Payload: r.Payload, Result: r.Result, RequiredCapabilities: caps,
+		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
+		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs,
+	}, nil
+}
+
+// ExecutionClaim seeks the claim index once per lane (a worker serves few
+// lanes), merges the candidates best first, and starts each with a
+// conditional UPDATE (state = 'waiting' in the statement that writes). The
+// single writer runs the whole claim in one transaction, so no other claim
+// can take a candidate between the pick and the start.
+func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]engine.ClaimedLease, error) {
+	want := len(p.LeaseIDs)
+	caps := jsonArray(p.Capabilities)
+	var cands []sqlitedb.ExecutionPickInLaneRow
+	for _, lane := range p.Lanes {
+		rows, err := x.q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{
+			Namespace: p.Namespace, Lane: lane, Capabilities: caps, Limit: int64(want),
+		})
+		if err != nil {
+			return nil, translate(err)
+		}
+		cands = append(cands, rows...)
+	}
+	slices.SortFunc(cands, func(a, b sqlitedb.ExecutionPickInLaneRow) int {
+		switch {
+		case a.Priority != b.Priority:
+			return cmpInt(b.Priority, a.Priority)
+		case a.CreatedAtMs != b.CreatedAtMs:
+			return cmpInt(a.CreatedAtMs, b.CreatedAtMs)
+		}
+		return slices.Compare(a.ID[:], b.ID[:])
+	})
+	out := make([]engine.ClaimedLease, 0, min(want, len(cands)))
+	for _, c := range cands {
+		if len(out) == want {
+			break
+		}
+		started, err := x.q.ExecutionStart(ctx, c.ID)
+		if err != nil {
+			return nil, translate(err)
+		}
+		leaseID := p.LeaseIDs[len(out)]
+		if err := x.q.AttemptInsert(ctx, sqlitedb.AttemptInsertParams{
+			ExecutionID: c.ID, AttemptIndex: started.Attempts, Epoch: started.Epoch, LeaseID: leaseID,
+			Namespace: p.Namespace, InstanceID: p.InstanceID, ClaimedAtMs: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
+		}); err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, engine.ClaimedLease{
+			ExecutionID: c.ID, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
+			Namespace: started.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
+		})
+	}
+	return out, nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
+	_, err := x.q.AttemptRenew(ctx, sqlitedb.AttemptRenewParams{ExpiresAtMs: expiresAtMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	return translate(err)
+}
+
+func (x queries) AttemptEnd(ctx context.Context, l engine.LeaseRef, state string, nowMs int64) error {
+	_, err := x.q.AttemptEnd(ctx, sqlitedb.AttemptEndParams{State: state, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
+	return translate(err)
+}
+
+func (x queries) ExecutionComplete(ctx context.Context, id uuid.UUID, result []byte) error {
+	return translate(x.q.ExecutionComplete(ctx, sqlitedb.ExecutionCompleteParams{Result: result, ID: id}))
+}
+
+func (x queries) ExecutionFail(ctx context.Context, id uuid.UUID, reason string) error {
+	return translate(x.q.ExecutionFail(ctx, sqlitedb.ExecutionFailParams{LastError: reason, ID: id}))
+}
+
+func (x queries) AttemptRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
+	return translate(x.q.AttemptRevokeHeldBy(ctx, sqlitedb.AttemptRevokeHeldByParams{Now: nowMs, Instances: keyPairs(holders)}))
+}
+
+func (x queries) AttemptListExpired(ctx context.Context, p engine.ExpiredLeaseListParams) ([]engine.ExpiredLease, error) {
+	var rows []sqlitedb.AttemptListExpiredRow
+	var err error
+	if p.Namespace == "" {
+		rows, err = x.q.AttemptListExpired(ctx, sqlitedb.AttemptListExpiredParams{
+			AsOf: p.AsOfMs, AfterExpiresAtMs: p.AfterExpiresAtMs, AfterExecutionID: p.AfterExecutionID.String(), Limit: int64(p.Limit),
+		})
+	} else {
+		var nsRows []sqlitedb.AttemptListExpiredByNamespaceRow
+		nsRows, err = x.q.AttemptListExpiredByNamespace(ctx, sqlitedb.AttemptListExpiredByNamespaceParams{
+			Namespace: p.Namespace, AsOf: p.AsOfMs, AfterExpiresAtMs: p.AfterExpiresAtMs,
+			AfterExecutionID: p.AfterExecutionID.String(), Limit: int64(p.Limit),
+		})
+		rows = make([]sqlitedb.AttemptListExpiredRow, len(nsRows))
+		for i, r := range nsRows {
+			rows[i] = sqlitedb.AttemptListExpiredRow(r)
+		}
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.ExpiredLease, len(rows))
+	for i, r := range rows {
+		out[i] = engine.ExpiredLease{
+			ExecutionID: r.ExecutionID, LeaseID: r.LeaseID, AttemptIndex: r.AttemptIndex, Epoch: r.Epoch,
+			Namespace: r.Namespace, InstanceID: r.InstanceID, ExpiresAtMs: r.ExpiresAtMs,
+		}
+	}
+	return out, nil
+}
+
+func (x queries) AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {
+	ids, err := x.q.AttemptReclaimBatch(ctx, sqlitedb.AttemptReclaimBatchParams{Now: nowMs, BatchSize: int64(batch)})
+	return ids, translate(err)
+}
+
+func (x queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID) error {
+	return translate(x.q.ExecutionRequeueReclaimed(ctx, mustJSON(ids)))
+}
+
+// Agents.
+
+func (x queries) AgentInsert(ctx context.Context, a engine.Agent) error {
+	return translate(x.q.AgentInsert(ctx, sqlitedb.AgentInsertParams(agentParams(a))))
+}
+
+func (x queries) AgentSpawn(ctx context.Context, a engine.Agent) (bool, error) {
+	n, err := x.q.AgentSpawn(ctx, agentParams(a))
+	return n > 0, translate(err)
+}
+
+func agentParams(a engine.Agent) sqlitedb.AgentSpawnParams {
+	return sqlitedb.AgentSpawnParams{
+		ID:                     a.ID,
+		State:                  a.State,
+		TerminalReason:         nullString(a.TerminalReason),
+		Provider:               a.Provider,
+		ProviderSessionID:      nullString(a.ProviderSessionID),
+		CheckpointSessionID:    nullString(a.CheckpointSessionID),
+		CheckpointCursor:       a.CheckpointCursor,
+		OwnerActor:             a.OwnerActor,
+		OwnerPeerClass:         a.OwnerPeerClass,
+		OwnerWriteNamespace:    a.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: jsonArray(a.OwnerVisibleNamespaces),
+		SpawnFingerprint:       a.SpawnFingerprint,
+		SpawnedAtMs:            a.SpawnedAtMs,
+		StateChangedAtMs:       a.StateChangedAtMs,
+		IdempotencyKey:         nullString(a.IdempotencyKey),
+	}
+}
+
+func (x queries) AgentGet(ctx context.Context, id string) (engine.Agent, error) {
+	return agentFromRow(x.q.AgentGet(ctx, id))
+}
+
+func (x queries) AgentSetState(ctx context.Context, id, fromState, state, reason string, atMs int64) (bool, error) {
+	n, err := x.q.AgentSetState(ctx, sqlitedb.AgentSetStateParams{
+		State: state, TerminalReason: nullString(reason), StateChangedAtMs: atMs, ID: id, FromState: fromState,
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentSetCheckpoint(ctx context.Context, id, sessionID string, cursor int64) (bool, error) {
+	n, err := x.q.AgentSetCheckpoint(ctx, sqlitedb.AgentSetCheckpointParams{
+		ID: id, CheckpointSessionID: nullString(sessionID), CheckpointCursor: cursor,
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentFindByIdempotencyKey(ctx context.Context, ownerActor, key string) (engine.Agent, error) {
+	return agentFromRow(x.q.AgentFindByIdempotencyKey(ctx, sqlitedb.AgentFindByIdempotencyKeyParams{
+		OwnerActor: ownerActor, IdempotencyKey: nullString(key),
+	}))
+}
+
+func (x queries) AgentFindLiveByProviderSession(ctx context.Context, provider, sessionID string) (engine.Agent, error) {
+	return agentFromRow(x.q.AgentFindLiveByProviderSession(ctx, sqlitedb.AgentFindLiveByProviderSessionParams{
+		Provider: provider, ProviderSessionID: nullString(sessionID),
+	}))
+}
+
+func (x queries) AgentTerminateLive(ctx context.Context, atMs int64) (int, error) {
+	n, err := x.q.AgentTerminateLive(ctx, atMs)
+	return int(n), translate(err)
+}
+
+func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]engine.Agent, error) {
+	var rows []sqlitedb.Agent
+	var err error
+	n := int64(p.Limit)
+	switch {
+	case p.VisibleIn != "":
+		rows, err = x.q.AgentListVisibleIn(ctx, sqlitedb.AgentListVisibleInParams{
+			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor, Limit: n,
+		})
+	case p.OwnerActor != "":
+		rows, err = x.q.AgentListByOwner(ctx, sqlitedb.AgentListByOwnerParams{
+			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State, Limit: n,
+		})
+	case p.State != "":
+		rows, err = x.q.AgentListByState(ctx, sqlitedb.AgentListByStateParams{State: p.State, AfterID: p.AfterID, Limit: n})
+	default:
+		rows, err = x.q.AgentList(ctx, sqlitedb.AgentListParams{AfterID: p.AfterID, Limit: n})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Agent, len(rows))
+	for i, r := range rows {
+		if out[i], err = agentFromRow(r, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Row mapping.
+
+func workerFromRow(r sqlitedb.Worker) (engine.Worker, error) {
+	lanes, err := parseJSONArray(r.Lanes)
+	if err != nil {
+		return engine.Worker{}, err
+	}
+	caps, err := parseJSONArray(r.Capabilities)
+	if err != nil {
+		return engine.Worker{}, err
+	}
+	return engine.Worker{
+		Namespace: r.Namespace, InstanceID: r.InstanceID, WorkerID: r.WorkerID,
+		Lanes: lanes, Capabilities: caps,
+		LastHeartbeatMs: r.LastHeartbeatMs, TTLMs: r.TtlMs, RegisteredAtMs: r.RegisteredAtMs,
+	}, nil
+}
+
+// agentFromRow maps a row (and the error of reading it) to an engine.Agent.
+func agentFromRow(r sqlitedb.Agent, err error) (engine.Agent, error) {
+	if err != nil {
+		return engine.Agent{}, translate(err)
+	}
+	visible, err := parseJSONArray(r.OwnerVisibleNamespaces)
+	if err != nil {
+		return engine.Agent{}, err
+	}
+	return engine.Agent{
+		ID:                     r.ID,
+		State:                  r.State,
+		TerminalReason:         r.TerminalReason.String,
+		Provider:               r.Provider,
+		ProviderSessionID:      r.ProviderSessionID.String,
+		CheckpointSessionID:    r.CheckpointSessionID.String,
+		CheckpointCursor:       r.CheckpointCursor,
+		OwnerActor:             r.OwnerActor,
+		OwnerPeerClass:         r.OwnerPeerClass,
+		OwnerWriteNamespace:    r.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: visible,
+		SpawnFingerprint:       r.SpawnFingerprint,
+		SpawnedAtMs:            r.SpawnedAtMs,
+		StateChangedAtMs:       r.StateChangedAtMs,
+		IdempotencyKey:         r.IdempotencyKey.String,
+	}, nil
+}
+
+// nullString maps "" to NULL: optional identifiers are NULL when absent.
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// Lanes, capabilities and visible namespaces are stored as JSON arrays of
+// strings, so that any identifier (commas included) round-trips.
+
+// jsonArray encodes a string list as a JSON array ("[]" when empty).
+func jsonArray(vs []string) string {
+	if len(vs) == 0 {
+		return "[]"
+	}
+	return mustJSON(vs)
+}
+
+// keyPairs encodes worker keys as a JSON array of [namespace, instance_id] pairs.
+func keyPairs(keys []engine.WorkerKey) string {
+	pairs := make([][2]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = [2]string{k.Namespace, k.InstanceID}
+	}
+	return mustJSON(pairs)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("roster: encoding JSON: " + err.Error()) // only strings and uuids are encoded
+	}
+	return string(b)
+}
+
+// parseJSONArray decodes a stored JSON array of strings (nil when empty).
+func parseJSONArray(s string) ([]string, error) {
+	var vs []string
+	if err := json.Unmarshal([]byte(s), &vs); err != nil {
+		return nil, fmt.Errorf("roster: corrupt JSON array %q: %w", s, err)
+	}
+	if len(vs) == 0 {
+		return nil, nil
+	}
+	return vs, nil
+}

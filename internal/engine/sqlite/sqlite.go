@@ -1,0 +1,446 @@
+// Package sqlite is roster's SQLite engine (modernc.org/sqlite, pure Go).
+//
+// Every write runs on one writer connection in a BEGIN IMMEDIATE transaction.
+// Writes queued at the same moment share one transaction (group commit), each
+// isolated in a savepoint, so one failing operation never affects another.
+// Reads use a separate read-only pool and never wait for writes; a private
+// in-memory database is one connection shared by both.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sqlitedb "github.com/rosterdb/roster/db/sqlite"
+	"github.com/rosterdb/roster/internal/engine"
+	sqliteschema "github.com/rosterdb/roster/schema/sqlite"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// MemoryPath opens a private in-memory database.
+const MemoryPath = ":memory:"
+
+// maxBatch bounds the writes one group-commit transaction takes.
+const maxBatch = 128
+
+// Engine is an open SQLite database.
+type Engine struct {
+	cfg    engine.Config
+	writer *sql.DB // exactly one connection; nil when read-only
+	reader *sql.DB // read-only pool; the writer itself for ":memory:"
+	// every query, prepared once on the writer and once on the read pool
+	wq, rq *sqlitedb.Queries
+
+	queue      chan *writeOp
+	quit       chan struct{}
+	writerDone chan struct{}
+	closed     atomic.Bool
+	closeOnce  sync.Once
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// writeOp is one operation waiting for the writer.
+type writeOp struct {
+	ctx  context.Context
+	fn   func(ctx context.Context, q engine.Queries) error
+	done chan error // buffered: the writer never blocks on a reply
+}
+
+// Open opens (creating it with mode 0600 if absent, unless read-only) the
+// database file at path, or a private in-memory database for MemoryPath, and
+// applies every pending migration atomically under SQLite's write lock.
+func Open(ctx context.Context, path string, cfg engine.Config) (*Engine, error) {
+	e := &Engine{
+		cfg:        cfg,
+		queue:      make(chan *writeOp, max(cfg.QueueCapacity, 1)),
+		quit:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	if cfg.Migrations == nil {
+		e.cfg.Migrations = sqliteschema.FS
+	}
+	if err := e.openDBs(path); err != nil {
+		return nil, err
+	}
+	if err := e.start(ctx); err != nil {
+		_ = e.closeDBs()
+		return nil, err
+	}
+	if e.writer != nil {
+		go e.runWriter()
+	} else {
+		close(e.writerDone)
+	}
+	return e, nil
+}
+
+// start checks the connections, migrates (or verifies) the schema and
+// prepares every query.
+func (e *Engine) start(ctx context.Context) error {
+	if e.cfg.ReadOnly {
+		if err := retryBusy(ctx, e.cfg.BusyTimeout, func() error { return e.reader.PingContext(ctx) }); err != nil {
+			return fmt.Errorf("roster: open: %w", err)
+		}
+		if err := verifyCurrent(ctx, e.reader, e.cfg.Migrations); err != nil {
+			return err
+		}
+	} else {
+		// On a brand-new file, a connection switching it to WAL can meet
+		// another Open's lock in a way SQLite reports at once as busy
+		// (deadlock avoidance): retry within the busy timeout.
+		if err := retryBusy(ctx, e.cfg.BusyTimeout, func() error { return e.writer.PingContext(ctx) }); err != nil {
+			return fmt.Errorf("roster: open: %w", err)
+		}
+		if err := retryBusy(ctx, e.cfg.BusyTimeout, func() error {
+			return migrateSchema(ctx, e.writer, e.cfg.Migrations, e.cfg.Migrate, e.cfg.Logger)
+		}); err != nil {
+			return err
+		}
+		q, err := sqlitedb.Prepare(ctx, e.writer)
+		if err != nil {
+			return fmt.Errorf("roster: open: %w", err)
+		}
+		e.wq = q
+	}
+	if e.reader == e.writer {
+		e.rq = e.wq
+		return nil
+	}
+	q, err := sqlitedb.Prepare(ctx, e.reader)
+	if err != nil {
+		return fmt.Errorf("roster: open: %w", err)
+	}
+	e.rq = q
+	return nil
+}
+
+func (e *Engine) openDBs(path string) error {
+	busy := fmt.Sprintf("busy_timeout(%d)", e.cfg.BusyTimeout.Milliseconds())
+	if path == MemoryPath {
+		// A private in-memory database lives in one connection: readers share it.
+		q := url.Values{"_pragma": {busy, "foreign_keys(1)"}, "_txlock": {"immediate"}}
+		if e.cfg.ReadOnly {
+			q["_pragma"] = append(q["_pragma"], "query_only(1)")
+		}
+		w, err := sql.Open("sqlite", MemoryPath+"?"+q.Encode())
+		if err != nil {
+			return fmt.Errorf("roster: open: %w", err)
+		}
+		oneConnection(w)
+		e.reader = w
+		if !e.cfg.ReadOnly {
+			e.writer = w
+		}
+		return nil
+	}
+	name, err := fileURI(path)
+	if err != nil {
+		return err
+	}
+	if e.cfg.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("%w: database file %s does not exist", engine.ErrNotFound, path)
+			}
+			return fmt.Errorf("roster: open: %w", err)
+		}
+	} else {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("roster: open: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("roster: open: %w", err)
+		}
+		sync := "FULL"
+		if !e.cfg.SyncFull {
+			sync = "NORMAL"
+		}
+		wq := url.Values{
+			"_pragma": {busy, "journal_mode(WAL)", "synchronous(" + sync + ")", "foreign_keys(1)"},
+			"_txlock": {"immediate"},
+		}
+		w, err := sql.Open("sqlite", name+"?"+wq.Encode())
+		if err != nil {
+			return fmt.Errorf("roster: open: %w", err)
+		}
+		oneConnection(w)
+		e.writer = w
+	}
+	rq := url.Values{"_pragma": {busy, "query_only(1)"}}
+	r, err := sql.Open("sqlite", name+"?"+rq.Encode())
+	if err != nil {
+		if e.writer != nil {
+			_ = e.writer.Close()
+		}
+		return fmt.Errorf("roster: open: %w", err)
+	}
+	r.SetMaxOpenConns(max(e.cfg.ReadConns, 1))
+	r.SetMaxIdleConns(max(e.cfg.ReadConns, 1))
+	e.reader = r
+	return nil
+}
+
+// fileURI turns any path the OS accepts ("//tmp/x.db", "a?b#c.db") into a
+// SQLite file: URI, absolute so that no part of it reads as a URI authority.
+func fileURI(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("roster: open: %w", err)
+	}
+	return "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath(), nil
+}
+
+func oneConnection(db *sql.DB) {
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+}
+
+func (e *Engine) closeDBs() error {
+	var err error
+	if e.wq != nil {
+		err = e.wq.Close()
+	}
+	if e.rq != nil && e.rq != e.wq {
+		err = errors.Join(err, e.rq.Close())
+	}
+	if e.writer != nil {
+		err = errors.Join(err, e.writer.Close())
+	}
+	if e.reader != e.writer {
+		err = errors.Join(err, e.reader.Close())
+	}
+	return err
+}
+
+// Close stops the writer, fails every queued write with ErrClosed and closes
+// the database.
+func (e *Engine) Close() error {
+	err := engine.ErrClosed
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		close(e.quit)
+		<-e.writerDone
+		err = e.closeDBs()
+	})
+	return err
+}
+
+// retryBusy runs fn until it returns anything but SQLITE_BUSY, or until the
+// timeout has passed, backing off between tries.
+func retryBusy(ctx context.Context, timeout time.Duration, fn func() error) error {
+	deadline := time.Now().Add(timeout)
+	backoff := time.Millisecond
+	for {
+		err := fn()
+		if err == nil || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)))):
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// Read runs fn on the read-only pool.
+func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if e.closed.Load() {
+		return engine.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := fn(ctx, queries{e.rq})
+	if err != nil && e.closed.Load() {
+		return engine.ErrClosed
+	}
+	return err
+}
+
+// Write runs fn in the writer's transaction, inside a savepoint of its own
+// when it shares the transaction, and returns once that transaction has
+// committed (nil) or fn's work was rolled back (fn's error). A write that
+// cannot be queued within the admission time returns ErrOverloaded. Once
+// queued, a write is waited for even if ctx ends: it either runs or is
+// skipped (returning ctx's error) before it starts.
+func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if e.closed.Load() {
+		return engine.ErrClosed
+	}
+	if e.writer == nil {
+		return fmt.Errorf("%w: the database was opened read-only", engine.ErrReadOnly)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case e.queue <- op:
+	default:
+		t := time.NewTimer(e.cfg.Admission)
+		select {
+		case e.queue <- op:
+			t.Stop()
+		case <-t.C:
+			return fmt.Errorf("%w: the write queue (%d) stayed full for %v", engine.ErrOverloaded, cap(e.queue), e.cfg.Admission)
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-e.quit:
+			t.Stop()
+			return engine.ErrClosed
+		}
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-e.writerDone:
+		select {
+		case err := <-op.done:
+			return err
+		default:
+			return engine.ErrClosed
+		}
+	}
+}
+
+// QueueLen reports how many writes wait for the writer (tests).
+func (e *Engine) QueueLen() int { return len(e.queue) }
+
+// runWriter is the single writer goroutine: it takes every write queued at the
+// moment (up to maxBatch) and commits them in one transaction.
+func (e *Engine) runWriter() {
+	defer close(e.writerDone)
+	batch := make([]*writeOp, 0, maxBatch)
+	for {
+		select {
+		case <-e.quit:
+			e.failQueued()
+			return
+		case op := <-e.queue:
+			batch = append(batch[:0], op)
+		fill:
+			for len(batch) < maxBatch {
+				select {
+				case op := <-e.queue:
+					batch = append(batch, op)
+				default:
+					break fill
+				}
+			}
+			e.commit(batch)
+			clear(batch)
+		}
+	}
+}
+
+// failQueued answers every write still queued at Close with ErrClosed.
+func (e *Engine) failQueued() {
+	for {
+		select {
+		case op := <-e.queue:
+			op.done <- engine.ErrClosed
+		default:
+			return
+		}
+	}
+}
+
+// commit runs a batch of writes in one BEGIN IMMEDIATE transaction, each in a
+// savepoint, and answers each one once the outcome is durable.
+func (e *Engine) commit(batch []*writeOp) {
+	results := make([]error, len(batch))
+	live := 0
+	for i, op := range batch {
+		if err := op.ctx.Err(); err != nil {
+			results[i] = err
+			continue
+		}
+		live++
+	}
+	reply := func(fatal error) {
+		for i, op := range batch {
+			if fatal != nil && results[i] == nil {
+				results[i] = fatal
+			}
+			op.done <- results[i]
+		}
+	}
+	if live == 0 {
+		reply(nil)
+		return
+	}
+	bg := context.Background()
+	tx, err := e.writer.BeginTx(bg, nil)
+	if err != nil {
+		reply(e.driverError("begin", err))
+		return
+	}
+	q := queries{e.wq.WithTx(tx)}
+	// A lone write needs no savepoint: rolling back the transaction undoes it.
+	savepoints := live > 1
+	ran := false
+	step := func(stmt string) bool {
+		if !savepoints {
+			return true
+		}
+		if _, err := tx.ExecContext(bg, stmt); err != nil {
+			_ = tx.Rollback()
+			reply(e.driverError(stmt, err))
+			return false
+		}
+		return true
+	}
+	for i, op := range batch {
+		if results[i] != nil {
+			continue
+		}
+		if !step("SAVEPOINT op") {
+			return
+		}
+		if err := op.fn(context.WithoutCancel(op.ctx), q); err != nil {
+			results[i] = err
+			if !step("ROLLBACK TO op") {
+				return
+			}
+		} else {
+			ran = true
+		}
+		if !step("RELEASE op") {
+			return
+		}
+	}
+	if !ran {
+		_ = tx.Rollback()
+		reply(nil)
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		reply(e.driverError("commit", err))
+		return
+	}
+	reply(nil)
+}
+
+// driverError wraps an unexpected driver error with the step that failed and
+// logs it: these are I/O failures, not caller mistakes.
+func (e *Engine) driverError(step string, err error) error {
+	e.cfg.Logger.Error("roster: writer transaction failed", "step", step, "err", err)
+	return fmt.Errorf("roster: %s: %w", step, translate(err))
+}
