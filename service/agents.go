@@ -62,6 +62,7 @@ type Agent struct {
 	SpawnFingerprint                                string
 	SpawnedAt, StateChangedAt                       time.Time // zero: the Store's clock
 	IdempotencyKey                                  string    // "" = none
+	Host                                            string    // "" = none: the host that runs the agent
 }
 
 // UpdateAgentStateArgs are the arguments of UpdateAgentState.
@@ -317,6 +318,32 @@ func (s *Store) TerminateLiveAgents(ctx context.Context, at time.Time) (int, err
 	return n, nil
 }
 
+// TerminateLiveAgentsOnHost is the boot scan of one host on a database that
+// many hosts share: every live agent whose Host is host becomes terminal with
+// reason host_restart at at; no other agent is touched. It returns how many.
+func (s *Store) TerminateLiveAgentsOnHost(ctx context.Context, host string, at time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	if err := validIdentifier("host", host); err != nil {
+		return 0, err
+	}
+	atMs := s.now(at).UnixMilli()
+	var n int
+	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		n, err = q.AgentTerminateLiveOnHost(ctx, host, atMs)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		s.log.Info("roster: terminated the live agents of a restarted host", "host", host, "count", n)
+	}
+	return n, nil
+}
+
 const agentsCursor = "agents"
 
 // ListAgents pages agents in id order, filtered by state, owner actor and a
@@ -381,6 +408,7 @@ func (s *Store) prepareAgent(a Agent) (Agent, error) {
 		{"ProviderSessionID", a.ProviderSessionID},
 		{"CheckpointSessionID", a.CheckpointSessionID},
 		{"IdempotencyKey", a.IdempotencyKey},
+		{"Host", a.Host},
 	} {
 		if err := validOptionalIdentifier(f.name, f.v); err != nil {
 			return Agent{}, err
@@ -463,6 +491,7 @@ func agentRow(a Agent) engine.Agent {
 		SpawnedAtMs:            a.SpawnedAt.UnixMilli(),
 		StateChangedAtMs:       a.StateChangedAt.UnixMilli(),
 		IdempotencyKey:         a.IdempotencyKey,
+		Host:                   a.Host,
 	}
 }
 
@@ -483,5 +512,6 @@ func agentFromRow(r engine.Agent) Agent {
 		SpawnedAt:              msTime(r.SpawnedAtMs),
 		StateChangedAt:         msTime(r.StateChangedAtMs),
 		IdempotencyKey:         r.IdempotencyKey,
+		Host:                   r.Host,
 	}
 }

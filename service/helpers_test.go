@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rosterdb/roster/internal/pgtest"
 )
 
 // t0 is the fixed start of every test clock.
@@ -51,6 +53,7 @@ func backends() []backend {
 		{name: "sqlite-file", shared: true, fresh: func(t testing.TB) string {
 			return filepath.Join(t.TempDir(), "roster.db")
 		}},
+		{name: "postgres", shared: true, fresh: pgtest.Fresh},
 	}
 }
 

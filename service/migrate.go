@@ -3,13 +3,20 @@ package service
 import (
 	"context"
 
+	"github.com/rosterdb/roster/internal/engine"
 	"github.com/rosterdb/roster/internal/engines"
 )
+
+// adminConfig is the engine configuration of the migration commands.
+func adminConfig() engine.Config {
+	c := defaultConfig()
+	return c.engineConfig()
+}
 
 // SchemaVersion reports the schema version of the database at path (-1 when
 // no migration was applied) and the latest version this build knows.
 func SchemaVersion(ctx context.Context, path string) (version, latest int, err error) {
-	a, err := engines.Admin(path)
+	a, err := engines.Admin(ctx, path, adminConfig())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -23,7 +30,7 @@ func MigrateDown(ctx context.Context, path string, steps int) error {
 	if steps < 0 {
 		return invalid("steps", "%d is negative", steps)
 	}
-	a, err := engines.Admin(path)
+	a, err := engines.Admin(ctx, path, adminConfig())
 	if err != nil {
 		return err
 	}
@@ -39,7 +46,7 @@ func ForceVersion(ctx context.Context, path string, version int) error {
 	if version < -1 {
 		return invalid("version", "%d is below -1", version)
 	}
-	a, err := engines.Admin(path)
+	a, err := engines.Admin(ctx, path, adminConfig())
 	if err != nil {
 		return err
 	}

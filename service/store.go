@@ -56,6 +56,24 @@ type config struct {
 	readOnly      bool
 	heartbeatLog  bool
 	migrations    fs.FS // nil: the engine's own; tests substitute theirs
+	clockSet      bool
+	localClock    func() time.Time // the local clock an engine compares with its own (tests skew it)
+}
+
+// engineConfig is what the engine is asked for.
+func (c *config) engineConfig() engine.Config {
+	return engine.Config{
+		Logger:        c.logger,
+		SyncFull:      c.durability == DurabilityFull,
+		ReadConns:     c.readConns,
+		QueueCapacity: c.queueCapacity,
+		Admission:     c.admission,
+		BusyTimeout:   c.busyTimeout,
+		Migrate:       c.migrate,
+		ReadOnly:      c.readOnly,
+		Migrations:    c.migrations,
+		LocalClock:    c.localClock,
+	}
 }
 
 func defaultConfig() config {
@@ -73,8 +91,12 @@ func defaultConfig() config {
 }
 
 // WithClock sets the clock used wherever an argument's time is zero. The
-// default is time.Now.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+// default is time.Now on SQLite and, on PostgreSQL, the database server's
+// clock (its offset from the local clock measured at Open and every 30s), so
+// that every host of a fleet judges liveness by one clock.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.now, c.clockSet = now, true }
+}
 
 // WithLogger sets the logger of the Store and its helpers. The default
 // discards every record.
@@ -158,19 +180,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, invalid("path", "must not be empty")
 	}
-	eng, err := engines.Open(ctx, path, engine.Config{
-		Logger:        cfg.logger,
-		SyncFull:      cfg.durability == DurabilityFull,
-		ReadConns:     cfg.readConns,
-		QueueCapacity: cfg.queueCapacity,
-		Admission:     cfg.admission,
-		BusyTimeout:   cfg.busyTimeout,
-		Migrate:       cfg.migrate,
-		ReadOnly:      cfg.readOnly,
-		Migrations:    cfg.migrations,
-	})
+	eng, err := engines.Open(ctx, path, cfg.engineConfig())
 	if err != nil {
 		return nil, err
+	}
+	// On a database many hosts share, the engine's clock (PostgreSQL: the
+	// server's) judges liveness for the whole fleet, unless WithClock says
+	// otherwise.
+	if c, ok := eng.(engine.Clocked); ok && !cfg.clockSet {
+		cfg.now = c.Clock()
 	}
 	cfg.logger.Debug("roster: store open", "durability", cfg.durability.String(), "read_only", cfg.readOnly)
 	return &Store{cfg: cfg, log: cfg.logger, eng: eng}, nil

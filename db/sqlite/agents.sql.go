@@ -11,7 +11,7 @@ import (
 )
 
 const agentFindByIdempotencyKey = `-- name: AgentFindByIdempotencyKey :one
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
 WHERE owner_actor = ?1 AND idempotency_key = ?2
 `
 
@@ -40,12 +40,13 @@ func (q *Queries) AgentFindByIdempotencyKey(ctx context.Context, arg AgentFindBy
 		&i.SpawnedAtMs,
 		&i.StateChangedAtMs,
 		&i.IdempotencyKey,
+		&i.Host,
 	)
 	return i, err
 }
 
 const agentFindLiveByProviderSession = `-- name: AgentFindLiveByProviderSession :one
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
 WHERE provider = ?1 AND provider_session_id = ?2
   AND state <> 'terminal'
 `
@@ -75,12 +76,13 @@ func (q *Queries) AgentFindLiveByProviderSession(ctx context.Context, arg AgentF
 		&i.SpawnedAtMs,
 		&i.StateChangedAtMs,
 		&i.IdempotencyKey,
+		&i.Host,
 	)
 	return i, err
 }
 
 const agentGet = `-- name: AgentGet :one
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key FROM agents WHERE id = ?1
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents WHERE id = ?1
 `
 
 // AgentGet reads one agent by id.
@@ -103,6 +105,7 @@ func (q *Queries) AgentGet(ctx context.Context, id string) (Agent, error) {
 		&i.SpawnedAtMs,
 		&i.StateChangedAtMs,
 		&i.IdempotencyKey,
+		&i.Host,
 	)
 	return i, err
 }
@@ -113,12 +116,12 @@ INSERT INTO agents (
     id, state, terminal_reason, provider, provider_session_id,
     checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
     owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
-    spawned_at_ms, state_changed_at_ms, idempotency_key
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5,
     ?6, ?7, ?8, ?9,
     ?10, ?11, ?12,
-    ?13, ?14, ?15
+    ?13, ?14, ?15, ?16
 )
 `
 
@@ -138,6 +141,7 @@ type AgentInsertParams struct {
 	SpawnedAtMs            int64
 	StateChangedAtMs       int64
 	IdempotencyKey         sql.NullString
+	Host                   sql.NullString
 }
 
 // Agent ledger. Optional identifiers are NULL when absent.
@@ -159,12 +163,13 @@ func (q *Queries) AgentInsert(ctx context.Context, arg AgentInsertParams) error 
 		arg.SpawnedAtMs,
 		arg.StateChangedAtMs,
 		arg.IdempotencyKey,
+		arg.Host,
 	)
 	return err
 }
 
 const agentList = `-- name: AgentList :many
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
 WHERE id > ?1
 ORDER BY id
 LIMIT ?2
@@ -201,6 +206,7 @@ func (q *Queries) AgentList(ctx context.Context, arg AgentListParams) ([]Agent, 
 			&i.SpawnedAtMs,
 			&i.StateChangedAtMs,
 			&i.IdempotencyKey,
+			&i.Host,
 		); err != nil {
 			return nil, err
 		}
@@ -216,7 +222,7 @@ func (q *Queries) AgentList(ctx context.Context, arg AgentListParams) ([]Agent, 
 }
 
 const agentListByOwner = `-- name: AgentListByOwner :many
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
 WHERE owner_actor = ?1 AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR state = ?3)
 ORDER BY id
@@ -261,6 +267,7 @@ func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerPara
 			&i.SpawnedAtMs,
 			&i.StateChangedAtMs,
 			&i.IdempotencyKey,
+			&i.Host,
 		); err != nil {
 			return nil, err
 		}
@@ -276,7 +283,7 @@ func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerPara
 }
 
 const agentListByState = `-- name: AgentListByState :many
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
 WHERE state = ?1 AND id > ?2
 ORDER BY id
 LIMIT ?3
@@ -314,6 +321,7 @@ func (q *Queries) AgentListByState(ctx context.Context, arg AgentListByStatePara
 			&i.SpawnedAtMs,
 			&i.StateChangedAtMs,
 			&i.IdempotencyKey,
+			&i.Host,
 		); err != nil {
 			return nil, err
 		}
@@ -329,7 +337,7 @@ func (q *Queries) AgentListByState(ctx context.Context, arg AgentListByStatePara
 }
 
 const agentListVisibleIn = `-- name: AgentListVisibleIn :many
-SELECT a.id, a.state, a.terminal_reason, a.provider, a.provider_session_id, a.checkpoint_session_id, a.checkpoint_cursor, a.owner_actor, a.owner_peer_class, a.owner_write_namespace, a.owner_visible_namespaces, a.spawn_fingerprint, a.spawned_at_ms, a.state_changed_at_ms, a.idempotency_key FROM agent_visibility AS v
+SELECT a.id, a.state, a.terminal_reason, a.provider, a.provider_session_id, a.checkpoint_session_id, a.checkpoint_cursor, a.owner_actor, a.owner_peer_class, a.owner_write_namespace, a.owner_visible_namespaces, a.spawn_fingerprint, a.spawned_at_ms, a.state_changed_at_ms, a.idempotency_key, a.host FROM agent_visibility AS v
 JOIN agents AS a ON a.id = v.agent_id
 WHERE v.namespace = ?1 AND v.agent_id > ?2
   AND (CAST(?3 AS TEXT) = '' OR a.state = ?3)
@@ -378,6 +386,7 @@ func (q *Queries) AgentListVisibleIn(ctx context.Context, arg AgentListVisibleIn
 			&i.SpawnedAtMs,
 			&i.StateChangedAtMs,
 			&i.IdempotencyKey,
+			&i.Host,
 		); err != nil {
 			return nil, err
 		}
@@ -448,12 +457,12 @@ INSERT INTO agents (
     id, state, terminal_reason, provider, provider_session_id,
     checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
     owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
-    spawned_at_ms, state_changed_at_ms, idempotency_key
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5,
     ?6, ?7, ?8, ?9,
     ?10, ?11, ?12,
-    ?13, ?14, ?15
+    ?13, ?14, ?15, ?16
 )
 ON CONFLICT (owner_actor, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 `
@@ -474,6 +483,7 @@ type AgentSpawnParams struct {
 	SpawnedAtMs            int64
 	StateChangedAtMs       int64
 	IdempotencyKey         sql.NullString
+	Host                   sql.NullString
 }
 
 // AgentSpawn stores one agent record unless its owner already used its
@@ -495,6 +505,7 @@ func (q *Queries) AgentSpawn(ctx context.Context, arg AgentSpawnParams) (int64, 
 		arg.SpawnedAtMs,
 		arg.StateChangedAtMs,
 		arg.IdempotencyKey,
+		arg.Host,
 	)
 	if err != nil {
 		return 0, err
@@ -511,6 +522,26 @@ WHERE state <> 'terminal'
 // AgentTerminateLive ends every live agent with reason host_restart.
 func (q *Queries) AgentTerminateLive(ctx context.Context, atMs int64) (int64, error) {
 	result, err := q.exec(ctx, q.agentTerminateLiveStmt, agentTerminateLive, atMs)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const agentTerminateLiveOnHost = `-- name: AgentTerminateLiveOnHost :execrows
+UPDATE agents
+SET state = 'terminal', terminal_reason = 'host_restart', state_changed_at_ms = ?1
+WHERE host = ?2 AND state <> 'terminal'
+`
+
+type AgentTerminateLiveOnHostParams struct {
+	AtMs int64
+	Host sql.NullString
+}
+
+// AgentTerminateLiveOnHost ends the live agents of one host with reason host_restart.
+func (q *Queries) AgentTerminateLiveOnHost(ctx context.Context, arg AgentTerminateLiveOnHostParams) (int64, error) {
+	result, err := q.exec(ctx, q.agentTerminateLiveOnHostStmt, agentTerminateLiveOnHost, arg.AtMs, arg.Host)
 	if err != nil {
 		return 0, err
 	}

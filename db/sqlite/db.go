@@ -60,6 +60,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.agentTerminateLiveStmt, err = db.PrepareContext(ctx, agentTerminateLive); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentTerminateLive: %w", err)
 	}
+	if q.agentTerminateLiveOnHostStmt, err = db.PrepareContext(ctx, agentTerminateLiveOnHost); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentTerminateLiveOnHost: %w", err)
+	}
 	if q.attemptEndStmt, err = db.PrepareContext(ctx, attemptEnd); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptEnd: %w", err)
 	}
@@ -210,6 +213,11 @@ func (q *Queries) Close() error {
 	if q.agentTerminateLiveStmt != nil {
 		if cerr := q.agentTerminateLiveStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing agentTerminateLiveStmt: %w", cerr)
+		}
+	}
+	if q.agentTerminateLiveOnHostStmt != nil {
+		if cerr := q.agentTerminateLiveOnHostStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentTerminateLiveOnHostStmt: %w", cerr)
 		}
 	}
 	if q.attemptEndStmt != nil {
@@ -408,6 +416,7 @@ type Queries struct {
 	agentSetStateStmt                  *sql.Stmt
 	agentSpawnStmt                     *sql.Stmt
 	agentTerminateLiveStmt             *sql.Stmt
+	agentTerminateLiveOnHostStmt       *sql.Stmt
 	attemptEndStmt                     *sql.Stmt
 	attemptInsertStmt                  *sql.Stmt
 	attemptListExpiredStmt             *sql.Stmt
@@ -455,6 +464,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		agentSetStateStmt:                  q.agentSetStateStmt,
 		agentSpawnStmt:                     q.agentSpawnStmt,
 		agentTerminateLiveStmt:             q.agentTerminateLiveStmt,
+		agentTerminateLiveOnHostStmt:       q.agentTerminateLiveOnHostStmt,
 		attemptEndStmt:                     q.attemptEndStmt,
 		attemptInsertStmt:                  q.attemptInsertStmt,
 		attemptListExpiredStmt:             q.attemptListExpiredStmt,

@@ -26,6 +26,7 @@ type Agent struct {
 	SpawnedAtMs            int64
 	StateChangedAtMs       int64
 	IdempotencyKey         sql.NullString
+	Host                   sql.NullString
 }
 
 type AgentVisibility struct {

@@ -47,6 +47,16 @@ type Config struct {
 	Migrate       bool          // apply pending migrations (else require a current schema)
 	ReadOnly      bool          // never write, never migrate, never create
 	Migrations    fs.FS         // nil: the engine's embedded migrations (tests substitute)
+	// LocalClock is the local time an engine compares with the server's to
+	// measure its offset (nil: time.Now; tests inject skew).
+	LocalClock func() time.Time
+}
+
+// Clocked is an Engine that offers a clock of its own, used when the caller
+// sets none: on a database that many hosts share, liveness must be judged by
+// one clock (PostgreSQL: the server's).
+type Clocked interface {
+	Clock() func() time.Time
 }
 
 // Admin runs the migration commands of the command-line tool on a database.
@@ -220,6 +230,7 @@ type Agent struct {
 	SpawnFingerprint                                string
 	SpawnedAtMs, StateChangedAtMs                   int64
 	IdempotencyKey                                  string
+	Host                                            string
 }
 
 // AgentListParams select a keyset page of agents in id order; each filter ""
@@ -312,6 +323,9 @@ type Queries interface {
 	AgentFindLiveByProviderSession(ctx context.Context, provider, sessionID string) (Agent, error)
 	// AgentTerminateLive ends every live agent with reason host_restart.
 	AgentTerminateLive(ctx context.Context, atMs int64) (int, error)
+	// AgentTerminateLiveOnHost ends the live agents of one host with reason
+	// host_restart.
+	AgentTerminateLiveOnHost(ctx context.Context, host string, atMs int64) (int, error)
 	// AgentList reads a keyset page of agents.
 	AgentList(ctx context.Context, p AgentListParams) ([]Agent, error)
 }

@@ -6,12 +6,12 @@ INSERT INTO agents (
     id, state, terminal_reason, provider, provider_session_id,
     checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
     owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
-    spawned_at_ms, state_changed_at_ms, idempotency_key
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host
 ) VALUES (
     @id, @state, @terminal_reason, @provider, @provider_session_id,
     @checkpoint_session_id, @checkpoint_cursor, @owner_actor, @owner_peer_class,
     @owner_write_namespace, @owner_visible_namespaces, @spawn_fingerprint,
-    @spawned_at_ms, @state_changed_at_ms, @idempotency_key
+    @spawned_at_ms, @state_changed_at_ms, @idempotency_key, @host
 );
 
 -- name: AgentSpawn :execrows
@@ -21,12 +21,12 @@ INSERT INTO agents (
     id, state, terminal_reason, provider, provider_session_id,
     checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
     owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
-    spawned_at_ms, state_changed_at_ms, idempotency_key
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host
 ) VALUES (
     @id, @state, @terminal_reason, @provider, @provider_session_id,
     @checkpoint_session_id, @checkpoint_cursor, @owner_actor, @owner_peer_class,
     @owner_write_namespace, @owner_visible_namespaces, @spawn_fingerprint,
-    @spawned_at_ms, @state_changed_at_ms, @idempotency_key
+    @spawned_at_ms, @state_changed_at_ms, @idempotency_key, @host
 )
 ON CONFLICT (owner_actor, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
 
@@ -63,6 +63,12 @@ WHERE provider = @provider AND provider_session_id = @provider_session_id
 UPDATE agents
 SET state = 'terminal', terminal_reason = 'host_restart', state_changed_at_ms = @at_ms
 WHERE state <> 'terminal';
+
+-- name: AgentTerminateLiveOnHost :execrows
+-- AgentTerminateLiveOnHost ends the live agents of one host with reason host_restart.
+UPDATE agents
+SET state = 'terminal', terminal_reason = 'host_restart', state_changed_at_ms = @at_ms
+WHERE host = @host AND state <> 'terminal';
 
 -- name: AgentList :many
 -- AgentList pages every agent in id order.

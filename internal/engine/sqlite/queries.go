@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -187,11 +188,11 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]en
 		cands = append(cands, rows...)
 	}
 	slices.SortFunc(cands, func(a, b sqlitedb.ExecutionPickInLaneRow) int {
-		switch {
-		case a.Priority != b.Priority:
-			return cmpInt(b.Priority, a.Priority)
-		case a.CreatedAtMs != b.CreatedAtMs:
-			return cmpInt(a.CreatedAtMs, b.CreatedAtMs)
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.CreatedAtMs, b.CreatedAtMs); c != 0 {
+			return c
 		}
 		return slices.Compare(a.ID[:], b.ID[:])
 	})
@@ -217,16 +218,6 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]en
 		})
 	}
 	return out, nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
@@ -319,6 +310,7 @@ func agentParams(a engine.Agent) sqlitedb.AgentSpawnParams {
 		SpawnedAtMs:            a.SpawnedAtMs,
 		StateChangedAtMs:       a.StateChangedAtMs,
 		IdempotencyKey:         nullString(a.IdempotencyKey),
+		Host:                   nullString(a.Host),
 	}
 }
 
@@ -354,6 +346,11 @@ func (x queries) AgentFindLiveByProviderSession(ctx context.Context, provider, s
 
 func (x queries) AgentTerminateLive(ctx context.Context, atMs int64) (int, error) {
 	n, err := x.q.AgentTerminateLive(ctx, atMs)
+	return int(n), translate(err)
+}
+
+func (x queries) AgentTerminateLiveOnHost(ctx context.Context, host string, atMs int64) (int, error) {
+	n, err := x.q.AgentTerminateLiveOnHost(ctx, sqlitedb.AgentTerminateLiveOnHostParams{AtMs: atMs, Host: nullString(host)})
 	return int(n), translate(err)
 }
 
@@ -430,6 +427,7 @@ func agentFromRow(r sqlitedb.Agent, err error) (engine.Agent, error) {
 		SpawnedAtMs:            r.SpawnedAtMs,
 		StateChangedAtMs:       r.StateChangedAtMs,
 		IdempotencyKey:         r.IdempotencyKey.String,
+		Host:                   r.Host.String,
 	}, nil
 }
 

@@ -1,0 +1,277 @@
+// Package postgres is roster's PostgreSQL engine (github.com/jackc/pgx/v5,
+// pgxpool), for a fleet that spans many hosts.
+//
+// Every write is one READ COMMITTED transaction on a pooled connection; the
+// checks that make an operation correct under concurrent writers are in the
+// statements that write (conditional UPDATE ... RETURNING, INSERT ... ON
+// CONFLICT ... WHERE, FOR UPDATE SKIP LOCKED), and serialization failures
+// and deadlocks are retried a bounded number of times. Reads run on the pool.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	pgdb "github.com/rosterdb/roster/db/postgres"
+	"github.com/rosterdb/roster/internal/engine"
+	postgresschema "github.com/rosterdb/roster/schema/postgres"
+)
+
+// maxWriteTries bounds how often a write is run again after a serialization
+// failure or a deadlock.
+const maxWriteTries = 5
+
+// clockRefresh is how often the offset from the server's clock is measured
+// again.
+const clockRefresh = 30 * time.Second
+
+// IsURL reports whether path names a PostgreSQL database.
+func IsURL(path string) bool {
+	return strings.HasPrefix(path, "postgres://") || strings.HasPrefix(path, "postgresql://")
+}
+
+// Engine is an open PostgreSQL database.
+type Engine struct {
+	cfg    engine.Config
+	pool   *pgxpool.Pool
+	q      *pgdb.Queries
+	closed atomic.Bool
+
+	local    func() time.Time
+	offset   atomic.Int64 // server clock - local clock, in nanoseconds
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+var (
+	_ engine.Engine  = (*Engine)(nil)
+	_ engine.Clocked = (*Engine)(nil)
+)
+
+// Open connects to the database at rawURL (pgx URL syntax: search_path picks
+// the schema, pool_max_conns the pool), migrates it in one transaction under
+// an advisory lock (or verifies it), and measures the server's clock.
+func Open(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, error) {
+	e, err := connect(ctx, rawURL, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.start(ctx); err != nil {
+		e.pool.Close()
+		return nil, redact(err, rawURL)
+	}
+	go e.keepClock()
+	return e, nil
+}
+
+// connect parses rawURL and opens the pool, without touching the schema.
+func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, error) {
+	pcfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: path: %v", engine.ErrInvalidInput, redact(err, rawURL))
+	}
+	params := pcfg.ConnConfig.RuntimeParams
+	if !cfg.SyncFull {
+		params["synchronous_commit"] = "off"
+	}
+	if cfg.ReadOnly {
+		params["default_transaction_read_only"] = "on"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("roster: open: %w", redact(err, rawURL))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("roster: open: %w", redact(translate(err), rawURL))
+	}
+	e := &Engine{
+		cfg:   cfg,
+		pool:  pool,
+		q:     pgdb.New(pool),
+		local: cfg.LocalClock,
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	if e.local == nil {
+		e.local = time.Now
+	}
+	if e.cfg.Migrations == nil {
+		e.cfg.Migrations = postgresschema.FS
+	}
+	return e, nil
+}
+
+func (e *Engine) start(ctx context.Context) error {
+	var err error
+	if e.cfg.ReadOnly {
+		err = e.verifyCurrent(ctx)
+	} else {
+		err = e.withMigrator(ctx, func(g *engine.Migrator) error { return g.Up(e.cfg.Migrate, e.cfg.Logger) })
+	}
+	if err != nil {
+		return err
+	}
+	return e.measureClock(ctx)
+}
+
+// redact removes the password of rawURL from an error's text: it never
+// appears in an error, a log record or the CLI's output.
+func redact(err error, rawURL string) error {
+	if err == nil {
+		return nil
+	}
+	u, perr := url.Parse(rawURL)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	pw, ok := u.User.Password()
+	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return redactedError{msg: strings.ReplaceAll(err.Error(), pw, "xxxxx"), err: err}
+}
+
+// redactedError keeps the sentinel of an error whose text lost a password.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (r redactedError) Error() string { return r.msg }
+
+// Is lets errors.Is see the sentinels of the wrapped error, not its text.
+func (r redactedError) Is(target error) bool { return errors.Is(r.err, target) }
+
+// Close stops the clock and closes the pool.
+func (e *Engine) Close() error {
+	if e.closed.Swap(true) {
+		return engine.ErrClosed
+	}
+	e.stopOnce.Do(func() { close(e.stop) })
+	<-e.done
+	e.pool.Close()
+	return nil
+}
+
+// Read runs fn with queries on the pool.
+func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if e.closed.Load() {
+		return engine.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := fn(ctx, queries{e.q})
+	if err != nil && e.closed.Load() {
+		return engine.ErrClosed
+	}
+	return err
+}
+
+// Write runs fn in a transaction of its own and returns once it committed
+// (nil) or was rolled back (fn's error). A write that cannot get a pooled
+// connection within the admission time returns ErrOverloaded. Once begun, a
+// write runs to its end even if ctx ends. A serialization failure or a
+// deadlock runs fn again, a bounded number of times.
+func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if e.closed.Load() {
+		return engine.ErrClosed
+	}
+	if e.cfg.ReadOnly {
+		return fmt.Errorf("%w: the database was opened read-only", engine.ErrReadOnly)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for try := 1; ; try++ {
+		err := e.writeOnce(ctx, fn)
+		if !retryable(err) || try == maxWriteTries {
+			return err
+		}
+		e.cfg.Logger.Debug("roster: retrying a write", "try", try, "err", err)
+		time.Sleep(time.Duration(rand.Int64N(int64(try) * int64(time.Millisecond))))
+	}
+}
+
+func (e *Engine) writeOnce(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	actx, cancel := context.WithTimeout(ctx, e.cfg.Admission)
+	conn, err := e.pool.Acquire(actx)
+	cancel()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case e.closed.Load():
+			return engine.ErrClosed
+		case errors.Is(err, context.DeadlineExceeded):
+			return fmt.Errorf("%w: no database connection was free within %v", engine.ErrOverloaded, e.cfg.Admission)
+		}
+		return fmt.Errorf("roster: acquire: %w", translate(err))
+	}
+	defer conn.Release()
+	bg := context.WithoutCancel(ctx)
+	tx, err := conn.Begin(bg)
+	if err != nil {
+		return fmt.Errorf("roster: begin: %w", translate(err))
+	}
+	if err := fn(bg, queries{e.q.WithTx(tx)}); err != nil {
+		_ = tx.Rollback(bg)
+		return err
+	}
+	if err := tx.Commit(bg); err != nil {
+		return fmt.Errorf("roster: commit: %w", translate(err))
+	}
+	return nil
+}
+
+// Clock returns the fleet's clock: the local clock moved by the last measured
+// offset from the database server's.
+func (e *Engine) Clock() func() time.Time {
+	return func() time.Time { return e.local().Add(time.Duration(e.offset.Load())) }
+}
+
+// measureClock measures the server's clock against the local one, taking the
+// midpoint of the round trip.
+func (e *Engine) measureClock(ctx context.Context) error {
+	before := e.local()
+	var serverUs int64
+	if err := e.pool.QueryRow(ctx, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint").Scan(&serverUs); err != nil {
+		return fmt.Errorf("roster: reading the server's clock: %w", translate(err))
+	}
+	after := e.local()
+	mid := before.Add(after.Sub(before) / 2)
+	e.offset.Store(int64(time.UnixMicro(serverUs).Sub(mid)))
+	return nil
+}
+
+// keepClock measures the offset again every clockRefresh until Close.
+func (e *Engine) keepClock() {
+	defer close(e.done)
+	t := time.NewTicker(clockRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), clockRefresh/2)
+			if err := e.measureClock(ctx); err != nil {
+				e.cfg.Logger.Warn("roster: measuring the server's clock failed; keeping the last offset", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Pool returns the connection pool (tests and benchmarks).
+func (e *Engine) Pool() *pgxpool.Pool { return e.pool }

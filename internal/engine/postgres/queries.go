@@ -1,0 +1,426 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+	pgdb "github.com/rosterdb/roster/db/postgres"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// queries implements engine.Queries on the code sqlc generated from
+// queries/postgres. Each method passes its driver error through translate.
+type queries struct{ q *pgdb.Queries }
+
+var _ engine.Queries = queries{}
+
+// Workers.
+
+func (x queries) WorkerGet(ctx context.Context, k engine.WorkerKey) (engine.Worker, error) {
+	r, err := x.q.WorkerGet(ctx, pgdb.WorkerGetParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
+	return workerFromRow(r), translate(err)
+}
+
+func (x queries) WorkerGetAlive(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.Worker, error) {
+	r, err := x.q.WorkerGetAlive(ctx, pgdb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
+	return workerFromRow(r), translate(err)
+}
+
+func (x queries) WorkerRefresh(ctx context.Context, w engine.Worker) (int64, error) {
+	at, err := x.q.WorkerRefresh(ctx, pgdb.WorkerRefreshParams{
+		Lanes: array(w.Lanes), Capabilities: array(w.Capabilities), Now: w.LastHeartbeatMs,
+		TtlMs: w.TTLMs, Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
+	})
+	return at, translate(err)
+}
+
+func (x queries) WorkerRegister(ctx context.Context, w engine.Worker) error {
+	_, err := x.q.WorkerRegister(ctx, pgdb.WorkerRegisterParams{
+		Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
+		Lanes: array(w.Lanes), Capabilities: array(w.Capabilities), Now: w.LastHeartbeatMs, TtlMs: w.TTLMs,
+	})
+	return translate(err)
+}
+
+func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
+	ttl, err := x.q.WorkerHeartbeat(ctx, pgdb.WorkerHeartbeatParams{Now: nowMs, Namespace: k.Namespace, InstanceID: k.InstanceID})
+	return ttl, translate(err)
+}
+
+func (x queries) WorkerDelete(ctx context.Context, k engine.WorkerKey) (bool, error) {
+	n, err := x.q.WorkerDelete(ctx, pgdb.WorkerDeleteParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
+	return n > 0, translate(err)
+}
+
+func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]engine.Worker, error) {
+	var rows []pgdb.Worker
+	var err error
+	if p.Namespace != "" {
+		rows, err = x.q.WorkerListByNamespace(ctx, pgdb.WorkerListByNamespaceParams{
+			Namespace: p.Namespace, AfterInstanceID: p.AfterInstanceID, MaxRows: int32(p.Limit),
+		})
+	} else {
+		rows, err = x.q.WorkerListAll(ctx, pgdb.WorkerListAllParams{
+			AfterNamespace: p.AfterNamespace, AfterInstanceID: p.AfterInstanceID, MaxRows: int32(p.Limit),
+		})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Worker, len(rows))
+	for i, r := range rows {
+		out[i] = workerFromRow(r)
+	}
+	return out, nil
+}
+
+func (x queries) WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]engine.WorkerKey, error) {
+	rows, err := x.q.WorkerSweepBatch(ctx, pgdb.WorkerSweepBatchParams{Now: nowMs, BatchSize: int32(batch)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	keys := make([]engine.WorkerKey, len(rows))
+	for i, r := range rows {
+		keys[i] = engine.WorkerKey{Namespace: r.Namespace, InstanceID: r.InstanceID}
+	}
+	return keys, nil
+}
+
+func (x queries) WorkerEventAppend(ctx context.Context, e engine.WorkerEvent) error {
+	return translate(x.q.WorkerEventAppend(ctx, pgdb.WorkerEventAppendParams{
+		Namespace: e.Namespace, InstanceID: e.InstanceID, Kind: e.Kind, AtMs: e.AtMs, Reason: e.Reason,
+	}))
+}
+
+func (x queries) WorkerEventAppendSwept(ctx context.Context, keys []engine.WorkerKey, atMs int64) error {
+	namespaces, instances := splitKeys(keys)
+	return translate(x.q.WorkerEventAppendSwept(ctx, pgdb.WorkerEventAppendSweptParams{
+		Namespaces: namespaces, InstanceIds: instances, AtMs: atMs,
+	}))
+}
+
+func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListParams) ([]engine.WorkerEvent, error) {
+	var rows []pgdb.WorkerEvent
+	var err error
+	switch {
+	case p.InstanceID != "":
+		rows, err = x.q.WorkerEventListByInstance(ctx, pgdb.WorkerEventListByInstanceParams{
+			InstanceID: p.InstanceID, Namespace: p.Namespace, AfterSeq: p.AfterSeq, MaxRows: int32(p.Limit),
+		})
+	case p.Namespace != "":
+		rows, err = x.q.WorkerEventListByNamespace(ctx, pgdb.WorkerEventListByNamespaceParams{
+			Namespace: p.Namespace, AfterSeq: p.AfterSeq, MaxRows: int32(p.Limit),
+		})
+	default:
+		rows, err = x.q.WorkerEventList(ctx, pgdb.WorkerEventListParams{AfterSeq: p.AfterSeq, MaxRows: int32(p.Limit)})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.WorkerEvent, len(rows))
+	for i, r := range rows {
+		out[i] = engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
+	}
+	return out, nil
+}
+
+func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
+	n, err := x.q.WorkerEventPruneBatch(ctx, pgdb.WorkerEventPruneBatchParams{BeforeMs: beforeMs, BatchSize: int32(batch)})
+	return int(n), translate(err)
+}
+
+// Executions and leases.
+
+func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error {
+	payload := e.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	return translate(x.q.ExecutionInsert(ctx, pgdb.ExecutionInsertParams{
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
+		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
+	}))
+}
+
+func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Execution, error) {
+	r, err := x.q.ExecutionGet(ctx, id)
+	if err != nil {
+		return engine.Execution{}, translate(err)
+	}
+	return engine.Execution{
+		ID: r.ID, Namespace: r.Namespace, Lane: r.Lane, State: r.State, Priority: r.Priority,
+		Payload: r.Payload, Result: r.Result, RequiredCapabilities: list(r.RequiredCapabilities),
+		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
+		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs,
+	}, nil
+}
+
+// ExecutionClaim picks and starts the executions in one statement (each
+// lane's candidates locked FOR UPDATE SKIP LOCKED), then records their
+// attempts in one more, both in the caller's transaction.
+func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]engine.ClaimedLease, error) {
+	rows, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
+		Lanes: array(p.Lanes), Namespace: p.Namespace, Capabilities: array(p.Capabilities), MaxRows: int32(len(p.LeaseIDs)),
+	})
+	if err != nil || len(rows) == 0 {
+		return nil, translate(err)
+	}
+	// UPDATE ... RETURNING does not keep the candidates' order: best first.
+	sortClaimed(rows)
+	out := make([]engine.ClaimedLease, len(rows))
+	ins := pgdb.AttemptInsertManyParams{
+		Namespace: p.Namespace, InstanceID: p.InstanceID, ClaimedAtMs: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
+	}
+	for i, r := range rows {
+		out[i] = engine.ClaimedLease{
+			ExecutionID: r.ID, LeaseID: p.LeaseIDs[i], AttemptIndex: r.Attempts, Epoch: r.Epoch,
+			Namespace: r.Namespace, Lane: r.Lane, Payload: r.Payload, ExpiresAtMs: p.ExpiresAtMs,
+		}
+		ins.ExecutionIds = append(ins.ExecutionIds, r.ID)
+		ins.AttemptIndexes = append(ins.AttemptIndexes, r.Attempts)
+		ins.Epochs = append(ins.Epochs, r.Epoch)
+		ins.LeaseIds = append(ins.LeaseIds, p.LeaseIDs[i])
+	}
+	if err := x.q.AttemptInsertMany(ctx, ins); err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
+}
+
+func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
+	_, err := x.q.AttemptRenew(ctx, pgdb.AttemptRenewParams{ExpiresAtMs: expiresAtMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	return translate(err)
+}
+
+func (x queries) AttemptEnd(ctx context.Context, l engine.LeaseRef, state string, nowMs int64) error {
+	_, err := x.q.AttemptEnd(ctx, pgdb.AttemptEndParams{State: state, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
+	return translate(err)
+}
+
+func (x queries) ExecutionComplete(ctx context.Context, id uuid.UUID, result []byte) error {
+	return translate(x.q.ExecutionComplete(ctx, pgdb.ExecutionCompleteParams{Result: result, ID: id}))
+}
+
+func (x queries) ExecutionFail(ctx context.Context, id uuid.UUID, reason string) error {
+	return translate(x.q.ExecutionFail(ctx, pgdb.ExecutionFailParams{LastError: reason, ID: id}))
+}
+
+func (x queries) AttemptRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
+	namespaces, instances := splitKeys(holders)
+	return translate(x.q.AttemptRevokeHeldBy(ctx, pgdb.AttemptRevokeHeldByParams{Now: nowMs, Namespaces: namespaces, InstanceIds: instances}))
+}
+
+func (x queries) AttemptListExpired(ctx context.Context, p engine.ExpiredLeaseListParams) ([]engine.ExpiredLease, error) {
+	var rows []pgdb.AttemptListExpiredRow
+	var err error
+	if p.Namespace == "" {
+		rows, err = x.q.AttemptListExpired(ctx, pgdb.AttemptListExpiredParams{
+			AsOf: p.AsOfMs, AfterExpiresAtMs: p.AfterExpiresAtMs, AfterExecutionID: p.AfterExecutionID, MaxRows: int32(p.Limit),
+		})
+	} else {
+		var nsRows []pgdb.AttemptListExpiredByNamespaceRow
+		nsRows, err = x.q.AttemptListExpiredByNamespace(ctx, pgdb.AttemptListExpiredByNamespaceParams{
+			Namespace: p.Namespace, AsOf: p.AsOfMs, AfterExpiresAtMs: p.AfterExpiresAtMs,
+			AfterExecutionID: p.AfterExecutionID, MaxRows: int32(p.Limit),
+		})
+		rows = make([]pgdb.AttemptListExpiredRow, len(nsRows))
+		for i, r := range nsRows {
+			rows[i] = pgdb.AttemptListExpiredRow(r)
+		}
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.ExpiredLease, len(rows))
+	for i, r := range rows {
+		out[i] = engine.ExpiredLease{
+			ExecutionID: r.ExecutionID, LeaseID: r.LeaseID, AttemptIndex: r.AttemptIndex, Epoch: r.Epoch,
+			Namespace: r.Namespace, InstanceID: r.InstanceID, ExpiresAtMs: r.ExpiresAtMs,
+		}
+	}
+	return out, nil
+}
+
+func (x queries) AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {
+	ids, err := x.q.AttemptReclaimBatch(ctx, pgdb.AttemptReclaimBatchParams{Now: nowMs, BatchSize: int32(batch)})
+	return ids, translate(err)
+}
+
+func (x queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID) error {
+	return translate(x.q.ExecutionRequeueReclaimed(ctx, ids))
+}
+
+// Agents.
+
+func (x queries) AgentInsert(ctx context.Context, a engine.Agent) error {
+	return translate(x.q.AgentInsert(ctx, pgdb.AgentInsertParams(agentParams(a))))
+}
+
+func (x queries) AgentSpawn(ctx context.Context, a engine.Agent) (bool, error) {
+	n, err := x.q.AgentSpawn(ctx, agentParams(a))
+	return n > 0, translate(err)
+}
+
+func agentParams(a engine.Agent) pgdb.AgentSpawnParams {
+	return pgdb.AgentSpawnParams{
+		ID:                     a.ID,
+		State:                  a.State,
+		TerminalReason:         text(a.TerminalReason),
+		Provider:               a.Provider,
+		ProviderSessionID:      text(a.ProviderSessionID),
+		CheckpointSessionID:    text(a.CheckpointSessionID),
+		CheckpointCursor:       a.CheckpointCursor,
+		OwnerActor:             a.OwnerActor,
+		OwnerPeerClass:         a.OwnerPeerClass,
+		OwnerWriteNamespace:    a.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: array(a.OwnerVisibleNamespaces),
+		SpawnFingerprint:       a.SpawnFingerprint,
+		SpawnedAtMs:            a.SpawnedAtMs,
+		StateChangedAtMs:       a.StateChangedAtMs,
+		IdempotencyKey:         text(a.IdempotencyKey),
+		Host:                   text(a.Host),
+	}
+}
+
+func (x queries) AgentGet(ctx context.Context, id string) (engine.Agent, error) {
+	r, err := x.q.AgentGet(ctx, id)
+	return agentFromRow(r), translate(err)
+}
+
+func (x queries) AgentSetState(ctx context.Context, id, fromState, state, reason string, atMs int64) (bool, error) {
+	n, err := x.q.AgentSetState(ctx, pgdb.AgentSetStateParams{
+		State: state, TerminalReason: text(reason), StateChangedAtMs: atMs, ID: id, FromState: fromState,
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentSetCheckpoint(ctx context.Context, id, sessionID string, cursor int64) (bool, error) {
+	n, err := x.q.AgentSetCheckpoint(ctx, pgdb.AgentSetCheckpointParams{
+		ID: id, CheckpointSessionID: text(sessionID), CheckpointCursor: cursor,
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentFindByIdempotencyKey(ctx context.Context, ownerActor, key string) (engine.Agent, error) {
+	r, err := x.q.AgentFindByIdempotencyKey(ctx, pgdb.AgentFindByIdempotencyKeyParams{OwnerActor: ownerActor, IdempotencyKey: text(key)})
+	return agentFromRow(r), translate(err)
+}
+
+func (x queries) AgentFindLiveByProviderSession(ctx context.Context, provider, sessionID string) (engine.Agent, error) {
+	r, err := x.q.AgentFindLiveByProviderSession(ctx, pgdb.AgentFindLiveByProviderSessionParams{Provider: provider, ProviderSessionID: text(sessionID)})
+	return agentFromRow(r), translate(err)
+}
+
+func (x queries) AgentTerminateLive(ctx context.Context, atMs int64) (int, error) {
+	n, err := x.q.AgentTerminateLive(ctx, atMs)
+	return int(n), translate(err)
+}
+
+func (x queries) AgentTerminateLiveOnHost(ctx context.Context, host string, atMs int64) (int, error) {
+	n, err := x.q.AgentTerminateLiveOnHost(ctx, pgdb.AgentTerminateLiveOnHostParams{AtMs: atMs, Host: text(host)})
+	return int(n), translate(err)
+}
+
+func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]engine.Agent, error) {
+	var rows []pgdb.Agent
+	var err error
+	n := int32(p.Limit)
+	switch {
+	case p.VisibleIn != "":
+		rows, err = x.q.AgentListVisibleIn(ctx, pgdb.AgentListVisibleInParams{
+			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor, MaxRows: n,
+		})
+	case p.OwnerActor != "":
+		rows, err = x.q.AgentListByOwner(ctx, pgdb.AgentListByOwnerParams{
+			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State, MaxRows: n,
+		})
+	case p.State != "":
+		rows, err = x.q.AgentListByState(ctx, pgdb.AgentListByStateParams{State: p.State, AfterID: p.AfterID, MaxRows: n})
+	default:
+		rows, err = x.q.AgentList(ctx, pgdb.AgentListParams{AfterID: p.AfterID, MaxRows: n})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Agent, len(rows))
+	for i, r := range rows {
+		out[i] = agentFromRow(r)
+	}
+	return out, nil
+}
+
+// Row mapping.
+
+func workerFromRow(r pgdb.Worker) engine.Worker {
+	return engine.Worker{
+		Namespace: r.Namespace, InstanceID: r.InstanceID, WorkerID: r.WorkerID,
+		Lanes: list(r.Lanes), Capabilities: list(r.Capabilities),
+		LastHeartbeatMs: r.LastHeartbeatMs, TTLMs: r.TtlMs, RegisteredAtMs: r.RegisteredAtMs,
+	}
+}
+
+func agentFromRow(r pgdb.Agent) engine.Agent {
+	return engine.Agent{
+		ID:                     r.ID,
+		State:                  r.State,
+		TerminalReason:         r.TerminalReason.String,
+		Provider:               r.Provider,
+		ProviderSessionID:      r.ProviderSessionID.String,
+		CheckpointSessionID:    r.CheckpointSessionID.String,
+		CheckpointCursor:       r.CheckpointCursor,
+		OwnerActor:             r.OwnerActor,
+		OwnerPeerClass:         r.OwnerPeerClass,
+		OwnerWriteNamespace:    r.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: list(r.OwnerVisibleNamespaces),
+		SpawnFingerprint:       r.SpawnFingerprint,
+		SpawnedAtMs:            r.SpawnedAtMs,
+		StateChangedAtMs:       r.StateChangedAtMs,
+		IdempotencyKey:         r.IdempotencyKey.String,
+		Host:                   r.Host.String,
+	}
+}
+
+// text maps "" to NULL: optional identifiers are NULL when absent.
+func text(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+
+// array returns a non-nil slice: a nil one would be NULL, not '{}'.
+func array(vs []string) []string {
+	if vs == nil {
+		return []string{}
+	}
+	return vs
+}
+
+// list maps an empty array to nil, as the service's types say.
+func list(vs []string) []string {
+	if len(vs) == 0 {
+		return nil
+	}
+	return vs
+}
+
+func splitKeys(keys []engine.WorkerKey) (namespaces, instances []string) {
+	namespaces = make([]string, len(keys))
+	instances = make([]string, len(keys))
+	for i, k := range keys {
+		namespaces[i], instances[i] = k.Namespace, k.InstanceID
+	}
+	return namespaces, instances
+}
+
+// sortClaimed orders claimed rows best first: highest priority, then oldest,
+// then lowest id.
+func sortClaimed(rows []pgdb.ExecutionClaimRow) {
+	slices.SortFunc(rows, func(a, b pgdb.ExecutionClaimRow) int {
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.CreatedAtMs, b.CreatedAtMs); c != 0 {
+			return c
+		}
+		return slices.Compare(a.ID[:], b.ID[:])
+	})
+}

@@ -1,0 +1,103 @@
+-- Agent ledger. Optional identifiers are NULL when absent.
+
+-- name: AgentInsert :exec
+-- AgentInsert stores one agent record as given.
+INSERT INTO agents (
+    id, state, terminal_reason, provider, provider_session_id,
+    checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
+    owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host
+) VALUES (
+    @id, @state, @terminal_reason, @provider, @provider_session_id,
+    @checkpoint_session_id, @checkpoint_cursor, @owner_actor, @owner_peer_class,
+    @owner_write_namespace, @owner_visible_namespaces, @spawn_fingerprint,
+    @spawned_at_ms, @state_changed_at_ms, @idempotency_key, @host
+);
+
+-- name: AgentSpawn :execrows
+-- AgentSpawn stores one agent record unless its owner already used its
+-- idempotency key (then it inserts nothing).
+INSERT INTO agents (
+    id, state, terminal_reason, provider, provider_session_id,
+    checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
+    owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host
+) VALUES (
+    @id, @state, @terminal_reason, @provider, @provider_session_id,
+    @checkpoint_session_id, @checkpoint_cursor, @owner_actor, @owner_peer_class,
+    @owner_write_namespace, @owner_visible_namespaces, @spawn_fingerprint,
+    @spawned_at_ms, @state_changed_at_ms, @idempotency_key, @host
+)
+ON CONFLICT (owner_actor, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+
+-- name: AgentGet :one
+-- AgentGet reads one agent by id.
+SELECT * FROM agents WHERE id = @id;
+
+-- name: AgentSetState :execrows
+-- AgentSetState moves an agent to a state (and reason) at a time, provided it
+-- is still in @from_state (compare-and-set in the statement that writes).
+UPDATE agents
+SET state = @state, terminal_reason = @terminal_reason, state_changed_at_ms = @state_changed_at_ms
+WHERE id = @id AND state = @from_state;
+
+-- name: AgentSetCheckpoint :execrows
+-- AgentSetCheckpoint records an agent's checkpoint session and cursor.
+UPDATE agents
+SET checkpoint_session_id = @checkpoint_session_id, checkpoint_cursor = @checkpoint_cursor
+WHERE id = @id;
+
+-- name: AgentFindByIdempotencyKey :one
+-- AgentFindByIdempotencyKey reads the agent an owner spawned under a key.
+SELECT * FROM agents
+WHERE owner_actor = @owner_actor AND idempotency_key = @idempotency_key;
+
+-- name: AgentFindLiveByProviderSession :one
+-- AgentFindLiveByProviderSession reads the live agent holding a provider session.
+SELECT * FROM agents
+WHERE provider = @provider AND provider_session_id = @provider_session_id
+  AND state <> 'terminal';
+
+-- name: AgentTerminateLive :execrows
+-- AgentTerminateLive ends every live agent with reason host_restart.
+UPDATE agents
+SET state = 'terminal', terminal_reason = 'host_restart', state_changed_at_ms = @at_ms
+WHERE state <> 'terminal';
+
+-- name: AgentTerminateLiveOnHost :execrows
+-- AgentTerminateLiveOnHost ends the live agents of one host with reason host_restart.
+UPDATE agents
+SET state = 'terminal', terminal_reason = 'host_restart', state_changed_at_ms = @at_ms
+WHERE host = @host AND state <> 'terminal';
+
+-- name: AgentList :many
+-- AgentList pages every agent in id order.
+SELECT * FROM agents
+WHERE id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: AgentListByState :many
+-- AgentListByState pages the agents of one state in id order.
+SELECT * FROM agents
+WHERE state = @state AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: AgentListByOwner :many
+-- AgentListByOwner pages one owner's agents in id order, optionally of one state.
+SELECT * FROM agents
+WHERE owner_actor = @owner_actor AND id > @after_id
+  AND (@state::text = '' OR state = @state)
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: AgentListVisibleIn :many
+-- AgentListVisibleIn pages the agents visible in a namespace in id order, optionally of one state and owner.
+SELECT a.* FROM agent_visibility AS v
+JOIN agents AS a ON a.id = v.agent_id
+WHERE v.namespace = @namespace AND v.agent_id > @after_id
+  AND (@state::text = '' OR a.state = @state)
+  AND (@owner_actor::text = '' OR a.owner_actor = @owner_actor)
+ORDER BY v.agent_id
+LIMIT @max_rows;

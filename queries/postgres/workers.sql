@@ -1,0 +1,127 @@
+-- Worker registry and its audit log. Alive means now < last_heartbeat_ms + ttl_ms.
+
+-- name: WorkerGet :one
+-- WorkerGet reads one worker row, alive or lapsed.
+SELECT * FROM workers
+WHERE namespace = @namespace AND instance_id = @instance_id;
+
+-- name: WorkerGetAlive :one
+-- WorkerGetAlive reads one worker row only while its TTL has not lapsed, and
+-- locks it against a concurrent MarkWorkerDead or sweep until the transaction
+-- ends (a claim must not outlive its worker's death).
+SELECT * FROM workers
+WHERE namespace = @namespace AND instance_id = @instance_id
+  AND last_heartbeat_ms + ttl_ms > @now
+FOR SHARE;
+
+-- name: WorkerRefresh :one
+-- WorkerRefresh replaces the fields of a worker alive under the same worker id
+-- and returns its RegisteredAt; no row when it is absent, lapsed or held by
+-- another worker id (the check is in the statement that writes).
+UPDATE workers
+SET lanes = @lanes, capabilities = @capabilities, last_heartbeat_ms = @now,
+    ttl_ms = @ttl_ms
+WHERE namespace = @namespace AND instance_id = @instance_id
+  AND worker_id = @worker_id AND last_heartbeat_ms + ttl_ms > @now
+RETURNING registered_at_ms;
+
+-- name: WorkerRegister :one
+-- WorkerRegister inserts a worker, or takes over a lapsed row of the same key;
+-- no row when the key is held by an alive worker (the check is in the statement).
+INSERT INTO workers AS w (
+    namespace, instance_id, worker_id, lanes, capabilities,
+    last_heartbeat_ms, ttl_ms, registered_at_ms
+) VALUES (
+    @namespace, @instance_id, @worker_id, @lanes, @capabilities,
+    @now, @ttl_ms, @now
+)
+ON CONFLICT (namespace, instance_id) DO UPDATE SET
+    worker_id         = excluded.worker_id,
+    lanes             = excluded.lanes,
+    capabilities      = excluded.capabilities,
+    last_heartbeat_ms = excluded.last_heartbeat_ms,
+    ttl_ms            = excluded.ttl_ms,
+    registered_at_ms  = excluded.registered_at_ms
+WHERE w.last_heartbeat_ms + w.ttl_ms <= excluded.last_heartbeat_ms
+RETURNING registered_at_ms;
+
+-- name: WorkerHeartbeat :one
+-- WorkerHeartbeat moves an alive worker's heartbeat to now and returns its TTL.
+UPDATE workers SET last_heartbeat_ms = @now
+WHERE namespace = @namespace AND instance_id = @instance_id
+  AND last_heartbeat_ms + ttl_ms > @now
+RETURNING ttl_ms;
+
+-- name: WorkerDelete :execrows
+-- WorkerDelete removes one worker row, alive or lapsed.
+DELETE FROM workers
+WHERE namespace = @namespace AND instance_id = @instance_id;
+
+-- name: WorkerListByNamespace :many
+-- WorkerListByNamespace pages one namespace's workers in instance id order.
+SELECT * FROM workers
+WHERE namespace = @namespace AND instance_id > @after_instance_id
+ORDER BY instance_id
+LIMIT @max_rows;
+
+-- name: WorkerListAll :many
+-- WorkerListAll pages every namespace's workers in (namespace, instance id) order.
+SELECT * FROM workers
+WHERE (namespace, instance_id) > (@after_namespace::text, @after_instance_id::text)
+ORDER BY namespace, instance_id
+LIMIT @max_rows;
+
+-- name: WorkerSweepBatch :many
+-- WorkerSweepBatch deletes up to @batch_size lapsed workers, soonest expiry
+-- first; rows another sweeper is deleting are skipped, not waited for.
+DELETE FROM workers
+WHERE (namespace, instance_id) IN (
+    SELECT w.namespace, w.instance_id FROM workers AS w
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= @now
+    ORDER BY w.last_heartbeat_ms + w.ttl_ms
+    LIMIT @batch_size
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING namespace, instance_id;
+
+-- name: WorkerEventAppend :exec
+-- WorkerEventAppend adds one event to the audit log.
+INSERT INTO worker_events (namespace, instance_id, kind, at_ms, reason)
+VALUES (@namespace, @instance_id, @kind, @at_ms, @reason);
+
+-- name: WorkerEventAppendSwept :exec
+-- WorkerEventAppendSwept logs one ttl_swept event per (namespace, instance_id) pair, in order.
+INSERT INTO worker_events (namespace, instance_id, kind, at_ms, reason)
+SELECT unnest(@namespaces::text[]), unnest(@instance_ids::text[]), 'ttl_swept', @at_ms::bigint, '';
+
+-- name: WorkerEventList :many
+-- WorkerEventList tails the audit log of every namespace in Seq order.
+SELECT * FROM worker_events
+WHERE seq > @after_seq
+ORDER BY seq
+LIMIT @max_rows;
+
+-- name: WorkerEventListByNamespace :many
+-- WorkerEventListByNamespace tails one namespace's audit log in Seq order.
+SELECT * FROM worker_events
+WHERE namespace = @namespace AND seq > @after_seq
+ORDER BY seq
+LIMIT @max_rows;
+
+-- name: WorkerEventListByInstance :many
+-- WorkerEventListByInstance tails one instance's audit log in Seq order (namespace '' = any).
+SELECT * FROM worker_events
+WHERE instance_id = @instance_id AND seq > @after_seq
+  AND (@namespace::text = '' OR namespace = @namespace)
+ORDER BY seq
+LIMIT @max_rows;
+
+-- name: WorkerEventPruneBatch :execrows
+-- WorkerEventPruneBatch deletes up to @batch_size of the events logged before @before_ms.
+DELETE FROM worker_events
+WHERE seq IN (
+    SELECT e.seq FROM worker_events AS e
+    WHERE e.at_ms < @before_ms
+    ORDER BY e.at_ms
+    LIMIT @batch_size
+);

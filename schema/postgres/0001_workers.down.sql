@@ -1,0 +1,2 @@
+DROP TABLE worker_events;
+DROP TABLE workers;

@@ -1,0 +1,2 @@
+DROP TABLE attempts;
+DROP TABLE executions;

@@ -1,0 +1,1 @@
+ALTER TABLE attempts DROP COLUMN revoked_at_ms;

@@ -1,0 +1,2 @@
+DROP INDEX agents_live_host;
+ALTER TABLE agents DROP COLUMN host;
