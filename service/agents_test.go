@@ -45,6 +45,7 @@ func TestAgentRoundTrip(t *testing.T) {
 				SpawnedAt:              t0.Add(1500 * time.Microsecond),
 				StateChangedAt:         t0.Add(time.Minute).In(time.FixedZone("Y", -3600)),
 				IdempotencyKey:         "key-1",
+				Host:                   "host-a",
 			}
 			must(t, s.InsertAgent(ctx, full))
 			got, err := s.GetAgent(ctx, "agent-1")
@@ -480,3 +481,51 @@ func TestAgentInputValidation(t *testing.T) {
 
 // The schema refuses records that break the ledger's invariants even when
 // they are written with raw SQL, bypassing roster.
+
+func TestTerminateLiveAgentsOnHost(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		for i, tc := range []struct {
+			host  string
+			state AgentState
+		}{
+			{"h1", AgentRunning}, {"h1", AgentSuspended}, {"h1", AgentTerminal},
+			{"h2", AgentRunning}, {"", AgentSpawned},
+		} {
+			a := agent(fmt.Sprintf("a%d", i))
+			a.Host, a.State = tc.host, tc.state
+			if tc.state == AgentTerminal {
+				a.TerminalReason = ReasonCompleted
+			}
+			must(t, s.InsertAgent(ctx, a))
+		}
+		at := t0.Add(time.Hour)
+		n, err := s.TerminateLiveAgentsOnHost(ctx, "h1", at)
+		must(t, err)
+		if n != 2 {
+			t.Fatalf("terminated %d on h1, want 2", n)
+		}
+		want := map[string]struct {
+			state  AgentState
+			reason TerminalReason
+		}{
+			"a0": {AgentTerminal, ReasonHostRestart}, "a1": {AgentTerminal, ReasonHostRestart},
+			"a2": {AgentTerminal, ReasonCompleted}, "a3": {AgentRunning, ""}, "a4": {AgentSpawned, ""},
+		}
+		for id, w := range want {
+			a, err := s.GetAgent(ctx, id)
+			must(t, err)
+			if a.State != w.state || a.TerminalReason != w.reason {
+				t.Fatalf("%s: %s/%s, want %s/%s", id, a.State, a.TerminalReason, w.state, w.reason)
+			}
+		}
+		for _, bad := range []string{"", "h\x00", strings.Repeat("h", 257)} {
+			_, err := s.TerminateLiveAgentsOnHost(ctx, bad, at)
+			wantErr(t, err, ErrInvalidInput)
+		}
+		bad := agent("bad-host")
+		bad.Host = "tab\there"
+		wantErr(t, s.InsertAgent(ctx, bad), ErrInvalidInput)
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -274,6 +275,9 @@ func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
 	}
 	if !utf8.ValidString(a.Reason) {
 		return invalid("Reason", "not valid UTF-8")
+	}
+	if strings.IndexByte(a.Reason, 0) >= 0 {
+		return invalid("Reason", "contains a NUL byte")
 	}
 	now := s.now(a.Now).UnixMilli()
 	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {

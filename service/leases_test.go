@@ -109,6 +109,7 @@ func TestExecutionInputValidation(t *testing.T) {
 		wantErr(t, err, ErrInvalidInput)
 		wantErr(t, s.FailExecution(ctx, FailArgs{Lease: l, Reason: strings.Repeat("x", 4097), Now: t0}), ErrInvalidInput)
 		wantErr(t, s.FailExecution(ctx, FailArgs{Lease: l, Reason: "\xff", Now: t0}), ErrInvalidInput)
+		wantErr(t, s.FailExecution(ctx, FailArgs{Lease: l, Reason: "nul\x00", Now: t0}), ErrInvalidInput)
 		wantErr(t, s.CompleteExecution(ctx, CompleteArgs{Lease: l, Result: make([]byte, 16<<20+1), Now: t0}), ErrInvalidInput)
 		for name, a := range map[string]ListExpiredLeasesArgs{
 			"negative limit": {Limit: -1},

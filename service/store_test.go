@@ -86,10 +86,11 @@ func TestErrClosed(t *testing.T) {
 				_, err := s.FindLiveAgentByProviderSession(ctx, "p", "s")
 				return err
 			},
-			"TerminateLiveAgents": func() error { _, err := s.TerminateLiveAgents(ctx, time.Time{}); return err },
-			"ListAgents":          func() error { _, err := s.ListAgents(ctx, ListAgentsArgs{}); return err },
-			"Sweep":               func() error { _, err := s.Sweep(ctx, time.Time{}, 0); return err },
-			"Close":               s.Close,
+			"TerminateLiveAgents":       func() error { _, err := s.TerminateLiveAgents(ctx, time.Time{}); return err },
+			"TerminateLiveAgentsOnHost": func() error { _, err := s.TerminateLiveAgentsOnHost(ctx, "h", time.Time{}); return err },
+			"ListAgents":                func() error { _, err := s.ListAgents(ctx, ListAgentsArgs{}); return err },
+			"Sweep":                     func() error { _, err := s.Sweep(ctx, time.Time{}, 0); return err },
+			"Close":                     s.Close,
 			// The closed check comes before any argument check.
 			"RegisterWorker zero TTL": func() error {
 				_, err := s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "n", WorkerID: "w", InstanceID: "i"})
@@ -178,4 +179,56 @@ func TestReadOnlyStore(t *testing.T) {
 			t.Fatalf("a refused write changed the agent: %+v %v", a, err)
 		}
 	})
+}
+
+// withLocalClock replaces the local clock an engine compares with its own
+// (tests skew it).
+func withLocalClock(f func() time.Time) Option { return func(c *config) { c.localClock = f } }
+
+// On a database many hosts share, Stores whose local clocks differ by minutes
+// agree on liveness: the default clock is the server's.
+func TestServerClockUnitesTheFleet(t *testing.T) {
+	for _, b := range backends() {
+		if b.name != "postgres" {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			loc := b.fresh(t)
+			open := func(skew time.Duration) *Store {
+				s, err := Open(ctx, loc, withLocalClock(func() time.Time { return time.Now().Add(skew) }))
+				must(t, err)
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			}
+			ahead, behind := open(3*time.Minute), open(-4*time.Minute)
+			if d := ahead.now(time.Time{}).Sub(behind.now(time.Time{})); d < -2*time.Second || d > 2*time.Second {
+				t.Fatalf("the two Stores' clocks differ by %v", d)
+			}
+			if d := time.Since(ahead.now(time.Time{})); d < -2*time.Second || d > 2*time.Second {
+				t.Fatalf("the fleet clock is %v away from the server's (this host's)", d)
+			}
+			// Registered by the Store ahead, with a 30s TTL: alive for the Store
+			// behind, and not swept by it.
+			_, err := ahead.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", TTL: 30 * time.Second})
+			must(t, err)
+			swept, err := behind.SweepExpiredWorkers(ctx, time.Time{})
+			must(t, err)
+			if swept != 0 {
+				t.Fatalf("the Store behind swept %d workers the Store ahead had just registered", swept)
+			}
+			if _, err := behind.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "i"}); err != nil {
+				t.Fatalf("the Store behind finds the worker not alive: %v", err)
+			}
+			// With their own clocks instead, the same Stores disagree.
+			skewed, err := Open(ctx, loc, WithClock(func() time.Time { return time.Now().Add(-4 * time.Minute) }))
+			must(t, err)
+			defer skewed.Close()
+			w, err := skewed.GetWorker(ctx, "ns", "i")
+			must(t, err)
+			if w.ExpiresAt().Sub(skewed.now(time.Time{})) < 3*time.Minute {
+				t.Fatal("WithClock did not override the server's clock")
+			}
+		})
+	}
 }

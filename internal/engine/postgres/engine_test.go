@@ -1,0 +1,505 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	pgdb "github.com/rosterdb/roster/db/postgres"
+	"github.com/rosterdb/roster/internal/engine"
+	"github.com/rosterdb/roster/internal/pgtest"
+)
+
+func testConfig() engine.Config {
+	return engine.Config{
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SyncFull:  true,
+		Admission: time.Second,
+		Migrate:   true,
+	}
+}
+
+func openAt(t testing.TB, u string, edit ...func(*engine.Config)) *Engine {
+	t.Helper()
+	cfg := testConfig()
+	for _, f := range edit {
+		f(&cfg)
+	}
+	e, err := Open(context.Background(), u, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// planRecorder is a pgdb.DBTX that, instead of running a generated query,
+// runs EXPLAIN on its exact text and arguments, with sequential scans
+// disabled so that a plan still holding one has no index to use.
+type planRecorder struct {
+	tx    pgx.Tx
+	plans []string
+}
+
+func (p *planRecorder) explain(ctx context.Context, query string, args ...any) {
+	rows, err := p.tx.Query(ctx, "EXPLAIN "+query, args...)
+	if err != nil {
+		p.plans = append(p.plans, "ERROR: "+err.Error())
+		return
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			p.plans = append(p.plans, "ERROR: "+err.Error())
+			return
+		}
+		lines = append(lines, line)
+	}
+	if err := rows.Err(); err != nil {
+		lines = append(lines, "ERROR: "+err.Error())
+	}
+	p.plans = append(p.plans, strings.Join(lines, "\n"))
+}
+
+func (p *planRecorder) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+	p.explain(ctx, query, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+func (p *planRecorder) Query(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
+	p.explain(ctx, query, args...)
+	return p.tx.Query(ctx, "SELECT 1 WHERE false")
+}
+
+func (p *planRecorder) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+	p.explain(ctx, query, args...)
+	return p.tx.QueryRow(ctx, "SELECT 1 WHERE false")
+}
+
+// seed fills the tables with enough rows that a plan means something.
+func seed(t *testing.T, e *Engine) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		INSERT INTO workers SELECT 'ns' || (i % 10), 'i' || i, 'w', '{default}', '{}', i, 60000, i FROM generate_series(1, 20000) AS i;
+		INSERT INTO worker_events (namespace, instance_id, kind, at_ms) SELECT 'ns' || (i % 10), 'i' || (i % 500), 'heartbeat', i FROM generate_series(1, 20000) AS i;
+		INSERT INTO executions (id, namespace, lane, state, priority, payload, max_attempts, created_at_ms)
+			SELECT gen_random_uuid(), 'ns' || (i % 10), 'lane' || (i % 5), CASE WHEN i % 3 = 0 THEN 'waiting' ELSE 'completed' END, i % 7, '', 1, i
+			FROM generate_series(1, 20000) AS i;
+		INSERT INTO agents (id, state, terminal_reason, provider, owner_actor, owner_peer_class, owner_write_namespace, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, host)
+			SELECT 'a' || i, CASE WHEN i % 4 = 0 THEN 'running' ELSE 'terminal' END, CASE WHEN i % 4 = 0 THEN NULL ELSE 'completed' END,
+			       'p', 'o' || (i % 50), 'c', 'ns' || (i % 10), 'f', i, i, 'h' || (i % 20)
+			FROM generate_series(1, 20000) AS i;
+		ANALYZE;`)
+	must(t, err)
+}
+
+// assertIndexed fails unless every statement call issues is planned on
+// indexes: no sequential scan of a table (json and unnest functions are not
+// tables).
+func assertIndexed(t *testing.T, e *Engine, call func(q *pgdb.Queries) error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	must(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SET LOCAL enable_seqscan = off")
+	must(t, err)
+	rec := &planRecorder{tx: tx}
+	_ = call(pgdb.New(rec))
+	if len(rec.plans) == 0 {
+		t.Fatal("the call issued no query")
+	}
+	for _, plan := range rec.plans {
+		if strings.Contains(plan, "ERROR: ") {
+			t.Fatalf("EXPLAIN failed: %s", plan)
+		}
+		if strings.Contains(plan, "Seq Scan") {
+			t.Fatalf("query is not index-backed:\n%s", plan)
+		}
+	}
+}
+
+func TestQueriesUseIndexes(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	seed(t, e)
+	ctx := context.Background()
+	id := uuid.New()
+	for name, call := range map[string]func(q *pgdb.Queries) error{
+		"WorkerGet": func(q *pgdb.Queries) error {
+			_, err := q.WorkerGet(ctx, pgdb.WorkerGetParams{Namespace: "ns1", InstanceID: "i1"})
+			return err
+		},
+		"WorkerGetAlive": func(q *pgdb.Queries) error {
+			_, err := q.WorkerGetAlive(ctx, pgdb.WorkerGetAliveParams{Namespace: "ns1", InstanceID: "i1", Now: 5})
+			return err
+		},
+		"WorkerRefresh": func(q *pgdb.Queries) error {
+			_, err := q.WorkerRefresh(ctx, pgdb.WorkerRefreshParams{Lanes: []string{}, Capabilities: []string{}, Now: 5, TtlMs: 5, Namespace: "ns1", InstanceID: "i1", WorkerID: "w"})
+			return err
+		},
+		"WorkerHeartbeat": func(q *pgdb.Queries) error {
+			_, err := q.WorkerHeartbeat(ctx, pgdb.WorkerHeartbeatParams{Now: 5, Namespace: "ns1", InstanceID: "i1"})
+			return err
+		},
+		"WorkerDelete": func(q *pgdb.Queries) error {
+			_, err := q.WorkerDelete(ctx, pgdb.WorkerDeleteParams{Namespace: "ns1", InstanceID: "i1"})
+			return err
+		},
+		"WorkerListByNamespace": func(q *pgdb.Queries) error {
+			_, err := q.WorkerListByNamespace(ctx, pgdb.WorkerListByNamespaceParams{Namespace: "ns1", AfterInstanceID: "i5", MaxRows: 100})
+			return err
+		},
+		"WorkerListAll": func(q *pgdb.Queries) error {
+			_, err := q.WorkerListAll(ctx, pgdb.WorkerListAllParams{AfterNamespace: "ns1", AfterInstanceID: "i5", MaxRows: 100})
+			return err
+		},
+		"WorkerSweepBatch": func(q *pgdb.Queries) error {
+			_, err := q.WorkerSweepBatch(ctx, pgdb.WorkerSweepBatchParams{Now: 100, BatchSize: 256})
+			return err
+		},
+		"WorkerEventList": func(q *pgdb.Queries) error {
+			_, err := q.WorkerEventList(ctx, pgdb.WorkerEventListParams{AfterSeq: 100, MaxRows: 100})
+			return err
+		},
+		"WorkerEventListByNamespace": func(q *pgdb.Queries) error {
+			_, err := q.WorkerEventListByNamespace(ctx, pgdb.WorkerEventListByNamespaceParams{Namespace: "ns1", AfterSeq: 100, MaxRows: 100})
+			return err
+		},
+		"WorkerEventListByInstance": func(q *pgdb.Queries) error {
+			_, err := q.WorkerEventListByInstance(ctx, pgdb.WorkerEventListByInstanceParams{InstanceID: "i1", Namespace: "ns1", AfterSeq: 100, MaxRows: 100})
+			return err
+		},
+		"WorkerEventPruneBatch": func(q *pgdb.Queries) error {
+			_, err := q.WorkerEventPruneBatch(ctx, pgdb.WorkerEventPruneBatchParams{BeforeMs: 100, BatchSize: 256})
+			return err
+		},
+		"ExecutionGet": func(q *pgdb.Queries) error { _, err := q.ExecutionGet(ctx, id); return err },
+		"ExecutionClaim": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{Lanes: []string{"lane1", "lane2"}, Namespace: "ns1", Capabilities: []string{"gpu"}, MaxRows: 10})
+			return err
+		},
+		"AttemptRenew": func(q *pgdb.Queries) error {
+			_, err := q.AttemptRenew(ctx, pgdb.AttemptRenewParams{ExpiresAtMs: 9, ExecutionID: id, Epoch: 1, Now: 5})
+			return err
+		},
+		"AttemptEnd": func(q *pgdb.Queries) error {
+			_, err := q.AttemptEnd(ctx, pgdb.AttemptEndParams{State: "completed", Now: 5, ExecutionID: id, Epoch: 1})
+			return err
+		},
+		"ExecutionComplete": func(q *pgdb.Queries) error {
+			return q.ExecutionComplete(ctx, pgdb.ExecutionCompleteParams{Result: []byte("x"), ID: id})
+		},
+		"ExecutionFail": func(q *pgdb.Queries) error {
+			return q.ExecutionFail(ctx, pgdb.ExecutionFailParams{LastError: "x", ID: id})
+		},
+		"AttemptRevokeHeldBy": func(q *pgdb.Queries) error {
+			return q.AttemptRevokeHeldBy(ctx, pgdb.AttemptRevokeHeldByParams{Now: 5, Namespaces: []string{"ns1"}, InstanceIds: []string{"i1"}})
+		},
+		"AttemptListExpired": func(q *pgdb.Queries) error {
+			_, err := q.AttemptListExpired(ctx, pgdb.AttemptListExpiredParams{AsOf: 5, AfterExpiresAtMs: 1, AfterExecutionID: id, MaxRows: 100})
+			return err
+		},
+		"AttemptListExpiredByNamespace": func(q *pgdb.Queries) error {
+			_, err := q.AttemptListExpiredByNamespace(ctx, pgdb.AttemptListExpiredByNamespaceParams{Namespace: "ns1", AsOf: 5, AfterExpiresAtMs: 1, AfterExecutionID: id, MaxRows: 100})
+			return err
+		},
+		"AttemptReclaimBatch": func(q *pgdb.Queries) error {
+			_, err := q.AttemptReclaimBatch(ctx, pgdb.AttemptReclaimBatchParams{Now: 5, BatchSize: 256})
+			return err
+		},
+		"ExecutionRequeueReclaimed": func(q *pgdb.Queries) error {
+			return q.ExecutionRequeueReclaimed(ctx, []uuid.UUID{id})
+		},
+		"AgentGet": func(q *pgdb.Queries) error { _, err := q.AgentGet(ctx, "a1"); return err },
+		"AgentSetState": func(q *pgdb.Queries) error {
+			_, err := q.AgentSetState(ctx, pgdb.AgentSetStateParams{ID: "a4", State: "suspended", FromState: "running"})
+			return err
+		},
+		"AgentSetCheckpoint": func(q *pgdb.Queries) error {
+			_, err := q.AgentSetCheckpoint(ctx, pgdb.AgentSetCheckpointParams{ID: "a4"})
+			return err
+		},
+		"AgentFindByIdempotencyKey": func(q *pgdb.Queries) error {
+			_, err := q.AgentFindByIdempotencyKey(ctx, pgdb.AgentFindByIdempotencyKeyParams{OwnerActor: "o1", IdempotencyKey: text("k")})
+			return err
+		},
+		"AgentFindLiveByProviderSession": func(q *pgdb.Queries) error {
+			_, err := q.AgentFindLiveByProviderSession(ctx, pgdb.AgentFindLiveByProviderSessionParams{Provider: "p", ProviderSessionID: text("s")})
+			return err
+		},
+		"AgentTerminateLive": func(q *pgdb.Queries) error { _, err := q.AgentTerminateLive(ctx, 5); return err },
+		"AgentTerminateLiveOnHost": func(q *pgdb.Queries) error {
+			_, err := q.AgentTerminateLiveOnHost(ctx, pgdb.AgentTerminateLiveOnHostParams{AtMs: 5, Host: text("h1")})
+			return err
+		},
+		"AgentList": func(q *pgdb.Queries) error {
+			_, err := q.AgentList(ctx, pgdb.AgentListParams{AfterID: "a5", MaxRows: 100})
+			return err
+		},
+		"AgentListByState": func(q *pgdb.Queries) error {
+			_, err := q.AgentListByState(ctx, pgdb.AgentListByStateParams{State: "running", AfterID: "a5", MaxRows: 100})
+			return err
+		},
+		"AgentListByOwner": func(q *pgdb.Queries) error {
+			_, err := q.AgentListByOwner(ctx, pgdb.AgentListByOwnerParams{OwnerActor: "o1", State: "running", MaxRows: 100})
+			return err
+		},
+		"AgentListVisibleIn": func(q *pgdb.Queries) error {
+			_, err := q.AgentListVisibleIn(ctx, pgdb.AgentListVisibleInParams{Namespace: "ns1", State: "running", OwnerActor: "o1", MaxRows: 100})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call) })
+	}
+}
+
+func TestAssertIndexedCatchesScans(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	must(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SET LOCAL enable_seqscan = off")
+	must(t, err)
+	rec := &planRecorder{tx: tx}
+	rec.explain(ctx, "SELECT * FROM workers WHERE worker_id = 'x'")
+	rec.explain(ctx, "SELECT * FROM workers WHERE namespace = 'a' AND instance_id = 'b'")
+	if !strings.Contains(rec.plans[0], "Seq Scan") || strings.Contains(rec.plans[1], "Seq Scan") {
+		t.Fatalf("plans:\n%s\n--\n%s", rec.plans[0], rec.plans[1])
+	}
+}
+
+func TestOverloadedWhenThePoolStaysBusy(t *testing.T) {
+	u := pgtest.Fresh(t) + "&pool_max_conns=1"
+	e := openAt(t, u, func(c *engine.Config) { c.Admission = 30 * time.Millisecond })
+	ctx := context.Background()
+	release, started := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = e.Write(ctx, func(context.Context, engine.Queries) error { close(started); <-release; return nil })
+	})
+	<-started
+	ran := false
+	err := e.Write(ctx, func(context.Context, engine.Queries) error { ran = true; return nil })
+	close(release)
+	wg.Wait()
+	if !errors.Is(err, engine.ErrOverloaded) || ran {
+		t.Fatalf("err = %v, ran = %v; want ErrOverloaded without running", err, ran)
+	}
+}
+
+func TestTranslate(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	ctx := context.Background()
+	insert := func(a engine.Agent) error {
+		return e.Write(ctx, func(ctx context.Context, q engine.Queries) error { return q.AgentInsert(ctx, a) })
+	}
+	base := engine.Agent{
+		ID: "a", State: "running", Provider: "p", ProviderSessionID: "s", OwnerActor: "o",
+		OwnerPeerClass: "c", OwnerWriteNamespace: "ns", SpawnFingerprint: "f", IdempotencyKey: "k",
+	}
+	must(t, insert(base))
+	for _, tc := range []struct {
+		name string
+		edit func(a *engine.Agent)
+		want engine.Constraint
+	}{
+		{"id", func(a *engine.Agent) { a.ProviderSessionID, a.IdempotencyKey = "s2", "k2" }, engine.UniqueAgentID},
+		{"live session", func(a *engine.Agent) { a.ID, a.IdempotencyKey = "b", "k2" }, engine.UniqueAgentLiveProviderSession},
+		{"idempotency", func(a *engine.Agent) { a.ID, a.ProviderSessionID = "b", "s2" }, engine.UniqueAgentIdempotency},
+		{"check", func(a *engine.Agent) { a.ID, a.ProviderSessionID, a.IdempotencyKey, a.State = "b", "s2", "k2", "zombie" }, engine.CheckViolation},
+	} {
+		a := base
+		tc.edit(&a)
+		if err := insert(a); !engine.IsConstraint(err, tc.want) {
+			t.Errorf("%s: err = %v, want constraint %s", tc.name, err, tc.want)
+		}
+	}
+	err := e.Read(ctx, func(ctx context.Context, q engine.Queries) error {
+		_, err := q.AgentGet(ctx, "nobody")
+		return err
+	})
+	if !errors.Is(err, engine.ErrNoRows) {
+		t.Fatalf("err = %v, want ErrNoRows", err)
+	}
+}
+
+// The schema's own rules hold for SQL written outside roster.
+func TestSchemaEnforcesInvariants(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	ctx := context.Background()
+	insert := func(id, state, reason, session, key string) error {
+		_, err := e.pool.Exec(ctx, `INSERT INTO agents (id, state, terminal_reason, provider,
+			provider_session_id, owner_actor, owner_peer_class, owner_write_namespace,
+			spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key)
+			VALUES ($1, $2, $3, 'p', $4, 'o', 'c', 'ns', 'fp', 0, 0, $5)`,
+			id, state, text(reason), text(session), text(key))
+		return err
+	}
+	must(t, insert("ok", "running", "", "s1", "k1"))
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"terminal without reason", insert("a", "terminal", "", "", "")},
+		{"live with reason", insert("b", "running", "killed", "", "")},
+		{"unknown reason", insert("c", "terminal", "bored", "", "")},
+		{"unknown state", insert("d", "zombie", "", "", "")},
+		{"live session taken", insert("e", "spawned", "", "s1", "")},
+		{"idempotency key reused", insert("f", "spawned", "", "", "k1")},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: raw insert accepted", tc.name)
+		}
+	}
+	must(t, insert("raw", "terminal", "killed", "s1", ""))
+	var agents []engine.Agent
+	must(t, e.Read(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		agents, err = q.AgentList(ctx, engine.AgentListParams{VisibleIn: "ns", Limit: 10})
+		return err
+	}))
+	if len(agents) != 2 {
+		t.Fatalf("visible in ns: %d agents", len(agents))
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.Fresh(t)
+	// Many Opens of one new schema at once: each waits for the advisory
+	// lock and finds the work of the one before.
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			e, err := Open(ctx, u, testConfig())
+			if err == nil {
+				err = e.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Open #%d: %v", i, err)
+		}
+	}
+	a, err := Admin(ctx, u, testConfig())
+	must(t, err)
+	defer a.Close()
+	v, latest, err := a.Version(ctx)
+	must(t, err)
+	if v != latest || latest < 5 {
+		t.Fatalf("version %d, latest %d", v, latest)
+	}
+	// Read-only and WithoutMigrate refuse an outdated schema, unchanged.
+	must(t, a.Down(ctx, 1))
+	for name, edit := range map[string]func(*engine.Config){
+		"verify":    func(c *engine.Config) { c.Migrate = false },
+		"read-only": func(c *engine.Config) { c.ReadOnly = true },
+	} {
+		cfg := testConfig()
+		edit(&cfg)
+		if _, err := Open(ctx, u, cfg); !errors.Is(err, engine.ErrSchemaOutdated) {
+			t.Fatalf("%s: err = %v, want ErrSchemaOutdated", name, err)
+		}
+	}
+	if v, _, _ := a.Version(ctx); v != latest-1 {
+		t.Fatalf("refused Opens changed the version to %d", v)
+	}
+	// A newer schema is refused by every mode.
+	must(t, a.Force(ctx, latest))
+	e := openAt(t, u)
+	_, err = e.pool.Exec(ctx, "UPDATE schema_migrations SET version = 999")
+	must(t, err)
+	for _, edit := range []func(*engine.Config){func(*engine.Config) {}, func(c *engine.Config) { c.ReadOnly = true }} {
+		cfg := testConfig()
+		edit(&cfg)
+		if _, err := Open(ctx, u, cfg); !errors.Is(err, engine.ErrSchemaTooNew) {
+			t.Fatalf("err = %v, want ErrSchemaTooNew", err)
+		}
+	}
+	// A read-only engine never writes.
+	_, err = e.pool.Exec(ctx, fmt.Sprintf("UPDATE schema_migrations SET version = %d", latest))
+	must(t, err)
+	r := openAt(t, u, func(c *engine.Config) { c.ReadOnly = true })
+	err = r.Write(ctx, func(context.Context, engine.Queries) error { return nil })
+	if !errors.Is(err, engine.ErrReadOnly) {
+		t.Fatalf("write on read-only: %v", err)
+	}
+}
+
+func TestFailedMigrationRollsBackWhole(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.Fresh(t)
+	broken := map[string]string{
+		"0001_ok.up.sql":       "CREATE TABLE one (x int);",
+		"0001_ok.down.sql":     "DROP TABLE one;",
+		"0002_broken.up.sql":   "CREATE TABLE half_done (x int); INSERT INTO no_such_table VALUES (1);",
+		"0002_broken.down.sql": "DROP TABLE half_done;",
+	}
+	cfg := testConfig()
+	cfg.Migrations = mapFS(broken)
+	if _, err := Open(ctx, u, cfg); err == nil {
+		t.Fatal("a failing migration succeeded")
+	}
+	e, err := connect(ctx, u, testConfig())
+	must(t, err)
+	close(e.done)
+	defer e.Close()
+	var tables int
+	must(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename IN ('one', 'half_done', 'schema_migrations')").Scan(&tables))
+	if tables != 0 {
+		t.Fatalf("the failed run left %d tables behind", tables)
+	}
+}
+
+func TestPasswordNeverInErrors(t *testing.T) {
+	const secret = "s3cr3t-Pa55"
+	ctx := context.Background()
+	for _, u := range []string{
+		"postgres://postgres:" + secret + "@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2",
+		"postgres://postgres:" + secret + "@127.0.0.1:notaport/postgres",
+		"postgres://postgres:" + secret + "@127.0.0.1:5432/postgres?sslmode=disable&pool_max_conns=zero",
+	} {
+		_, err := Open(ctx, u, testConfig())
+		if err == nil {
+			t.Fatalf("Open(%s) succeeded", strings.ReplaceAll(u, secret, "…"))
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("the error shows the password: %v", err)
+		}
+	}
+}
+
+func TestClockFollowsTheServer(t *testing.T) {
+	u := pgtest.Fresh(t)
+	for _, skew := range []time.Duration{-5 * time.Minute, 7 * time.Minute} {
+		e := openAt(t, u, func(c *engine.Config) { c.LocalClock = func() time.Time { return time.Now().Add(skew) } })
+		if d := time.Since(e.Clock()()); d < -time.Second || d > time.Second {
+			t.Fatalf("skew %v: the engine's clock is %v from the server's", skew, d)
+		}
+	}
+}
