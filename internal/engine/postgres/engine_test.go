@@ -326,7 +326,9 @@ func TestTranslate(t *testing.T) {
 		{"id", func(a *engine.Agent) { a.ProviderSessionID, a.IdempotencyKey = "s2", "k2" }, engine.UniqueAgentID},
 		{"live session", func(a *engine.Agent) { a.ID, a.IdempotencyKey = "b", "k2" }, engine.UniqueAgentLiveProviderSession},
 		{"idempotency", func(a *engine.Agent) { a.ID, a.ProviderSessionID = "b", "s2" }, engine.UniqueAgentIdempotency},
-		{"check", func(a *engine.Agent) { a.ID, a.ProviderSessionID, a.IdempotencyKey, a.State = "b", "s2", "k2", "zombie" }, engine.CheckViolation},
+		{"check", func(a *engine.Agent) {
+			a.ID, a.ProviderSessionID, a.IdempotencyKey, a.State = "b", "s2", "k2", "zombie"
+		}, engine.CheckViolation},
 	} {
 		a := base
 		tc.edit(&a)
