@@ -63,7 +63,7 @@ func demo(ctx context.Context, c *cli, args []string) error {
 	defer s.Close()
 	out := c.stdout
 	step := func(format string, a ...any) { fmt.Fprintf(out, "\n== "+format+"\n", a...) }
-	step("roster demo on %s", path)
+	step("roster demo on %s", displayDB(path))
 
 	// Workers.
 	type w struct {

@@ -1,5 +1,6 @@
-// Command roster operates a roster database file: migrations, workers,
-// events, leases and agents, plus a self-contained demo.
+// Command roster operates a roster database (a SQLite file or a PostgreSQL
+// URL): migrations, workers, events, leases and agents, plus a
+// self-contained demo.
 //
 //	roster [command] [subcommand] [flags]
 //
@@ -14,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -24,7 +26,7 @@ import (
 	"github.com/rosterdb/roster/service"
 )
 
-const usage = `roster operates a roster database file.
+const usage = `roster operates a roster database (a SQLite file or a postgres:// URL).
 
 Usage:
   roster migrate up|down|version|force [flags]
@@ -34,7 +36,7 @@ Usage:
   roster agents list|get|terminate-live [flags]
   roster demo [flags]
 
-Every command takes --db PATH (default $ROSTER_DB, else roster.db), --json and --help.
+Every command takes --db PATH|URL (default $ROSTER_DB, else roster.db), --json and --help.
 Run "roster COMMAND SUBCOMMAND --help" for a command's flags.
 `
 
@@ -85,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if dbDefault == "" {
 		dbDefault = "roster.db"
 	}
-	c.flags.StringVar(&c.db, "db", dbDefault, "database file")
+	c.flags.StringVar(&c.db, "db", dbDefault, "database: a SQLite file path or a postgres:// URL")
 	c.flags.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	c.flags.Usage = func() {
 		fmt.Fprintf(c.flags.Output(), "Usage: roster %s [flags]%s\n\n%s\n\nFlags:\n", name, cmd.args, cmd.help)
@@ -140,13 +142,32 @@ func (c *cli) parse(args []string, positional int) error {
 	return nil
 }
 
-// open opens the Store on an existing database file (it refuses to create one
+// open opens the Store on an existing database (it refuses to create a file
 // by accident).
 func (c *cli) open(ctx context.Context) (*service.Store, error) {
-	if _, err := os.Stat(c.db); err != nil {
-		return nil, fmt.Errorf("no database at %s (pass --db, or run 'roster migrate up --db %s' to create one)", c.db, c.db)
+	if !isURL(c.db) {
+		if _, err := os.Stat(c.db); err != nil {
+			return nil, fmt.Errorf("no database at %s (pass --db, or run 'roster migrate up --db %s' to create one)", c.db, c.db)
+		}
 	}
 	return service.Open(ctx, c.db)
+}
+
+// isURL reports whether a --db value names a PostgreSQL database.
+func isURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// displayDB is a --db value fit to print: a URL's password is never shown.
+func displayDB(db string) string {
+	if !isURL(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "(an unparsable PostgreSQL URL)"
+	}
+	return u.Redacted()
 }
 
 // withStore parses the flags, opens the database and runs fn on it.

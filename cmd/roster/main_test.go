@@ -5,13 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	sqliteschema "github.com/rosterdb/roster/schema/sqlite"
 	"io/fs"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rosterdb/roster/internal/pgtest"
+	sqliteschema "github.com/rosterdb/roster/schema/sqlite"
 	"github.com/rosterdb/roster/service"
 )
 
@@ -175,4 +177,34 @@ func latestVersion(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ups)
+}
+
+// --db takes a PostgreSQL URL, and its password is never printed.
+func TestCLIOnPostgres(t *testing.T) {
+	const secret = "n0t-Sh0wn"
+	u, err := url.Parse(pgtest.Fresh(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), secret) // trust auth ignores it
+	db := u.String()
+	for _, args := range [][]string{
+		{"migrate", "up", "--db", db},
+		{"workers", "list", "--db", db, "--json"},
+		{"migrate", "version", "--db", db},
+	} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args[:2], code, out, errOut)
+		}
+		if strings.Contains(out+errOut, secret) {
+			t.Fatalf("%v printed the password:\n%s%s", args[:2], out, errOut)
+		}
+	}
+	// A failing connection names the database, not the password.
+	u.Path = "/no_such_database_here"
+	code, out, errOut := runCLI(t, "workers", "list", "--db", u.String())
+	if code != 1 || strings.Contains(out+errOut, secret) {
+		t.Fatalf("exit %d, output:\n%s%s", code, out, errOut)
+	}
 }
