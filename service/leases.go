@@ -197,18 +197,14 @@ func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) 
 	now := s.now(a.Now).UnixMilli()
 	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
 	var lease Lease
-	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		w, err := q.WorkerGetAlive(ctx, key, now)
+	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		claimed, err := q.ExecutionClaim(ctx, engine.ClaimParams{
+			Namespace: a.Namespace, InstanceID: a.InstanceID,
+			NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: []uuid.UUID{leaseID},
+		})
 		if errors.Is(err, engine.ErrNoRows) {
 			return notRegistered(key)
 		}
-		if err != nil {
-			return err
-		}
-		claimed, err := q.ExecutionClaim(ctx, engine.ClaimParams{
-			Namespace: a.Namespace, InstanceID: a.InstanceID, Lanes: w.Lanes, Capabilities: w.Capabilities,
-			NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: []uuid.UUID{leaseID},
-		})
 		if err != nil {
 			return err
 		}
@@ -236,7 +232,7 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 	}
 	now := s.now(a.Now).UnixMilli()
 	expires := now + a.TTL.Milliseconds()
-	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return leaseError(q.AttemptRenew(ctx, leaseRef(a.Lease), now, expires), a.Lease)
 	})
 	if err != nil {
@@ -255,11 +251,8 @@ func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
 		return err
 	}
 	now := s.now(a.Now).UnixMilli()
-	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		if err := leaseError(q.AttemptEnd(ctx, leaseRef(a.Lease), "completed", now), a.Lease); err != nil {
-			return err
-		}
-		return q.ExecutionComplete(ctx, a.Lease.ExecutionID, a.Result)
+	return s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		return leaseError(q.LeaseComplete(ctx, leaseRef(a.Lease), now, a.Result), a.Lease)
 	})
 }
 
@@ -280,11 +273,8 @@ func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
 		return invalid("Reason", "contains a NUL byte")
 	}
 	now := s.now(a.Now).UnixMilli()
-	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		if err := leaseError(q.AttemptEnd(ctx, leaseRef(a.Lease), "failed", now), a.Lease); err != nil {
-			return err
-		}
-		return q.ExecutionFail(ctx, a.Lease.ExecutionID, a.Reason)
+	return s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		return leaseError(q.LeaseFail(ctx, leaseRef(a.Lease), now, a.Reason), a.Lease)
 	})
 }
 

@@ -237,3 +237,12 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q engine
 	}
 	return s.eng.Write(ctx, fn)
 }
+
+// writeOne is write for an fn that runs one statement (see
+// engine.Engine.WriteOne).
+func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.eng.WriteOne(ctx, fn)
+}

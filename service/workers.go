@@ -193,16 +193,13 @@ func (s *Store) HeartbeatWorker(ctx context.Context, a HeartbeatWorkerArgs) (tim
 	now := s.now(a.Now).UnixMilli()
 	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
 	var ttl int64
-	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
-		ttl, err = q.WorkerHeartbeat(ctx, key, now)
+		ttl, err = q.WorkerHeartbeat(ctx, key, now, s.cfg.heartbeatLog)
 		if errors.Is(err, engine.ErrNoRows) {
 			return notRegistered(key)
 		}
-		if err != nil || !s.cfg.heartbeatLog {
-			return err
-		}
-		return appendEvent(ctx, q, key, EventHeartbeat, now, "")
+		return err
 	})
 	if err != nil {
 		return time.Time{}, err

@@ -11,67 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const attemptEnd = `-- name: AttemptEnd :one
-UPDATE attempts SET state = $1, ended_at_ms = $2::bigint
-WHERE execution_id = $3 AND epoch = $4 AND state = 'running'
-  AND expires_at_ms > $2 AND revoked_at_ms IS NULL
-RETURNING attempt_index
-`
-
-type AttemptEndParams struct {
-	State       string
-	Now         int64
-	ExecutionID uuid.UUID
-	Epoch       int64
-}
-
-// AttemptEnd closes the current, unexpired, unrevoked lease of an execution as completed or failed.
-func (q *Queries) AttemptEnd(ctx context.Context, arg AttemptEndParams) (int64, error) {
-	row := q.db.QueryRow(ctx, attemptEnd,
-		arg.State,
-		arg.Now,
-		arg.ExecutionID,
-		arg.Epoch,
-	)
-	var attempt_index int64
-	err := row.Scan(&attempt_index)
-	return attempt_index, err
-}
-
-const attemptInsertMany = `-- name: AttemptInsertMany :exec
-INSERT INTO attempts (
-    execution_id, attempt_index, epoch, lease_id, namespace, instance_id, claimed_at_ms, expires_at_ms
-)
-SELECT unnest($1::uuid[]), unnest($2::bigint[]), unnest($3::bigint[]),
-       unnest($4::uuid[]), $5::text, $6::text, $7::bigint, $8::bigint
-`
-
-type AttemptInsertManyParams struct {
-	ExecutionIds   []uuid.UUID
-	AttemptIndexes []int64
-	Epochs         []int64
-	LeaseIds       []uuid.UUID
-	Namespace      string
-	InstanceID     string
-	ClaimedAtMs    int64
-	ExpiresAtMs    int64
-}
-
-// AttemptInsertMany records the leases of new attempts, one per array element.
-func (q *Queries) AttemptInsertMany(ctx context.Context, arg AttemptInsertManyParams) error {
-	_, err := q.db.Exec(ctx, attemptInsertMany,
-		arg.ExecutionIds,
-		arg.AttemptIndexes,
-		arg.Epochs,
-		arg.LeaseIds,
-		arg.Namespace,
-		arg.InstanceID,
-		arg.ClaimedAtMs,
-		arg.ExpiresAtMs,
-	)
-	return err
-}
-
 const attemptListExpired = `-- name: AttemptListExpired :many
 SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
 FROM attempts
@@ -284,56 +223,77 @@ func (q *Queries) AttemptRevokeHeldBy(ctx context.Context, arg AttemptRevokeHeld
 }
 
 const executionClaim = `-- name: ExecutionClaim :many
-WITH candidates AS (
-    SELECT c.id, c.priority, c.created_at_ms
-    FROM unnest($1::text[]) AS l (lane)
+WITH w AS (
+    SELECT wk.lanes, wk.capabilities FROM workers AS wk
+    WHERE wk.namespace = $1 AND wk.instance_id = $2
+      AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
+    FOR SHARE
+), candidates AS (
+    SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.created_at_ms, c.id) AS n
+    FROM w
+    CROSS JOIN LATERAL unnest(w.lanes) AS l (lane)
     CROSS JOIN LATERAL (
         SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
-        WHERE e.namespace = $2 AND e.lane = l.lane AND e.state = 'waiting'
-          AND e.required_capabilities <@ $3::text[]
+        WHERE e.namespace = $1 AND e.lane = l.lane AND e.state = 'waiting'
+          AND e.required_capabilities <@ w.capabilities
         ORDER BY e.priority DESC, e.created_at_ms, e.id
-        LIMIT $4
-        FOR UPDATE SKIP LOCKED
+        LIMIT cardinality($4::uuid[])
+        FOR UPDATE OF e SKIP LOCKED
     ) AS c
     ORDER BY c.priority DESC, c.created_at_ms, c.id
-    LIMIT $4
+    LIMIT cardinality($4::uuid[])
+), started AS (
+    UPDATE executions AS x
+    SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1
+    FROM candidates
+    WHERE x.id = candidates.id AND x.state = 'waiting'
+    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, candidates.n
+), leases AS (
+    SELECT s.id, s.attempts, s.epoch, s.lane, s.payload, s.n, CAST(($4::uuid[])[s.n] AS uuid) AS lease_id
+    FROM started AS s
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, claimed_at_ms, expires_at_ms
+    )
+    SELECT id, attempts, epoch, lease_id, $1, $2, $3::bigint, $5::bigint
+    FROM leases
 )
-UPDATE executions AS x
-SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1
-FROM candidates
-WHERE x.id = candidates.id AND x.state = 'waiting'
-RETURNING x.id, x.attempts, x.epoch, x.namespace, x.lane, x.payload, x.priority, x.created_at_ms
+SELECT id, attempts, epoch, lane, payload, lease_id FROM leases
+ORDER BY n
 `
 
 type ExecutionClaimParams struct {
-	Lanes        []string
-	Namespace    string
-	Capabilities []string
-	MaxRows      int32
+	Namespace   string
+	InstanceID  string
+	Now         int64
+	LeaseIds    []uuid.UUID
+	ExpiresAtMs int64
 }
 
 type ExecutionClaimRow struct {
-	ID          uuid.UUID
-	Attempts    int64
-	Epoch       int64
-	Namespace   string
-	Lane        string
-	Payload     []byte
-	Priority    int64
-	CreatedAtMs int64
+	ID       uuid.UUID
+	Attempts int64
+	Epoch    int64
+	Lane     string
+	Payload  []byte
+	LeaseID  uuid.UUID
 }
 
-// ExecutionClaim moves up to @max_rows of the best claimable executions to
-// running under a new attempt and epoch, in one statement: one index seek per
-// lane of the worker, each locking its candidates FOR UPDATE SKIP LOCKED, so
-// that concurrent claimers never take the same execution and never wait for
-// each other's rows.
+// ExecutionClaim gives an alive worker up to cardinality(@lease_ids) of the
+// best claimable executions, in one statement: it locks the worker row (FOR
+// SHARE: a concurrent MarkWorkerDead or sweep waits, so no lease outlives its
+// worker), seeks the claim index once per lane of the worker, each seek
+// locking its candidates FOR UPDATE SKIP LOCKED (concurrent claimers never
+// take the same execution and never wait for each other's rows), starts the
+// best under a new attempt and epoch, and records their leases. No row when
+// nothing is claimable or the worker is not alive.
 func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) ([]ExecutionClaimRow, error) {
 	rows, err := q.db.Query(ctx, executionClaim,
-		arg.Lanes,
 		arg.Namespace,
-		arg.Capabilities,
-		arg.MaxRows,
+		arg.InstanceID,
+		arg.Now,
+		arg.LeaseIds,
+		arg.ExpiresAtMs,
 	)
 	if err != nil {
 		return nil, err
@@ -346,11 +306,9 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 			&i.ID,
 			&i.Attempts,
 			&i.Epoch,
-			&i.Namespace,
 			&i.Lane,
 			&i.Payload,
-			&i.Priority,
-			&i.CreatedAtMs,
+			&i.LeaseID,
 		); err != nil {
 			return nil, err
 		}
@@ -360,40 +318,6 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 		return nil, err
 	}
 	return items, nil
-}
-
-const executionComplete = `-- name: ExecutionComplete :exec
-UPDATE executions SET state = 'completed', result = $1
-WHERE id = $2 AND state = 'running'
-`
-
-type ExecutionCompleteParams struct {
-	Result []byte
-	ID     uuid.UUID
-}
-
-// ExecutionComplete ends a running execution as completed with its result.
-func (q *Queries) ExecutionComplete(ctx context.Context, arg ExecutionCompleteParams) error {
-	_, err := q.db.Exec(ctx, executionComplete, arg.Result, arg.ID)
-	return err
-}
-
-const executionFail = `-- name: ExecutionFail :exec
-UPDATE executions
-SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
-    last_error = $1
-WHERE id = $2 AND state = 'running'
-`
-
-type ExecutionFailParams struct {
-	LastError string
-	ID        uuid.UUID
-}
-
-// ExecutionFail returns a running execution to waiting while attempts remain, else ends it failed.
-func (q *Queries) ExecutionFail(ctx context.Context, arg ExecutionFailParams) error {
-	_, err := q.db.Exec(ctx, executionFail, arg.LastError, arg.ID)
-	return err
 }
 
 const executionGet = `-- name: ExecutionGet :one
@@ -472,4 +396,76 @@ WHERE state = 'running' AND id = ANY($1::uuid[])
 func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID) error {
 	_, err := q.db.Exec(ctx, executionRequeueReclaimed, ids)
 	return err
+}
+
+const leaseComplete = `-- name: LeaseComplete :one
+WITH ended AS (
+    UPDATE attempts AS a SET state = 'completed', ended_at_ms = $2::bigint
+    WHERE a.execution_id = $3 AND a.epoch = $4 AND a.state = 'running'
+      AND a.expires_at_ms > $2::bigint AND a.revoked_at_ms IS NULL
+    RETURNING a.execution_id
+)
+UPDATE executions AS x SET state = 'completed', result = $1
+FROM ended
+WHERE x.id = ended.execution_id AND x.state = 'running'
+RETURNING x.id
+`
+
+type LeaseCompleteParams struct {
+	Result      []byte
+	Now         int64
+	ExecutionID uuid.UUID
+	Epoch       int64
+}
+
+// LeaseComplete ends the current, unexpired, unrevoked lease and its
+// execution as completed with the result, in one statement (fenced in its
+// WHERE); no row when the lease is lost.
+func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, leaseComplete,
+		arg.Result,
+		arg.Now,
+		arg.ExecutionID,
+		arg.Epoch,
+	)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const leaseFail = `-- name: LeaseFail :one
+WITH ended AS (
+    UPDATE attempts AS a SET state = 'failed', ended_at_ms = $2::bigint
+    WHERE a.execution_id = $3 AND a.epoch = $4 AND a.state = 'running'
+      AND a.expires_at_ms > $2::bigint AND a.revoked_at_ms IS NULL
+    RETURNING a.execution_id
+)
+UPDATE executions AS x
+SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
+    last_error = $1
+FROM ended
+WHERE x.id = ended.execution_id AND x.state = 'running'
+RETURNING x.id
+`
+
+type LeaseFailParams struct {
+	LastError   string
+	Now         int64
+	ExecutionID uuid.UUID
+	Epoch       int64
+}
+
+// LeaseFail ends the current, unexpired, unrevoked lease as failed, returns
+// its execution to waiting while attempts remain (else ends it failed) with
+// the reason, in one statement; no row when the lease is lost.
+func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, leaseFail,
+		arg.LastError,
+		arg.Now,
+		arg.ExecutionID,
+		arg.Epoch,
+	)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }

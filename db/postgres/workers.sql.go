@@ -285,21 +285,35 @@ func (q *Queries) WorkerGetAlive(ctx context.Context, arg WorkerGetAliveParams) 
 }
 
 const workerHeartbeat = `-- name: WorkerHeartbeat :one
-UPDATE workers SET last_heartbeat_ms = $1
-WHERE namespace = $2 AND instance_id = $3
-  AND last_heartbeat_ms + ttl_ms > $1
-RETURNING ttl_ms
+WITH hb AS (
+    UPDATE workers AS w SET last_heartbeat_ms = $1::bigint
+    WHERE w.namespace = $2 AND w.instance_id = $3
+      AND w.last_heartbeat_ms + w.ttl_ms > $1::bigint
+    RETURNING w.namespace, w.instance_id, w.ttl_ms
+), logged AS (
+    INSERT INTO worker_events (namespace, instance_id, kind, at_ms, reason)
+    SELECT hb.namespace, hb.instance_id, 'heartbeat', $1::bigint, '' FROM hb
+    WHERE $4::boolean
+)
+SELECT hb.ttl_ms FROM hb
 `
 
 type WorkerHeartbeatParams struct {
 	Now        int64
 	Namespace  string
 	InstanceID string
+	LogEvent   bool
 }
 
-// WorkerHeartbeat moves an alive worker's heartbeat to now and returns its TTL.
+// WorkerHeartbeat moves an alive worker's heartbeat to now, logs a heartbeat
+// event when @log_event is set, and returns its TTL, in one statement.
 func (q *Queries) WorkerHeartbeat(ctx context.Context, arg WorkerHeartbeatParams) (int64, error) {
-	row := q.db.QueryRow(ctx, workerHeartbeat, arg.Now, arg.Namespace, arg.InstanceID)
+	row := q.db.QueryRow(ctx, workerHeartbeat,
+		arg.Now,
+		arg.Namespace,
+		arg.InstanceID,
+		arg.LogEvent,
+	)
 	var ttl_ms int64
 	err := row.Scan(&ttl_ms)
 	return ttl_ms, err

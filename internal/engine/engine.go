@@ -31,6 +31,10 @@ type Engine interface {
 	// rolled back (fn's error). Write fails with ErrOverloaded, having changed
 	// nothing, when it cannot start within the configured admission time.
 	Write(ctx context.Context, fn func(ctx context.Context, q Queries) error) error
+	// WriteOne is Write for an fn that runs exactly one statement, which is
+	// atomic by itself: an engine may run it without a transaction of its
+	// own (PostgreSQL saves the BEGIN and COMMIT round trips).
+	WriteOne(ctx context.Context, fn func(ctx context.Context, q Queries) error) error
 	// Close releases the database. Writes queued or started after Close
 	// began return ErrClosed.
 	Close() error
@@ -178,12 +182,12 @@ type Execution struct {
 	CreatedAtMs                         int64
 }
 
-// ClaimParams ask for up to Max of the best claimable executions for a worker.
+// ClaimParams ask for up to len(LeaseIDs) of the best claimable executions
+// for a worker, matched against the lanes and capabilities it registered.
 type ClaimParams struct {
 	Namespace, InstanceID string
-	Lanes, Capabilities   []string
 	NowMs, ExpiresAtMs    int64
-	LeaseIDs              []uuid.UUID // one fresh lease id per execution claimed; len = Max
+	LeaseIDs              []uuid.UUID // one fresh lease id per execution claimed
 }
 
 // ClaimedLease is an execution a claim moved to running, under a new attempt.
@@ -256,9 +260,10 @@ type Queries interface {
 	// WorkerRegister inserts w, or replaces a lapsed row of its key, with
 	// RegisteredAtMs = LastHeartbeatMs; ErrNoRows when an alive row holds the key.
 	WorkerRegister(ctx context.Context, w Worker) error
-	// WorkerHeartbeat moves an alive worker's heartbeat to now and returns its
-	// TTL, or ErrNoRows.
-	WorkerHeartbeat(ctx context.Context, k WorkerKey, nowMs int64) (ttlMs int64, err error)
+	// WorkerHeartbeat moves an alive worker's heartbeat to now, logs a
+	// heartbeat event when logEvent is set, and returns the worker's TTL, or
+	// ErrNoRows. One statement where the engine can (WriteOne).
+	WorkerHeartbeat(ctx context.Context, k WorkerKey, nowMs int64, logEvent bool) (ttlMs int64, err error)
 	// WorkerDelete removes a worker, alive or lapsed, and reports whether one was there.
 	WorkerDelete(ctx context.Context, k WorkerKey) (bool, error)
 	// WorkerList reads a keyset page of workers.
@@ -279,19 +284,21 @@ type Queries interface {
 	// ExecutionGet reads an execution.
 	ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error)
 	// ExecutionClaim moves up to len(p.LeaseIDs) of the best claimable
-	// executions to running under new attempts, best first. Two claims never
-	// take the same execution, on any engine.
+	// executions for an alive worker to running under new attempts, best
+	// first (none: an empty slice). A worker that is not alive is ErrNoRows.
+	// Two claims never take the same execution, on any engine. One statement
+	// where the engine can (WriteOne).
 	ExecutionClaim(ctx context.Context, p ClaimParams) ([]ClaimedLease, error)
 	// AttemptRenew extends the current, unexpired, unrevoked lease, or ErrNoRows.
 	AttemptRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) error
-	// AttemptEnd closes the current, unexpired, unrevoked lease as completed
-	// or failed, or ErrNoRows.
-	AttemptEnd(ctx context.Context, l LeaseRef, state string, nowMs int64) error
-	// ExecutionComplete ends a running execution as completed with its result.
-	ExecutionComplete(ctx context.Context, id uuid.UUID, result []byte) error
-	// ExecutionFail returns a running execution to waiting while attempts
-	// remain, else ends it failed, recording the reason.
-	ExecutionFail(ctx context.Context, id uuid.UUID, reason string) error
+	// LeaseComplete ends the current, unexpired, unrevoked lease and its
+	// execution as completed with the result, or returns ErrNoRows. One
+	// statement where the engine can (WriteOne).
+	LeaseComplete(ctx context.Context, l LeaseRef, nowMs int64, result []byte) error
+	// LeaseFail ends the current, unexpired, unrevoked lease as failed: its
+	// execution waits again while attempts remain, else ends failed, with the
+	// reason; or returns ErrNoRows. One statement where the engine can.
+	LeaseFail(ctx context.Context, l LeaseRef, nowMs int64, reason string) error
 	// AttemptRevokeHeldBy ends for good, at now, every running lease the
 	// instances hold: they expire (and can be reclaimed) and are never renewed.
 	AttemptRevokeHeldBy(ctx context.Context, holders []WorkerKey, nowMs int64) error

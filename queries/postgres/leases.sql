@@ -13,38 +13,51 @@ INSERT INTO executions (
 SELECT * FROM executions WHERE id = @id;
 
 -- name: ExecutionClaim :many
--- ExecutionClaim moves up to @max_rows of the best claimable executions to
--- running under a new attempt and epoch, in one statement: one index seek per
--- lane of the worker, each locking its candidates FOR UPDATE SKIP LOCKED, so
--- that concurrent claimers never take the same execution and never wait for
--- each other's rows.
-WITH candidates AS (
-    SELECT c.id, c.priority, c.created_at_ms
-    FROM unnest(@lanes::text[]) AS l (lane)
+-- ExecutionClaim gives an alive worker up to cardinality(@lease_ids) of the
+-- best claimable executions, in one statement: it locks the worker row (FOR
+-- SHARE: a concurrent MarkWorkerDead or sweep waits, so no lease outlives its
+-- worker), seeks the claim index once per lane of the worker, each seek
+-- locking its candidates FOR UPDATE SKIP LOCKED (concurrent claimers never
+-- take the same execution and never wait for each other's rows), starts the
+-- best under a new attempt and epoch, and records their leases. No row when
+-- nothing is claimable or the worker is not alive.
+WITH w AS (
+    SELECT wk.lanes, wk.capabilities FROM workers AS wk
+    WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
+      AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
+    FOR SHARE
+), candidates AS (
+    SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.created_at_ms, c.id) AS n
+    FROM w
+    CROSS JOIN LATERAL unnest(w.lanes) AS l (lane)
     CROSS JOIN LATERAL (
         SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
         WHERE e.namespace = @namespace AND e.lane = l.lane AND e.state = 'waiting'
-          AND e.required_capabilities <@ @capabilities::text[]
+          AND e.required_capabilities <@ w.capabilities
         ORDER BY e.priority DESC, e.created_at_ms, e.id
-        LIMIT @max_rows
-        FOR UPDATE SKIP LOCKED
+        LIMIT cardinality(@lease_ids::uuid[])
+        FOR UPDATE OF e SKIP LOCKED
     ) AS c
     ORDER BY c.priority DESC, c.created_at_ms, c.id
-    LIMIT @max_rows
+    LIMIT cardinality(@lease_ids::uuid[])
+), started AS (
+    UPDATE executions AS x
+    SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1
+    FROM candidates
+    WHERE x.id = candidates.id AND x.state = 'waiting'
+    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, candidates.n
+), leases AS (
+    SELECT s.id, s.attempts, s.epoch, s.lane, s.payload, s.n, CAST((@lease_ids::uuid[])[s.n] AS uuid) AS lease_id
+    FROM started AS s
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, claimed_at_ms, expires_at_ms
+    )
+    SELECT id, attempts, epoch, lease_id, @namespace, @instance_id, @now::bigint, @expires_at_ms::bigint
+    FROM leases
 )
-UPDATE executions AS x
-SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1
-FROM candidates
-WHERE x.id = candidates.id AND x.state = 'waiting'
-RETURNING x.id, x.attempts, x.epoch, x.namespace, x.lane, x.payload, x.priority, x.created_at_ms;
-
--- name: AttemptInsertMany :exec
--- AttemptInsertMany records the leases of new attempts, one per array element.
-INSERT INTO attempts (
-    execution_id, attempt_index, epoch, lease_id, namespace, instance_id, claimed_at_ms, expires_at_ms
-)
-SELECT unnest(@execution_ids::uuid[]), unnest(@attempt_indexes::bigint[]), unnest(@epochs::bigint[]),
-       unnest(@lease_ids::uuid[]), @namespace::text, @instance_id::text, @claimed_at_ms::bigint, @expires_at_ms::bigint;
+SELECT id, attempts, epoch, lane, payload, lease_id FROM leases
+ORDER BY n;
 
 -- name: AttemptRenew :one
 -- AttemptRenew extends the current, unexpired, unrevoked lease of an execution.
@@ -53,24 +66,37 @@ WHERE execution_id = @execution_id AND epoch = @epoch AND state = 'running'
   AND expires_at_ms > @now AND revoked_at_ms IS NULL
 RETURNING expires_at_ms;
 
--- name: AttemptEnd :one
--- AttemptEnd closes the current, unexpired, unrevoked lease of an execution as completed or failed.
-UPDATE attempts SET state = @state, ended_at_ms = @now::bigint
-WHERE execution_id = @execution_id AND epoch = @epoch AND state = 'running'
-  AND expires_at_ms > @now AND revoked_at_ms IS NULL
-RETURNING attempt_index;
+-- name: LeaseComplete :one
+-- LeaseComplete ends the current, unexpired, unrevoked lease and its
+-- execution as completed with the result, in one statement (fenced in its
+-- WHERE); no row when the lease is lost.
+WITH ended AS (
+    UPDATE attempts AS a SET state = 'completed', ended_at_ms = @now::bigint
+    WHERE a.execution_id = @execution_id AND a.epoch = @epoch AND a.state = 'running'
+      AND a.expires_at_ms > @now::bigint AND a.revoked_at_ms IS NULL
+    RETURNING a.execution_id
+)
+UPDATE executions AS x SET state = 'completed', result = @result
+FROM ended
+WHERE x.id = ended.execution_id AND x.state = 'running'
+RETURNING x.id;
 
--- name: ExecutionComplete :exec
--- ExecutionComplete ends a running execution as completed with its result.
-UPDATE executions SET state = 'completed', result = @result
-WHERE id = @id AND state = 'running';
-
--- name: ExecutionFail :exec
--- ExecutionFail returns a running execution to waiting while attempts remain, else ends it failed.
-UPDATE executions
-SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+-- name: LeaseFail :one
+-- LeaseFail ends the current, unexpired, unrevoked lease as failed, returns
+-- its execution to waiting while attempts remain (else ends it failed) with
+-- the reason, in one statement; no row when the lease is lost.
+WITH ended AS (
+    UPDATE attempts AS a SET state = 'failed', ended_at_ms = @now::bigint
+    WHERE a.execution_id = @execution_id AND a.epoch = @epoch AND a.state = 'running'
+      AND a.expires_at_ms > @now::bigint AND a.revoked_at_ms IS NULL
+    RETURNING a.execution_id
+)
+UPDATE executions AS x
+SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
     last_error = @last_error
-WHERE id = @id AND state = 'running';
+FROM ended
+WHERE x.id = ended.execution_id AND x.state = 'running'
+RETURNING x.id;
 
 -- name: AttemptRevokeHeldBy :exec
 -- AttemptRevokeHeldBy ends for good, at @now, every running lease of the

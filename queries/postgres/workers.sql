@@ -46,11 +46,19 @@ WHERE w.last_heartbeat_ms + w.ttl_ms <= excluded.last_heartbeat_ms
 RETURNING registered_at_ms;
 
 -- name: WorkerHeartbeat :one
--- WorkerHeartbeat moves an alive worker's heartbeat to now and returns its TTL.
-UPDATE workers SET last_heartbeat_ms = @now
-WHERE namespace = @namespace AND instance_id = @instance_id
-  AND last_heartbeat_ms + ttl_ms > @now
-RETURNING ttl_ms;
+-- WorkerHeartbeat moves an alive worker's heartbeat to now, logs a heartbeat
+-- event when @log_event is set, and returns its TTL, in one statement.
+WITH hb AS (
+    UPDATE workers AS w SET last_heartbeat_ms = @now::bigint
+    WHERE w.namespace = @namespace AND w.instance_id = @instance_id
+      AND w.last_heartbeat_ms + w.ttl_ms > @now::bigint
+    RETURNING w.namespace, w.instance_id, w.ttl_ms
+), logged AS (
+    INSERT INTO worker_events (namespace, instance_id, kind, at_ms, reason)
+    SELECT hb.namespace, hb.instance_id, 'heartbeat', @now::bigint, '' FROM hb
+    WHERE @log_event::boolean
+)
+SELECT hb.ttl_ms FROM hb;
 
 -- name: WorkerDelete :execrows
 -- WorkerDelete removes one worker row, alive or lapsed.

@@ -194,22 +194,24 @@ func TestQueriesUseIndexes(t *testing.T) {
 		},
 		"ExecutionGet": func(q *pgdb.Queries) error { _, err := q.ExecutionGet(ctx, id); return err },
 		"ExecutionClaim": func(q *pgdb.Queries) error {
-			_, err := q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{Lanes: []string{"lane1", "lane2"}, Namespace: "ns1", Capabilities: []string{"gpu"}, MaxRows: 10})
+			_, err := q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{Namespace: "ns1", InstanceID: "i1", Now: 5, LeaseIds: []uuid.UUID{uuid.New(), uuid.New()}, ExpiresAtMs: 9})
 			return err
 		},
 		"AttemptRenew": func(q *pgdb.Queries) error {
 			_, err := q.AttemptRenew(ctx, pgdb.AttemptRenewParams{ExpiresAtMs: 9, ExecutionID: id, Epoch: 1, Now: 5})
 			return err
 		},
-		"AttemptEnd": func(q *pgdb.Queries) error {
-			_, err := q.AttemptEnd(ctx, pgdb.AttemptEndParams{State: "completed", Now: 5, ExecutionID: id, Epoch: 1})
+		"LeaseComplete": func(q *pgdb.Queries) error {
+			_, err := q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{Result: []byte("x"), Now: 5, ExecutionID: id, Epoch: 1})
 			return err
 		},
-		"ExecutionComplete": func(q *pgdb.Queries) error {
-			return q.ExecutionComplete(ctx, pgdb.ExecutionCompleteParams{Result: []byte("x"), ID: id})
+		"LeaseFail": func(q *pgdb.Queries) error {
+			_, err := q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: "x", Now: 5, ExecutionID: id, Epoch: 1})
+			return err
 		},
-		"ExecutionFail": func(q *pgdb.Queries) error {
-			return q.ExecutionFail(ctx, pgdb.ExecutionFailParams{LastError: "x", ID: id})
+		"WorkerHeartbeat logged": func(q *pgdb.Queries) error {
+			_, err := q.WorkerHeartbeat(ctx, pgdb.WorkerHeartbeatParams{Now: 5, Namespace: "ns1", InstanceID: "i1", LogEvent: true})
+			return err
 		},
 		"AttemptRevokeHeldBy": func(q *pgdb.Queries) error {
 			return q.AttemptRevokeHeldBy(ctx, pgdb.AttemptRevokeHeldByParams{Now: 5, Namespaces: []string{"ns1"}, InstanceIds: []string{"i1"}})

@@ -178,12 +178,23 @@ func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine
 	return err
 }
 
+// WriteOne runs fn, which issues one statement, on a pooled connection
+// without BEGIN and COMMIT: a single statement is atomic by itself. The
+// admission time and the retries are Write's.
+func (e *Engine) WriteOne(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	return e.write(ctx, fn, false)
+}
+
 // Write runs fn in a transaction of its own and returns once it committed
 // (nil) or was rolled back (fn's error). A write that cannot get a pooled
 // connection within the admission time returns ErrOverloaded. Once begun, a
 // write runs to its end even if ctx ends. A serialization failure or a
 // deadlock runs fn again, a bounded number of times.
 func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	return e.write(ctx, fn, true)
+}
+
+func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error, inTx bool) error {
 	if e.closed.Load() {
 		return engine.ErrClosed
 	}
@@ -194,7 +205,7 @@ func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engin
 		return err
 	}
 	for try := 1; ; try++ {
-		err := e.writeOnce(ctx, fn)
+		err := e.writeOnce(ctx, fn, inTx)
 		if !retryable(err) || try == maxWriteTries {
 			return err
 		}
@@ -203,7 +214,7 @@ func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engin
 	}
 }
 
-func (e *Engine) writeOnce(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+func (e *Engine) writeOnce(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error, inTx bool) error {
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Admission)
 	conn, err := e.pool.Acquire(actx)
 	cancel()
@@ -220,6 +231,9 @@ func (e *Engine) writeOnce(ctx context.Context, fn func(ctx context.Context, q e
 	}
 	defer conn.Release()
 	bg := context.WithoutCancel(ctx)
+	if !inTx {
+		return fn(bg, queries{pgdb.New(conn)})
+	}
 	tx, err := conn.Begin(bg)
 	if err != nil {
 		return fmt.Errorf("roster: begin: %w", translate(err))

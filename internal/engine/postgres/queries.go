@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -45,8 +43,8 @@ func (x queries) WorkerRegister(ctx context.Context, w engine.Worker) error {
 	return translate(err)
 }
 
-func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
-	ttl, err := x.q.WorkerHeartbeat(ctx, pgdb.WorkerHeartbeatParams{Now: nowMs, Namespace: k.Namespace, InstanceID: k.InstanceID})
+func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs int64, logEvent bool) (int64, error) {
+	ttl, err := x.q.WorkerHeartbeat(ctx, pgdb.WorkerHeartbeatParams{Now: nowMs, Namespace: k.Namespace, InstanceID: k.InstanceID, LogEvent: logEvent})
 	return ttl, translate(err)
 }
 
@@ -158,34 +156,28 @@ func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Executi
 	}, nil
 }
 
-// ExecutionClaim picks and starts the executions in one statement (each
-// lane's candidates locked FOR UPDATE SKIP LOCKED), then records their
-// attempts in one more, both in the caller's transaction.
+// ExecutionClaim is one statement: the worker's liveness, the pick (FOR
+// UPDATE SKIP LOCKED), the start and the attempts. Only when it claims
+// nothing does a second query tell "not alive" from "no work".
 func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]engine.ClaimedLease, error) {
 	rows, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
-		Lanes: array(p.Lanes), Namespace: p.Namespace, Capabilities: array(p.Capabilities), MaxRows: int32(len(p.LeaseIDs)),
+		Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs, LeaseIds: p.LeaseIDs, ExpiresAtMs: p.ExpiresAtMs,
 	})
-	if err != nil || len(rows) == 0 {
+	if err != nil {
 		return nil, translate(err)
 	}
-	// UPDATE ... RETURNING does not keep the candidates' order: best first.
-	sortClaimed(rows)
-	out := make([]engine.ClaimedLease, len(rows))
-	ins := pgdb.AttemptInsertManyParams{
-		Namespace: p.Namespace, InstanceID: p.InstanceID, ClaimedAtMs: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
+	if len(rows) == 0 {
+		if _, err := x.q.WorkerGetAlive(ctx, pgdb.WorkerGetAliveParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs}); err != nil {
+			return nil, translate(err)
+		}
+		return nil, nil
 	}
+	out := make([]engine.ClaimedLease, len(rows))
 	for i, r := range rows {
 		out[i] = engine.ClaimedLease{
-			ExecutionID: r.ID, LeaseID: p.LeaseIDs[i], AttemptIndex: r.Attempts, Epoch: r.Epoch,
-			Namespace: r.Namespace, Lane: r.Lane, Payload: r.Payload, ExpiresAtMs: p.ExpiresAtMs,
+			ExecutionID: r.ID, LeaseID: r.LeaseID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
+			Namespace: p.Namespace, Lane: r.Lane, Payload: r.Payload, ExpiresAtMs: p.ExpiresAtMs,
 		}
-		ins.ExecutionIds = append(ins.ExecutionIds, r.ID)
-		ins.AttemptIndexes = append(ins.AttemptIndexes, r.Attempts)
-		ins.Epochs = append(ins.Epochs, r.Epoch)
-		ins.LeaseIds = append(ins.LeaseIds, p.LeaseIDs[i])
-	}
-	if err := x.q.AttemptInsertMany(ctx, ins); err != nil {
-		return nil, translate(err)
 	}
 	return out, nil
 }
@@ -195,17 +187,14 @@ func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, exp
 	return translate(err)
 }
 
-func (x queries) AttemptEnd(ctx context.Context, l engine.LeaseRef, state string, nowMs int64) error {
-	_, err := x.q.AttemptEnd(ctx, pgdb.AttemptEndParams{State: state, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
+func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
+	_, err := x.q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{Result: result, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
 	return translate(err)
 }
 
-func (x queries) ExecutionComplete(ctx context.Context, id uuid.UUID, result []byte) error {
-	return translate(x.q.ExecutionComplete(ctx, pgdb.ExecutionCompleteParams{Result: result, ID: id}))
-}
-
-func (x queries) ExecutionFail(ctx context.Context, id uuid.UUID, reason string) error {
-	return translate(x.q.ExecutionFail(ctx, pgdb.ExecutionFailParams{LastError: reason, ID: id}))
+func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
+	_, err := x.q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: reason, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
+	return translate(err)
 }
 
 func (x queries) AttemptRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
@@ -409,18 +398,4 @@ func splitKeys(keys []engine.WorkerKey) (namespaces, instances []string) {
 		namespaces[i], instances[i] = k.Namespace, k.InstanceID
 	}
 	return namespaces, instances
-}
-
-// sortClaimed orders claimed rows best first: highest priority, then oldest,
-// then lowest id.
-func sortClaimed(rows []pgdb.ExecutionClaimRow) {
-	slices.SortFunc(rows, func(a, b pgdb.ExecutionClaimRow) int {
-		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.CreatedAtMs, b.CreatedAtMs); c != 0 {
-			return c
-		}
-		return slices.Compare(a.ID[:], b.ID[:])
-	})
 }

@@ -53,9 +53,14 @@ func (x queries) WorkerRegister(ctx context.Context, w engine.Worker) error {
 	return translate(err)
 }
 
-func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
+func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs int64, logEvent bool) (int64, error) {
 	ttl, err := x.q.WorkerHeartbeat(ctx, sqlitedb.WorkerHeartbeatParams{Now: nowMs, Namespace: k.Namespace, InstanceID: k.InstanceID})
-	return ttl, translate(err)
+	if err != nil || !logEvent {
+		return ttl, translate(err)
+	}
+	return ttl, x.WorkerEventAppend(ctx, engine.WorkerEvent{
+		Namespace: k.Namespace, InstanceID: k.InstanceID, Kind: "heartbeat", AtMs: nowMs,
+	})
 }
 
 func (x queries) WorkerDelete(ctx context.Context, k engine.WorkerKey) (bool, error) {
@@ -175,12 +180,19 @@ func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Executi
 // single writer runs the whole claim in one transaction, so no other claim
 // can take a candidate between the pick and the start.
 func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]engine.ClaimedLease, error) {
+	w, err := x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
+	if err != nil {
+		return nil, translate(err)
+	}
+	lanes, err := parseJSONArray(w.Lanes)
+	if err != nil {
+		return nil, err
+	}
 	want := len(p.LeaseIDs)
-	caps := jsonArray(p.Capabilities)
 	var cands []sqlitedb.ExecutionPickInLaneRow
-	for _, lane := range p.Lanes {
+	for _, lane := range lanes {
 		rows, err := x.q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{
-			Namespace: p.Namespace, Lane: lane, Capabilities: caps, Limit: int64(want),
+			Namespace: p.Namespace, Lane: lane, Capabilities: w.Capabilities, Limit: int64(want),
 		})
 		if err != nil {
 			return nil, translate(err)
@@ -225,17 +237,22 @@ func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, exp
 	return translate(err)
 }
 
-func (x queries) AttemptEnd(ctx context.Context, l engine.LeaseRef, state string, nowMs int64) error {
-	_, err := x.q.AttemptEnd(ctx, sqlitedb.AttemptEndParams{State: state, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
-	return translate(err)
+// LeaseComplete ends the attempt, fenced in its UPDATE, then the execution,
+// in the writer's transaction.
+func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
+	if _, err := x.q.AttemptEnd(ctx, sqlitedb.AttemptEndParams{State: "completed", Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch}); err != nil {
+		return translate(err)
+	}
+	return translate(x.q.ExecutionComplete(ctx, sqlitedb.ExecutionCompleteParams{Result: result, ID: l.ExecutionID}))
 }
 
-func (x queries) ExecutionComplete(ctx context.Context, id uuid.UUID, result []byte) error {
-	return translate(x.q.ExecutionComplete(ctx, sqlitedb.ExecutionCompleteParams{Result: result, ID: id}))
-}
-
-func (x queries) ExecutionFail(ctx context.Context, id uuid.UUID, reason string) error {
-	return translate(x.q.ExecutionFail(ctx, sqlitedb.ExecutionFailParams{LastError: reason, ID: id}))
+// LeaseFail ends the attempt, fenced in its UPDATE, then returns the
+// execution to waiting or ends it, in the writer's transaction.
+func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
+	if _, err := x.q.AttemptEnd(ctx, sqlitedb.AttemptEndParams{State: "failed", Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch}); err != nil {
+		return translate(err)
+	}
+	return translate(x.q.ExecutionFail(ctx, sqlitedb.ExecutionFailParams{LastError: reason, ID: l.ExecutionID}))
 }
 
 func (x queries) AttemptRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {

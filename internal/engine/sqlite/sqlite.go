@@ -320,6 +320,12 @@ func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engin
 	}
 }
 
+// WriteOne is Write: the single writer's group commit already shares one
+// transaction among the writes queued together.
+func (e *Engine) WriteOne(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	return e.Write(ctx, fn)
+}
+
 // QueueLen reports how many writes wait for the writer (tests).
 func (e *Engine) QueueLen() int { return len(e.queue) }
 

@@ -1,0 +1,235 @@
+// Package river compares roster with River (github.com/riverqueue/river) on
+// the same machine and the same database server, in one run: claim and
+// complete no-op jobs with 1, 8 and 64 workers. It is a module of its own so
+// that River never becomes a dependency of roster.
+//
+//	cd bench/river && ROSTER_TEST_POSTGRES=postgres://... go test -bench . -benchtime 3000x
+package river
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/rosterdb/roster/internal/pgtest"
+	"github.com/rosterdb/roster/service"
+	_ "modernc.org/sqlite"
+)
+
+// noopArgs is River's no-op job.
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "noop" }
+
+// noopWorker counts completions and says when the last one is done.
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	left *atomic.Int64
+	done chan struct{}
+}
+
+func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
+	if w.left.Add(-1) == 0 {
+		close(w.done)
+	}
+	return nil
+}
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func riverConfig(workers int, w *noopWorker) *river.Config {
+	ws := river.NewWorkers()
+	river.AddWorker(ws, w)
+	return &river.Config{
+		Logger:            discard,
+		FetchCooldown:     time.Millisecond,
+		FetchPollInterval: time.Millisecond,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Workers:           ws,
+	}
+}
+
+func insertRiver[TTx any](b *testing.B, c *river.Client[TTx], n int) {
+	b.Helper()
+	ctx := context.Background()
+	for done := 0; done < n; {
+		batch := min(n-done, 5000)
+		params := make([]river.InsertManyParams, batch)
+		for i := range params {
+			params[i] = river.InsertManyParams{Args: noopArgs{}}
+		}
+		if _, err := c.InsertManyFast(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+		done += batch
+	}
+}
+
+// drainRiver starts the client and waits for every job to complete.
+func drainRiver[TTx any](b *testing.B, c *river.Client[TTx], w *noopWorker) {
+	b.Helper()
+	ctx := context.Background()
+	b.ResetTimer()
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Minute):
+		b.Fatal("River did not finish")
+	}
+	b.StopTimer()
+	if err := c.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		b.Fatal(err)
+	}
+}
+
+// drainRoster claims and completes every waiting execution with the given
+// number of workers (goroutines, each a registered worker instance), every
+// lease fenced.
+func drainRoster(b *testing.B, s *service.Store, workers, n int) {
+	b.Helper()
+	ctx := context.Background()
+	for i := range workers {
+		if _, err := s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: fmt.Sprint("w", i),
+			Lanes: []string{"default"}, TTL: time.Hour}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range n {
+		if _, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "default"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	b.ResetTimer()
+	for i := range workers {
+		wg.Go(func() {
+			inst := fmt.Sprint("w", i)
+			for {
+				l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: inst, LeaseTTL: time.Minute})
+				if errors.Is(err, service.ErrNoWork) {
+					return
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: l}); err != nil {
+					b.Error(err)
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if int(done.Load()) != n {
+		b.Fatalf("completed %d of %d", done.Load(), n)
+	}
+}
+
+func report(b *testing.B) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkPostgres: River on riverpgxv5 against roster on one PostgreSQL
+// server, each in a schema of its own, b.N no-op jobs per run.
+func BenchmarkPostgres(b *testing.B) {
+	for _, workers := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("river/workers=%d", workers), func(b *testing.B) {
+			ctx := context.Background()
+			u := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
+			pool, err := pgxpool.New(ctx, u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			driver := riverpgxv5.New(pool)
+			m, err := rivermigrate.New(driver, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+				b.Fatal(err)
+			}
+			w := &noopWorker{left: new(atomic.Int64), done: make(chan struct{})}
+			w.left.Store(int64(b.N))
+			c, err := river.NewClient(driver, riverConfig(workers, w))
+			if err != nil {
+				b.Fatal(err)
+			}
+			insertRiver(b, c, b.N)
+			drainRiver(b, c, w)
+			report(b)
+		})
+		b.Run(fmt.Sprintf("roster/workers=%d", workers), func(b *testing.B) {
+			u := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
+			s, err := service.Open(context.Background(), u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			drainRoster(b, s, workers, b.N)
+			report(b)
+		})
+	}
+}
+
+// BenchmarkSQLite: River on riversqlite against roster on a SQLite file in
+// WAL mode with synchronous=FULL, b.N no-op jobs per run.
+func BenchmarkSQLite(b *testing.B) {
+	for _, workers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("river/workers=%d", workers), func(b *testing.B) {
+			ctx := context.Background()
+			path := filepath.Join(b.TempDir(), "river.db")
+			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+			if err != nil {
+				b.Fatal(err)
+			}
+			db.SetMaxOpenConns(1) // River's advice for SQLite: one connection
+			defer db.Close()
+			driver := riversqlite.New(db)
+			m, err := rivermigrate.New(driver, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+				b.Fatal(err)
+			}
+			w := &noopWorker{left: new(atomic.Int64), done: make(chan struct{})}
+			w.left.Store(int64(b.N))
+			c, err := river.NewClient(driver, riverConfig(workers, w))
+			if err != nil {
+				b.Fatal(err)
+			}
+			insertRiver(b, c, b.N)
+			drainRiver(b, c, w)
+			report(b)
+		})
+		b.Run(fmt.Sprintf("roster/workers=%d", workers), func(b *testing.B) {
+			s, err := service.Open(context.Background(), filepath.Join(b.TempDir(), "roster.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			drainRoster(b, s, workers, b.N)
+			report(b)
+		})
+	}
+}
