@@ -16,26 +16,48 @@ import (
 // maxPayloadBytes bounds payloads and results.
 const maxPayloadBytes = 16 << 20
 
+// maxRetryBackoff bounds RetryBackoff and every retry's wait.
+const maxRetryBackoff = 24 * time.Hour
+
+// maxClaimBatch bounds ClaimExecutions.
+const maxClaimBatch = 1000
+
 // ExecutionState is the state of an execution.
 type ExecutionState string
 
 // The execution states: waiting → running → completed | failed, and back to
-// waiting when an attempt fails or is reclaimed while attempts remain.
+// waiting when an attempt fails or is reclaimed while attempts remain; a
+// waiting or running execution can be cancelled.
 const (
 	ExecutionWaiting   ExecutionState = "waiting"
 	ExecutionRunning   ExecutionState = "running"
 	ExecutionCompleted ExecutionState = "completed"
 	ExecutionFailed    ExecutionState = "failed"
+	ExecutionCancelled ExecutionState = "cancelled"
 )
+
+func (s ExecutionState) known() bool {
+	switch s {
+	case ExecutionWaiting, ExecutionRunning, ExecutionCompleted, ExecutionFailed, ExecutionCancelled:
+		return true
+	}
+	return false
+}
 
 // CreateExecutionArgs are the arguments of CreateExecution.
 type CreateExecutionArgs struct {
 	Namespace, Lane      string
 	Payload              []byte
-	Priority             int // higher is claimed first; ties: oldest first
+	Priority             int // higher is claimed first; ties: earliest RunAt, then lowest id
 	RequiredCapabilities []string
 	MaxAttempts          int // 0 means 1
-	Now                  time.Time
+	// RunAt: zero means claimable at once (RunAt = the creation time); else
+	// not claimable before RunAt.
+	RunAt time.Time
+	// RetryBackoff: 0 means a failed or reclaimed attempt is claimable again
+	// at once; else (1 ms to 24 h) it waits min(RetryBackoff × 2^(Attempts−1), 24 h).
+	RetryBackoff time.Duration
+	Now          time.Time
 }
 
 // Execution is one unit of work.
@@ -47,8 +69,33 @@ type Execution struct {
 	Payload, Result                     []byte
 	RequiredCapabilities                []string
 	Attempts, MaxAttempts, ReclaimCount int
-	LastError                           string
+	LastError                           string // the last fail reason, "lease expired", or the cancel reason
 	CreatedAt                           time.Time
+	RunAt                               time.Time // when it is (or was last) claimable from
+	RetryBackoff                        time.Duration
+}
+
+// CancelExecutionArgs are the arguments of CancelExecution.
+type CancelExecutionArgs struct {
+	ID     uuid.UUID
+	Reason string // free text, at most 4 KiB
+	Now    time.Time
+}
+
+// ListExecutionsArgs select a page of executions in id (creation) order.
+// Each filter is optional: Namespace "" is every namespace.
+type ListExecutionsArgs struct {
+	Namespace, Lane string
+	State           ExecutionState
+	After           string
+	Limit           int
+}
+
+// ExecutionPage is one page of executions; Next is empty exactly on the last
+// page.
+type ExecutionPage struct {
+	Executions []Execution
+	Next       string
 }
 
 // ClaimArgs are the arguments of ClaimExecution.
@@ -135,9 +182,17 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 	if err := validPayload("Payload", a.Payload); err != nil {
 		return uuid.Nil, err
 	}
+	if a.RetryBackoff < 0 || (a.RetryBackoff > 0 && a.RetryBackoff < time.Millisecond) || a.RetryBackoff > maxRetryBackoff {
+		return uuid.Nil, invalid("RetryBackoff", "%v is neither 0 nor between 1ms and 24h", a.RetryBackoff)
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("roster: new execution id: %w", err)
+	}
+	now := s.now(a.Now).UnixMilli()
+	runAt := now
+	if !a.RunAt.IsZero() {
+		runAt = a.RunAt.UnixMilli()
 	}
 	row := engine.Execution{
 		ID:                   id,
@@ -147,14 +202,17 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 		Payload:              a.Payload,
 		RequiredCapabilities: caps,
 		MaxAttempts:          int64(max(a.MaxAttempts, 1)),
-		CreatedAtMs:          s.now(a.Now).UnixMilli(),
+		CreatedAtMs:          now,
+		RunAtMs:              runAt,
+		RetryBackoffMs:       a.RetryBackoff.Milliseconds(),
 	}
-	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return q.ExecutionInsert(ctx, row)
 	})
 	if err != nil {
 		return uuid.Nil, err
 	}
+	s.work.signal()
 	return id, nil
 }
 
@@ -175,32 +233,58 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (Execution, erro
 	return e, err
 }
 
-// ClaimExecution gives a live worker the best waiting execution of its
-// namespace (highest priority, then oldest) whose lane is one of the worker's
-// lanes and whose required capabilities are all among the worker's, under a
-// new lease: a new attempt, a new epoch and a new lease id. A worker that is
-// not alive is ErrNotRegistered; nothing to claim is ErrNoWork.
+// ClaimExecution gives a live worker the best claimable execution of its
+// namespace (waiting and RunAt <= now; highest priority, then earliest RunAt,
+// then lowest id) whose lane is one of the worker's lanes and whose required
+// capabilities are all among the worker's, under a new lease: a new attempt,
+// a new epoch and a new lease id. A worker that is not alive is
+// ErrNotRegistered; nothing to claim is ErrNoWork.
 func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) {
-	if err := s.check(); err != nil {
+	leases, err := s.claim(ctx, a, 1)
+	if err != nil {
 		return Lease{}, err
+	}
+	return leases[0], nil
+}
+
+// ClaimExecutions is ClaimExecution for up to max executions (1 to 1000) in
+// one transaction, returned best first; fewer when fewer are claimable, and
+// ErrNoWork when none is.
+func (s *Store) ClaimExecutions(ctx context.Context, a ClaimArgs, max int) ([]Lease, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if max < 1 || max > maxClaimBatch {
+		return nil, invalid("max", "%d is outside 1..%d", max, maxClaimBatch)
+	}
+	return s.claim(ctx, a, max)
+}
+
+func (s *Store) claim(ctx context.Context, a ClaimArgs, n int) ([]Lease, error) {
+	if err := s.check(); err != nil {
+		return nil, err
 	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
-		return Lease{}, err
+		return nil, err
 	}
 	if err := validTTL("LeaseTTL", a.LeaseTTL); err != nil {
-		return Lease{}, err
+		return nil, err
 	}
-	leaseID, err := uuid.NewV7()
-	if err != nil {
-		return Lease{}, fmt.Errorf("roster: new lease id: %w", err)
+	leaseIDs := make([]uuid.UUID, n)
+	for i := range leaseIDs {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("roster: new lease id: %w", err)
+		}
+		leaseIDs[i] = id
 	}
 	now := s.now(a.Now).UnixMilli()
 	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
-	var lease Lease
-	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+	var leases []Lease
+	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		claimed, err := q.ExecutionClaim(ctx, engine.ClaimParams{
 			Namespace: a.Namespace, InstanceID: a.InstanceID,
-			NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: []uuid.UUID{leaseID},
+			NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: leaseIDs,
 		})
 		if errors.Is(err, engine.ErrNoRows) {
 			return notRegistered(key)
@@ -209,16 +293,103 @@ func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) 
 			return err
 		}
 		if len(claimed) == 0 {
-			return fmt.Errorf("%w: nothing waiting in namespace %q for the lanes and capabilities of %q",
+			return fmt.Errorf("%w: nothing claimable in namespace %q for the lanes and capabilities of %q",
 				ErrNoWork, a.Namespace, a.InstanceID)
 		}
-		lease = leaseFromRow(claimed[0], a.InstanceID)
+		leases = make([]Lease, len(claimed))
+		for i, c := range claimed {
+			leases[i] = leaseFromRow(c, a.InstanceID)
+		}
 		return nil
 	})
 	if err != nil {
-		return Lease{}, err
+		return nil, err
 	}
-	return lease, nil
+	return leases, nil
+}
+
+// CancelExecution cancels a waiting or running execution: it ends
+// cancelled with LastError = Reason, and a running one's lease ends at once
+// (the holder's calls get ErrLeaseLost). Cancelling a cancelled execution is
+// a no-op; a completed or failed one is ErrConflict; an unknown id
+// ErrNotFound.
+func (s *Store) CancelExecution(ctx context.Context, a CancelExecutionArgs) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validFreeText("Reason", a.Reason, maxFailReasonBytes); err != nil {
+		return err
+	}
+	now := s.now(a.Now).UnixMilli()
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		done, err := q.ExecutionCancel(ctx, a.ID, a.Reason, now)
+		if err != nil || done {
+			return err
+		}
+		state, err := q.ExecutionGetState(ctx, a.ID)
+		switch {
+		case errors.Is(err, engine.ErrNoRows):
+			return fmt.Errorf("%w: execution %s", ErrNotFound, a.ID)
+		case err != nil:
+			return err
+		case ExecutionState(state) == ExecutionCancelled:
+			return nil
+		}
+		return fmt.Errorf("%w: execution %s is %s and cannot be cancelled", ErrConflict, a.ID, state)
+	})
+}
+
+const executionsCursor = "executions"
+
+// ListExecutions pages executions in id (creation) order, filtered by
+// namespace ("" = all), lane and state, each optional.
+func (s *Store) ListExecutions(ctx context.Context, a ListExecutionsArgs) (ExecutionPage, error) {
+	if err := s.check(); err != nil {
+		return ExecutionPage{}, err
+	}
+	if err := validOptionalIdentifier("Namespace", a.Namespace); err != nil {
+		return ExecutionPage{}, err
+	}
+	if err := validOptionalIdentifier("Lane", a.Lane); err != nil {
+		return ExecutionPage{}, err
+	}
+	if a.State != "" && !a.State.known() {
+		return ExecutionPage{}, invalid("State", "unknown execution state %q", a.State)
+	}
+	limit, err := pageLimit(a.Limit)
+	if err != nil {
+		return ExecutionPage{}, err
+	}
+	p := engine.ExecutionListParams{Namespace: a.Namespace, Lane: a.Lane, State: string(a.State), Limit: limit + 1}
+	var after string
+	ok, err := decodeCursor(a.After, executionsCursor, &after)
+	if err != nil {
+		return ExecutionPage{}, err
+	}
+	if ok {
+		if p.AfterID, err = uuid.Parse(after); err != nil {
+			return ExecutionPage{}, invalid("After", "not a cursor returned by this list")
+		}
+	}
+	var rows []engine.Execution
+	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		rows, err = q.ExecutionList(ctx, p)
+		return err
+	})
+	if err != nil {
+		return ExecutionPage{}, err
+	}
+	var page ExecutionPage
+	if len(rows) > limit {
+		rows = rows[:limit]
+		page.Next = encodeCursor(executionsCursor, rows[limit-1].ID.String())
+	}
+	page.Executions = make([]Execution, len(rows))
+	for i, r := range rows {
+		page.Executions[i] = executionFromRow(r)
+	}
+	return page, nil
 }
 
 // RenewLease extends the current lease to Now + TTL and returns the new
@@ -263,14 +434,8 @@ func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if len(a.Reason) > maxFailReasonBytes {
-		return invalid("Reason", "%d bytes exceeds the limit of %d", len(a.Reason), maxFailReasonBytes)
-	}
-	if !utf8.ValidString(a.Reason) {
-		return invalid("Reason", "not valid UTF-8")
-	}
-	if strings.IndexByte(a.Reason, 0) >= 0 {
-		return invalid("Reason", "contains a NUL byte")
+	if err := validFreeText("Reason", a.Reason, maxFailReasonBytes); err != nil {
+		return err
 	}
 	now := s.now(a.Now).UnixMilli()
 	return s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
@@ -375,7 +540,7 @@ func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit i
 				return err
 			}
 			n = len(ids)
-			return q.ExecutionRequeueReclaimed(ctx, ids)
+			return q.ExecutionRequeueReclaimed(ctx, ids, nowMs)
 		})
 		total += n
 		if err != nil {
@@ -428,5 +593,22 @@ func executionFromRow(r engine.Execution) Execution {
 		ReclaimCount:         int(r.ReclaimCount),
 		LastError:            r.LastError,
 		CreatedAt:            msTime(r.CreatedAtMs),
+		RunAt:                msTime(r.RunAtMs),
+		RetryBackoff:         time.Duration(r.RetryBackoffMs) * time.Millisecond,
 	}
+}
+
+// validFreeText checks free text (a fail or cancel reason): valid UTF-8, no
+// NUL byte, at most maxBytes bytes.
+func validFreeText(field, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return invalid(field, "%d bytes exceeds the limit of %d", len(v), maxBytes)
+	}
+	if !utf8.ValidString(v) {
+		return invalid(field, "not valid UTF-8")
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return invalid(field, "contains a NUL byte")
+	}
+	return nil
 }

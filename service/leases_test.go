@@ -389,22 +389,23 @@ func TestReclaim(t *testing.T) {
 		worker(t, s, "ns", "i", []string{"default"}, nil)
 		retry := create(t, s, CreateExecutionArgs{MaxAttempts: 2, Now: t0})
 		once := create(t, s, CreateExecutionArgs{MaxAttempts: 1, Now: t0.Add(time.Millisecond)})
-		l1 := claim(t, s, "i", t0)
-		l2 := claim(t, s, "i", t0)
+		// Both claimable from t0+1ms (RunAt = creation time); leases until t0+1m+1ms.
+		l1 := claim(t, s, "i", t0.Add(time.Millisecond))
+		l2 := claim(t, s, "i", t0.Add(time.Millisecond))
 		if l1.ExecutionID != retry || l2.ExecutionID != once {
 			t.Fatal("unexpected claim order")
 		}
-		n, err := s.ReclaimExpiredLeases(ctx, t0.Add(time.Minute-time.Millisecond), 0)
+		n, err := s.ReclaimExpiredLeases(ctx, t0.Add(time.Minute), 0)
 		must(t, err)
 		if n != 0 {
 			t.Fatalf("reclaimed %d live leases", n)
 		}
-		n, err = s.ReclaimExpiredLeases(ctx, t0.Add(time.Minute), 1) // limit 1
+		n, err = s.ReclaimExpiredLeases(ctx, t0.Add(time.Minute+time.Millisecond), 1) // limit 1
 		must(t, err)
 		if n != 1 {
 			t.Fatalf("reclaimed %d with limit 1", n)
 		}
-		n, err = s.ReclaimExpiredLeases(ctx, t0.Add(time.Minute), 0)
+		n, err = s.ReclaimExpiredLeases(ctx, t0.Add(time.Minute+time.Millisecond), 0)
 		must(t, err)
 		if n != 1 {
 			t.Fatalf("reclaimed %d, want the remaining 1", n)

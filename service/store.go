@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,7 @@ type config struct {
 	migrations    fs.FS // nil: the engine's own; tests substitute theirs
 	clockSet      bool
 	localClock    func() time.Time // the local clock an engine compares with its own (tests skew it)
+	workerPoll    time.Duration    // RunWorker's poll interval (tests lengthen it)
 }
 
 // engineConfig is what the engine is asked for.
@@ -87,6 +89,7 @@ func defaultConfig() config {
 		busyTimeout:   5 * time.Second,
 		migrate:       true,
 		heartbeatLog:  true,
+		workerPoll:    defaultWorkerPoll,
 	}
 }
 
@@ -163,6 +166,34 @@ type Store struct {
 	log    *slog.Logger
 	eng    engine.Engine
 	closed atomic.Bool
+	work   notifier // signalled when CreateExecution adds work
+}
+
+// notifier wakes every waiter once per signal: waiters take the current
+// channel, a signal closes it and installs a new one.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed at the next signal.
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+// signal wakes the current waiters.
+func (n *notifier) signal() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
 }
 
 // Open opens the database at path: a file (created with mode 0600 if absent)

@@ -88,9 +88,16 @@ func TestErrClosed(t *testing.T) {
 			},
 			"TerminateLiveAgents":       func() error { _, err := s.TerminateLiveAgents(ctx, time.Time{}); return err },
 			"TerminateLiveAgentsOnHost": func() error { _, err := s.TerminateLiveAgentsOnHost(ctx, "h", time.Time{}); return err },
-			"ListAgents":                func() error { _, err := s.ListAgents(ctx, ListAgentsArgs{}); return err },
-			"Sweep":                     func() error { _, err := s.Sweep(ctx, time.Time{}, 0); return err },
-			"Close":                     s.Close,
+			"CancelExecution":           func() error { return s.CancelExecution(ctx, CancelExecutionArgs{ID: uuid.New()}) },
+			"ClaimExecutions": func() error {
+				_, err := s.ClaimExecutions(ctx, ClaimArgs{Namespace: "n", InstanceID: "i", LeaseTTL: time.Second}, 0)
+				return err
+			},
+			"ListExecutions": func() error { _, err := s.ListExecutions(ctx, ListExecutionsArgs{Limit: -1}); return err },
+			"RunWorker":      func() error { return s.RunWorker(ctx, WorkerArgs{}) },
+			"ListAgents":     func() error { _, err := s.ListAgents(ctx, ListAgentsArgs{}); return err },
+			"Sweep":          func() error { _, err := s.Sweep(ctx, time.Time{}, 0); return err },
+			"Close":          s.Close,
 			// The closed check comes before any argument check.
 			"RegisterWorker zero TTL": func() error {
 				_, err := s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "n", WorkerID: "w", InstanceID: "i"})
@@ -164,6 +171,7 @@ func TestReadOnlyStore(t *testing.T) {
 				return err
 			},
 			"InsertAgent":         func() error { return r.InsertAgent(ctx, agent("b")) },
+			"CancelExecution":     func() error { return r.CancelExecution(ctx, CancelExecutionArgs{ID: uuid.New()}) },
 			"TerminateLiveAgents": func() error { _, err := r.TerminateLiveAgents(ctx, time.Time{}); return err },
 			"UpdateAgentState": func() error {
 				return r.UpdateAgentState(ctx, UpdateAgentStateArgs{ID: agentID, State: AgentRunning})

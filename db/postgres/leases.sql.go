@@ -222,6 +222,35 @@ func (q *Queries) AttemptRevokeHeldBy(ctx context.Context, arg AttemptRevokeHeld
 	return err
 }
 
+const executionCancel = `-- name: ExecutionCancel :one
+WITH cancelled AS (
+    UPDATE executions AS x SET state = 'cancelled', last_error = $1
+    WHERE x.id = $2 AND x.state IN ('waiting', 'running')
+    RETURNING x.id
+), ended AS (
+    UPDATE attempts AS a SET state = 'cancelled', ended_at_ms = $3::bigint
+    FROM cancelled
+    WHERE a.execution_id = cancelled.id AND a.state = 'running'
+)
+SELECT cancelled.id FROM cancelled
+`
+
+type ExecutionCancelParams struct {
+	Reason string
+	ID     uuid.UUID
+	Now    int64
+}
+
+// ExecutionCancel ends a waiting or running execution as cancelled with the
+// reason, and its running attempt with it, in one statement; no row when the
+// execution is absent or already ended.
+func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, executionCancel, arg.Reason, arg.ID, arg.Now)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const executionClaim = `-- name: ExecutionClaim :many
 WITH w AS (
     SELECT wk.lanes, wk.capabilities FROM workers AS wk
@@ -229,18 +258,19 @@ WITH w AS (
       AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
     FOR SHARE
 ), candidates AS (
-    SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.created_at_ms, c.id) AS n
+    SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS n
     FROM w
     CROSS JOIN LATERAL unnest(w.lanes) AS l (lane)
     CROSS JOIN LATERAL (
-        SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
+        SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
         WHERE e.namespace = $1 AND e.lane = l.lane AND e.state = 'waiting'
+          AND e.run_at_ms <= $3::bigint
           AND e.required_capabilities <@ w.capabilities
-        ORDER BY e.priority DESC, e.created_at_ms, e.id
+        ORDER BY e.priority DESC, e.run_at_ms, e.id
         LIMIT cardinality($4::uuid[])
         FOR UPDATE OF e SKIP LOCKED
     ) AS c
-    ORDER BY c.priority DESC, c.created_at_ms, c.id
+    ORDER BY c.priority DESC, c.run_at_ms, c.id
     LIMIT cardinality($4::uuid[])
 ), started AS (
     UPDATE executions AS x
@@ -321,7 +351,7 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms FROM executions WHERE id = $1
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions WHERE id = $1
 `
 
 // ExecutionGet reads one execution by id.
@@ -343,16 +373,32 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.LastError,
 		&i.Epoch,
 		&i.CreatedAtMs,
+		&i.RunAtMs,
+		&i.RetryBackoffMs,
 	)
 	return i, err
+}
+
+const executionGetState = `-- name: ExecutionGetState :one
+SELECT state FROM executions WHERE id = $1
+`
+
+// ExecutionGetState reads the state of one execution.
+func (q *Queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, executionGetState, id)
+	var state string
+	err := row.Scan(&state)
+	return state, err
 }
 
 const executionInsert = `-- name: ExecutionInsert :exec
 
 INSERT INTO executions (
-    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms
+    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+    run_at_ms, retry_backoff_ms
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8
+    $1, $2, $3, $4, $5, $6, $7, $8,
+    $9, $10
 )
 `
 
@@ -365,6 +411,8 @@ type ExecutionInsertParams struct {
 	RequiredCapabilities []string
 	MaxAttempts          int64
 	CreatedAtMs          int64
+	RunAtMs              int64
+	RetryBackoffMs       int64
 }
 
 // Executions and their attempts (leases).
@@ -379,22 +427,467 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 		arg.RequiredCapabilities,
 		arg.MaxAttempts,
 		arg.CreatedAtMs,
+		arg.RunAtMs,
+		arg.RetryBackoffMs,
 	)
 	return err
+}
+
+const executionList = `-- name: ExecutionList :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE id > $1
+ORDER BY id
+LIMIT $2
+`
+
+type ExecutionListParams struct {
+	AfterID uuid.UUID
+	MaxRows int32
+}
+
+// ExecutionList pages every execution in id order.
+func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionList, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByLane = `-- name: ExecutionListByLane :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE lane = $1 AND id > $2
+ORDER BY id
+LIMIT $3
+`
+
+type ExecutionListByLaneParams struct {
+	Lane    string
+	AfterID uuid.UUID
+	MaxRows int32
+}
+
+// ExecutionListByLane pages one lane's executions, across namespaces, in id order.
+func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLaneParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionListByLane, arg.Lane, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByLaneState = `-- name: ExecutionListByLaneState :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE lane = $1 AND state = $2 AND id > $3
+ORDER BY id
+LIMIT $4
+`
+
+type ExecutionListByLaneStateParams struct {
+	Lane    string
+	State   string
+	AfterID uuid.UUID
+	MaxRows int32
+}
+
+// ExecutionListByLaneState pages one lane's executions of one state, across namespaces, in id order.
+func (q *Queries) ExecutionListByLaneState(ctx context.Context, arg ExecutionListByLaneStateParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionListByLaneState,
+		arg.Lane,
+		arg.State,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByNamespace = `-- name: ExecutionListByNamespace :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE namespace = $1 AND id > $2
+ORDER BY id
+LIMIT $3
+`
+
+type ExecutionListByNamespaceParams struct {
+	Namespace string
+	AfterID   uuid.UUID
+	MaxRows   int32
+}
+
+// ExecutionListByNamespace pages one namespace's executions in id order.
+func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionListByNamespaceParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionListByNamespace, arg.Namespace, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByNamespaceLane = `-- name: ExecutionListByNamespaceLane :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE namespace = $1 AND lane = $2 AND id > $3
+ORDER BY id
+LIMIT $4
+`
+
+type ExecutionListByNamespaceLaneParams struct {
+	Namespace string
+	Lane      string
+	AfterID   uuid.UUID
+	MaxRows   int32
+}
+
+// ExecutionListByNamespaceLane pages one lane of one namespace in id order.
+func (q *Queries) ExecutionListByNamespaceLane(ctx context.Context, arg ExecutionListByNamespaceLaneParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionListByNamespaceLane,
+		arg.Namespace,
+		arg.Lane,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByNamespaceLaneState = `-- name: ExecutionListByNamespaceLaneState :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE namespace = $1 AND lane = $2 AND state = $3 AND id > $4
+ORDER BY id
+LIMIT $5
+`
+
+type ExecutionListByNamespaceLaneStateParams struct {
+	Namespace string
+	Lane      string
+	State     string
+	AfterID   uuid.UUID
+	MaxRows   int32
+}
+
+// ExecutionListByNamespaceLaneState pages one lane of one namespace, of one state, in id order.
+func (q *Queries) ExecutionListByNamespaceLaneState(ctx context.Context, arg ExecutionListByNamespaceLaneStateParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionListByNamespaceLaneState,
+		arg.Namespace,
+		arg.Lane,
+		arg.State,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByNamespaceState = `-- name: ExecutionListByNamespaceState :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE namespace = $1 AND state = $2 AND id > $3
+ORDER BY id
+LIMIT $4
+`
+
+type ExecutionListByNamespaceStateParams struct {
+	Namespace string
+	State     string
+	AfterID   uuid.UUID
+	MaxRows   int32
+}
+
+// ExecutionListByNamespaceState pages one namespace's executions of one state in id order.
+func (q *Queries) ExecutionListByNamespaceState(ctx context.Context, arg ExecutionListByNamespaceStateParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionListByNamespaceState,
+		arg.Namespace,
+		arg.State,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByState = `-- name: ExecutionListByState :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE state = $1 AND id > $2
+ORDER BY id
+LIMIT $3
+`
+
+type ExecutionListByStateParams struct {
+	State   string
+	AfterID uuid.UUID
+	MaxRows int32
+}
+
+// ExecutionListByState pages the executions of one state, across namespaces, in id order.
+func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByStateParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionListByState, arg.State, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const executionRequeueReclaimed = `-- name: ExecutionRequeueReclaimed :exec
 UPDATE executions
 SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST($1 AS bigint) + CASE
+        WHEN retry_backoff_ms = 0 THEN 0
+        WHEN attempts - 1 >= 27 THEN 86400000
+        ELSE least(retry_backoff_ms << (attempts - 1)::int, 86400000) END
+      ELSE run_at_ms END,
     reclaim_count = reclaim_count + 1,
     last_error = 'lease expired'
-WHERE state = 'running' AND id = ANY($1::uuid[])
+WHERE state = 'running' AND id = ANY($2::uuid[])
 `
+
+type ExecutionRequeueReclaimedParams struct {
+	Now int64
+	Ids []uuid.UUID
+}
 
 // ExecutionRequeueReclaimed returns each execution of @ids to waiting while
 // attempts remain, else ends it failed; either way it counts the reclaim.
-func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID) error {
-	_, err := q.db.Exec(ctx, executionRequeueReclaimed, ids)
+func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, arg ExecutionRequeueReclaimedParams) error {
+	_, err := q.db.Exec(ctx, executionRequeueReclaimed, arg.Now, arg.Ids)
 	return err
 }
 
@@ -435,22 +928,27 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (u
 
 const leaseFail = `-- name: LeaseFail :one
 WITH ended AS (
-    UPDATE attempts AS a SET state = 'failed', ended_at_ms = $2::bigint
+    UPDATE attempts AS a SET state = 'failed', ended_at_ms = $1::bigint
     WHERE a.execution_id = $3 AND a.epoch = $4 AND a.state = 'running'
-      AND a.expires_at_ms > $2::bigint AND a.revoked_at_ms IS NULL
+      AND a.expires_at_ms > $1::bigint AND a.revoked_at_ms IS NULL
     RETURNING a.execution_id
 )
 UPDATE executions AS x
 SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
-    last_error = $1
+    run_at_ms = CASE WHEN x.attempts < x.max_attempts THEN CAST($1 AS bigint) + CASE
+        WHEN x.retry_backoff_ms = 0 THEN 0
+        WHEN x.attempts - 1 >= 27 THEN 86400000
+        ELSE least(x.retry_backoff_ms << (x.attempts - 1)::int, 86400000) END
+      ELSE x.run_at_ms END,
+    last_error = $2
 FROM ended
 WHERE x.id = ended.execution_id AND x.state = 'running'
 RETURNING x.id
 `
 
 type LeaseFailParams struct {
-	LastError   string
 	Now         int64
+	LastError   string
 	ExecutionID uuid.UUID
 	Epoch       int64
 }
@@ -460,8 +958,8 @@ type LeaseFailParams struct {
 // the reason, in one statement; no row when the lease is lost.
 func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, leaseFail,
-		arg.LastError,
 		arg.Now,
+		arg.LastError,
 		arg.ExecutionID,
 		arg.Epoch,
 	)

@@ -63,6 +63,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.agentTerminateLiveOnHostStmt, err = db.PrepareContext(ctx, agentTerminateLiveOnHost); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentTerminateLiveOnHost: %w", err)
 	}
+	if q.attemptCancelRunningStmt, err = db.PrepareContext(ctx, attemptCancelRunning); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptCancelRunning: %w", err)
+	}
 	if q.attemptEndStmt, err = db.PrepareContext(ctx, attemptEnd); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptEnd: %w", err)
 	}
@@ -84,6 +87,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.attemptRevokeHeldByStmt, err = db.PrepareContext(ctx, attemptRevokeHeldBy); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptRevokeHeldBy: %w", err)
 	}
+	if q.executionCancelStmt, err = db.PrepareContext(ctx, executionCancel); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionCancel: %w", err)
+	}
 	if q.executionCompleteStmt, err = db.PrepareContext(ctx, executionComplete); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionComplete: %w", err)
 	}
@@ -93,8 +99,35 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionGetStmt, err = db.PrepareContext(ctx, executionGet); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionGet: %w", err)
 	}
+	if q.executionGetStateStmt, err = db.PrepareContext(ctx, executionGetState); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionGetState: %w", err)
+	}
 	if q.executionInsertStmt, err = db.PrepareContext(ctx, executionInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionInsert: %w", err)
+	}
+	if q.executionListStmt, err = db.PrepareContext(ctx, executionList); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionList: %w", err)
+	}
+	if q.executionListByLaneStmt, err = db.PrepareContext(ctx, executionListByLane); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByLane: %w", err)
+	}
+	if q.executionListByLaneStateStmt, err = db.PrepareContext(ctx, executionListByLaneState); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByLaneState: %w", err)
+	}
+	if q.executionListByNamespaceStmt, err = db.PrepareContext(ctx, executionListByNamespace); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByNamespace: %w", err)
+	}
+	if q.executionListByNamespaceLaneStmt, err = db.PrepareContext(ctx, executionListByNamespaceLane); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByNamespaceLane: %w", err)
+	}
+	if q.executionListByNamespaceLaneStateStmt, err = db.PrepareContext(ctx, executionListByNamespaceLaneState); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByNamespaceLaneState: %w", err)
+	}
+	if q.executionListByNamespaceStateStmt, err = db.PrepareContext(ctx, executionListByNamespaceState); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByNamespaceState: %w", err)
+	}
+	if q.executionListByStateStmt, err = db.PrepareContext(ctx, executionListByState); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByState: %w", err)
 	}
 	if q.executionPickInLaneStmt, err = db.PrepareContext(ctx, executionPickInLane); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionPickInLane: %w", err)
@@ -220,6 +253,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing agentTerminateLiveOnHostStmt: %w", cerr)
 		}
 	}
+	if q.attemptCancelRunningStmt != nil {
+		if cerr := q.attemptCancelRunningStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptCancelRunningStmt: %w", cerr)
+		}
+	}
 	if q.attemptEndStmt != nil {
 		if cerr := q.attemptEndStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing attemptEndStmt: %w", cerr)
@@ -255,6 +293,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing attemptRevokeHeldByStmt: %w", cerr)
 		}
 	}
+	if q.executionCancelStmt != nil {
+		if cerr := q.executionCancelStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionCancelStmt: %w", cerr)
+		}
+	}
 	if q.executionCompleteStmt != nil {
 		if cerr := q.executionCompleteStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionCompleteStmt: %w", cerr)
@@ -270,9 +313,54 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionGetStmt: %w", cerr)
 		}
 	}
+	if q.executionGetStateStmt != nil {
+		if cerr := q.executionGetStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionGetStateStmt: %w", cerr)
+		}
+	}
 	if q.executionInsertStmt != nil {
 		if cerr := q.executionInsertStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionInsertStmt: %w", cerr)
+		}
+	}
+	if q.executionListStmt != nil {
+		if cerr := q.executionListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListStmt: %w", cerr)
+		}
+	}
+	if q.executionListByLaneStmt != nil {
+		if cerr := q.executionListByLaneStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByLaneStmt: %w", cerr)
+		}
+	}
+	if q.executionListByLaneStateStmt != nil {
+		if cerr := q.executionListByLaneStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByLaneStateStmt: %w", cerr)
+		}
+	}
+	if q.executionListByNamespaceStmt != nil {
+		if cerr := q.executionListByNamespaceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByNamespaceStmt: %w", cerr)
+		}
+	}
+	if q.executionListByNamespaceLaneStmt != nil {
+		if cerr := q.executionListByNamespaceLaneStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByNamespaceLaneStmt: %w", cerr)
+		}
+	}
+	if q.executionListByNamespaceLaneStateStmt != nil {
+		if cerr := q.executionListByNamespaceLaneStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByNamespaceLaneStateStmt: %w", cerr)
+		}
+	}
+	if q.executionListByNamespaceStateStmt != nil {
+		if cerr := q.executionListByNamespaceStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByNamespaceStateStmt: %w", cerr)
+		}
+	}
+	if q.executionListByStateStmt != nil {
+		if cerr := q.executionListByStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByStateStmt: %w", cerr)
 		}
 	}
 	if q.executionPickInLaneStmt != nil {
@@ -402,97 +490,119 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                                 DBTX
-	tx                                 *sql.Tx
-	agentFindByIdempotencyKeyStmt      *sql.Stmt
-	agentFindLiveByProviderSessionStmt *sql.Stmt
-	agentGetStmt                       *sql.Stmt
-	agentInsertStmt                    *sql.Stmt
-	agentListStmt                      *sql.Stmt
-	agentListByOwnerStmt               *sql.Stmt
-	agentListByStateStmt               *sql.Stmt
-	agentListVisibleInStmt             *sql.Stmt
-	agentSetCheckpointStmt             *sql.Stmt
-	agentSetStateStmt                  *sql.Stmt
-	agentSpawnStmt                     *sql.Stmt
-	agentTerminateLiveStmt             *sql.Stmt
-	agentTerminateLiveOnHostStmt       *sql.Stmt
-	attemptEndStmt                     *sql.Stmt
-	attemptInsertStmt                  *sql.Stmt
-	attemptListExpiredStmt             *sql.Stmt
-	attemptListExpiredByNamespaceStmt  *sql.Stmt
-	attemptReclaimBatchStmt            *sql.Stmt
-	attemptRenewStmt                   *sql.Stmt
-	attemptRevokeHeldByStmt            *sql.Stmt
-	executionCompleteStmt              *sql.Stmt
-	executionFailStmt                  *sql.Stmt
-	executionGetStmt                   *sql.Stmt
-	executionInsertStmt                *sql.Stmt
-	executionPickInLaneStmt            *sql.Stmt
-	executionRequeueReclaimedStmt      *sql.Stmt
-	executionStartStmt                 *sql.Stmt
-	workerDeleteStmt                   *sql.Stmt
-	workerEventAppendStmt              *sql.Stmt
-	workerEventAppendSweptStmt         *sql.Stmt
-	workerEventListStmt                *sql.Stmt
-	workerEventListByInstanceStmt      *sql.Stmt
-	workerEventListByNamespaceStmt     *sql.Stmt
-	workerEventPruneBatchStmt          *sql.Stmt
-	workerGetStmt                      *sql.Stmt
-	workerGetAliveStmt                 *sql.Stmt
-	workerHeartbeatStmt                *sql.Stmt
-	workerListAllStmt                  *sql.Stmt
-	workerListByNamespaceStmt          *sql.Stmt
-	workerRefreshStmt                  *sql.Stmt
-	workerRegisterStmt                 *sql.Stmt
-	workerSweepBatchStmt               *sql.Stmt
+	db                                    DBTX
+	tx                                    *sql.Tx
+	agentFindByIdempotencyKeyStmt         *sql.Stmt
+	agentFindLiveByProviderSessionStmt    *sql.Stmt
+	agentGetStmt                          *sql.Stmt
+	agentInsertStmt                       *sql.Stmt
+	agentListStmt                         *sql.Stmt
+	agentListByOwnerStmt                  *sql.Stmt
+	agentListByStateStmt                  *sql.Stmt
+	agentListVisibleInStmt                *sql.Stmt
+	agentSetCheckpointStmt                *sql.Stmt
+	agentSetStateStmt                     *sql.Stmt
+	agentSpawnStmt                        *sql.Stmt
+	agentTerminateLiveStmt                *sql.Stmt
+	agentTerminateLiveOnHostStmt          *sql.Stmt
+	attemptCancelRunningStmt              *sql.Stmt
+	attemptEndStmt                        *sql.Stmt
+	attemptInsertStmt                     *sql.Stmt
+	attemptListExpiredStmt                *sql.Stmt
+	attemptListExpiredByNamespaceStmt     *sql.Stmt
+	attemptReclaimBatchStmt               *sql.Stmt
+	attemptRenewStmt                      *sql.Stmt
+	attemptRevokeHeldByStmt               *sql.Stmt
+	executionCancelStmt                   *sql.Stmt
+	executionCompleteStmt                 *sql.Stmt
+	executionFailStmt                     *sql.Stmt
+	executionGetStmt                      *sql.Stmt
+	executionGetStateStmt                 *sql.Stmt
+	executionInsertStmt                   *sql.Stmt
+	executionListStmt                     *sql.Stmt
+	executionListByLaneStmt               *sql.Stmt
+	executionListByLaneStateStmt          *sql.Stmt
+	executionListByNamespaceStmt          *sql.Stmt
+	executionListByNamespaceLaneStmt      *sql.Stmt
+	executionListByNamespaceLaneStateStmt *sql.Stmt
+	executionListByNamespaceStateStmt     *sql.Stmt
+	executionListByStateStmt              *sql.Stmt
+	executionPickInLaneStmt               *sql.Stmt
+	executionRequeueReclaimedStmt         *sql.Stmt
+	executionStartStmt                    *sql.Stmt
+	workerDeleteStmt                      *sql.Stmt
+	workerEventAppendStmt                 *sql.Stmt
+	workerEventAppendSweptStmt            *sql.Stmt
+	workerEventListStmt                   *sql.Stmt
+	workerEventListByInstanceStmt         *sql.Stmt
+	workerEventListByNamespaceStmt        *sql.Stmt
+	workerEventPruneBatchStmt             *sql.Stmt
+	workerGetStmt                         *sql.Stmt
+	workerGetAliveStmt                    *sql.Stmt
+	workerHeartbeatStmt                   *sql.Stmt
+	workerListAllStmt                     *sql.Stmt
+	workerListByNamespaceStmt             *sql.Stmt
+	workerRefreshStmt                     *sql.Stmt
+	workerRegisterStmt                    *sql.Stmt
+	workerSweepBatchStmt                  *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                                 tx,
-		tx:                                 tx,
-		agentFindByIdempotencyKeyStmt:      q.agentFindByIdempotencyKeyStmt,
-		agentFindLiveByProviderSessionStmt: q.agentFindLiveByProviderSessionStmt,
-		agentGetStmt:                       q.agentGetStmt,
-		agentInsertStmt:                    q.agentInsertStmt,
-		agentListStmt:                      q.agentListStmt,
-		agentListByOwnerStmt:               q.agentListByOwnerStmt,
-		agentListByStateStmt:               q.agentListByStateStmt,
-		agentListVisibleInStmt:             q.agentListVisibleInStmt,
-		agentSetCheckpointStmt:             q.agentSetCheckpointStmt,
-		agentSetStateStmt:                  q.agentSetStateStmt,
-		agentSpawnStmt:                     q.agentSpawnStmt,
-		agentTerminateLiveStmt:             q.agentTerminateLiveStmt,
-		agentTerminateLiveOnHostStmt:       q.agentTerminateLiveOnHostStmt,
-		attemptEndStmt:                     q.attemptEndStmt,
-		attemptInsertStmt:                  q.attemptInsertStmt,
-		attemptListExpiredStmt:             q.attemptListExpiredStmt,
-		attemptListExpiredByNamespaceStmt:  q.attemptListExpiredByNamespaceStmt,
-		attemptReclaimBatchStmt:            q.attemptReclaimBatchStmt,
-		attemptRenewStmt:                   q.attemptRenewStmt,
-		attemptRevokeHeldByStmt:            q.attemptRevokeHeldByStmt,
-		executionCompleteStmt:              q.executionCompleteStmt,
-		executionFailStmt:                  q.executionFailStmt,
-		executionGetStmt:                   q.executionGetStmt,
-		executionInsertStmt:                q.executionInsertStmt,
-		executionPickInLaneStmt:            q.executionPickInLaneStmt,
-		executionRequeueReclaimedStmt:      q.executionRequeueReclaimedStmt,
-		executionStartStmt:                 q.executionStartStmt,
-		workerDeleteStmt:                   q.workerDeleteStmt,
-		workerEventAppendStmt:              q.workerEventAppendStmt,
-		workerEventAppendSweptStmt:         q.workerEventAppendSweptStmt,
-		workerEventListStmt:                q.workerEventListStmt,
-		workerEventListByInstanceStmt:      q.workerEventListByInstanceStmt,
-		workerEventListByNamespaceStmt:     q.workerEventListByNamespaceStmt,
-		workerEventPruneBatchStmt:          q.workerEventPruneBatchStmt,
-		workerGetStmt:                      q.workerGetStmt,
-		workerGetAliveStmt:                 q.workerGetAliveStmt,
-		workerHeartbeatStmt:                q.workerHeartbeatStmt,
-		workerListAllStmt:                  q.workerListAllStmt,
-		workerListByNamespaceStmt:          q.workerListByNamespaceStmt,
-		workerRefreshStmt:                  q.workerRefreshStmt,
-		workerRegisterStmt:                 q.workerRegisterStmt,
-		workerSweepBatchStmt:               q.workerSweepBatchStmt,
+		db:                                    tx,
+		tx:                                    tx,
+		agentFindByIdempotencyKeyStmt:         q.agentFindByIdempotencyKeyStmt,
+		agentFindLiveByProviderSessionStmt:    q.agentFindLiveByProviderSessionStmt,
+		agentGetStmt:                          q.agentGetStmt,
+		agentInsertStmt:                       q.agentInsertStmt,
+		agentListStmt:                         q.agentListStmt,
+		agentListByOwnerStmt:                  q.agentListByOwnerStmt,
+		agentListByStateStmt:                  q.agentListByStateStmt,
+		agentListVisibleInStmt:                q.agentListVisibleInStmt,
+		agentSetCheckpointStmt:                q.agentSetCheckpointStmt,
+		agentSetStateStmt:                     q.agentSetStateStmt,
+		agentSpawnStmt:                        q.agentSpawnStmt,
+		agentTerminateLiveStmt:                q.agentTerminateLiveStmt,
+		agentTerminateLiveOnHostStmt:          q.agentTerminateLiveOnHostStmt,
+		attemptCancelRunningStmt:              q.attemptCancelRunningStmt,
+		attemptEndStmt:                        q.attemptEndStmt,
+		attemptInsertStmt:                     q.attemptInsertStmt,
+		attemptListExpiredStmt:                q.attemptListExpiredStmt,
+		attemptListExpiredByNamespaceStmt:     q.attemptListExpiredByNamespaceStmt,
+		attemptReclaimBatchStmt:               q.attemptReclaimBatchStmt,
+		attemptRenewStmt:                      q.attemptRenewStmt,
+		attemptRevokeHeldByStmt:               q.attemptRevokeHeldByStmt,
+		executionCancelStmt:                   q.executionCancelStmt,
+		executionCompleteStmt:                 q.executionCompleteStmt,
+		executionFailStmt:                     q.executionFailStmt,
+		executionGetStmt:                      q.executionGetStmt,
+		executionGetStateStmt:                 q.executionGetStateStmt,
+		executionInsertStmt:                   q.executionInsertStmt,
+		executionListStmt:                     q.executionListStmt,
+		executionListByLaneStmt:               q.executionListByLaneStmt,
+		executionListByLaneStateStmt:          q.executionListByLaneStateStmt,
+		executionListByNamespaceStmt:          q.executionListByNamespaceStmt,
+		executionListByNamespaceLaneStmt:      q.executionListByNamespaceLaneStmt,
+		executionListByNamespaceLaneStateStmt: q.executionListByNamespaceLaneStateStmt,
+		executionListByNamespaceStateStmt:     q.executionListByNamespaceStateStmt,
+		executionListByStateStmt:              q.executionListByStateStmt,
+		executionPickInLaneStmt:               q.executionPickInLaneStmt,
+		executionRequeueReclaimedStmt:         q.executionRequeueReclaimedStmt,
+		executionStartStmt:                    q.executionStartStmt,
+		workerDeleteStmt:                      q.workerDeleteStmt,
+		workerEventAppendStmt:                 q.workerEventAppendStmt,
+		workerEventAppendSweptStmt:            q.workerEventAppendSweptStmt,
+		workerEventListStmt:                   q.workerEventListStmt,
+		workerEventListByInstanceStmt:         q.workerEventListByInstanceStmt,
+		workerEventListByNamespaceStmt:        q.workerEventListByNamespaceStmt,
+		workerEventPruneBatchStmt:             q.workerEventPruneBatchStmt,
+		workerGetStmt:                         q.workerGetStmt,
+		workerGetAliveStmt:                    q.workerGetAliveStmt,
+		workerHeartbeatStmt:                   q.workerHeartbeatStmt,
+		workerListAllStmt:                     q.workerListAllStmt,
+		workerListByNamespaceStmt:             q.workerListByNamespaceStmt,
+		workerRefreshStmt:                     q.workerRefreshStmt,
+		workerRegisterStmt:                    q.workerRegisterStmt,
+		workerSweepBatchStmt:                  q.workerSweepBatchStmt,
 	}
 }

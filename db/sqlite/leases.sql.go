@@ -11,6 +11,22 @@ import (
 	"github.com/google/uuid"
 )
 
+const attemptCancelRunning = `-- name: AttemptCancelRunning :exec
+UPDATE attempts SET state = 'cancelled', ended_at_ms = CAST(?1 AS INTEGER)
+WHERE execution_id = ?2 AND state = 'running'
+`
+
+type AttemptCancelRunningParams struct {
+	Now         int64
+	ExecutionID uuid.UUID
+}
+
+// AttemptCancelRunning ends the running attempt of an execution, if any, as cancelled.
+func (q *Queries) AttemptCancelRunning(ctx context.Context, arg AttemptCancelRunningParams) error {
+	_, err := q.exec(ctx, q.attemptCancelRunningStmt, attemptCancelRunning, arg.Now, arg.ExecutionID)
+	return err
+}
+
 const attemptEnd = `-- name: AttemptEnd :one
 UPDATE attempts SET state = ?1, ended_at_ms = CAST(?2 AS INTEGER)
 WHERE execution_id = ?3 AND epoch = ?4 AND state = 'running'
@@ -290,6 +306,25 @@ func (q *Queries) AttemptRevokeHeldBy(ctx context.Context, arg AttemptRevokeHeld
 	return err
 }
 
+const executionCancel = `-- name: ExecutionCancel :one
+UPDATE executions SET state = 'cancelled', last_error = ?1
+WHERE id = ?2 AND state IN ('waiting', 'running')
+RETURNING id
+`
+
+type ExecutionCancelParams struct {
+	Reason string
+	ID     uuid.UUID
+}
+
+// ExecutionCancel ends a waiting or running execution as cancelled with the reason.
+func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams) (uuid.UUID, error) {
+	row := q.queryRow(ctx, q.executionCancelStmt, executionCancel, arg.Reason, arg.ID)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const executionComplete = `-- name: ExecutionComplete :exec
 UPDATE executions SET state = 'completed', result = ?1
 WHERE id = ?2 AND state = 'running'
@@ -309,23 +344,30 @@ func (q *Queries) ExecutionComplete(ctx context.Context, arg ExecutionCompletePa
 const executionFail = `-- name: ExecutionFail :exec
 UPDATE executions
 SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
-    last_error = ?1
-WHERE id = ?2 AND state = 'running'
+    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(?1 AS INTEGER) + CASE
+        WHEN retry_backoff_ms = 0 THEN 0
+        WHEN attempts - 1 >= 27 THEN 86400000
+        ELSE min(retry_backoff_ms << (attempts - 1), 86400000) END
+      ELSE run_at_ms END,
+    last_error = ?2
+WHERE id = ?3 AND state = 'running'
 `
 
 type ExecutionFailParams struct {
+	Now       int64
 	LastError string
 	ID        uuid.UUID
 }
 
-// ExecutionFail returns a running execution to waiting while attempts remain, else ends it failed.
+// ExecutionFail returns a running execution to waiting while attempts remain
+// (claimable from now + min(backoff x 2^(attempts-1), 24 h)), else ends it failed.
 func (q *Queries) ExecutionFail(ctx context.Context, arg ExecutionFailParams) error {
-	_, err := q.exec(ctx, q.executionFailStmt, executionFail, arg.LastError, arg.ID)
+	_, err := q.exec(ctx, q.executionFailStmt, executionFail, arg.Now, arg.LastError, arg.ID)
 	return err
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms FROM executions WHERE id = ?1
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions WHERE id = ?1
 `
 
 // ExecutionGet reads one execution by id.
@@ -347,16 +389,32 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.LastError,
 		&i.Epoch,
 		&i.CreatedAtMs,
+		&i.RunAtMs,
+		&i.RetryBackoffMs,
 	)
 	return i, err
+}
+
+const executionGetState = `-- name: ExecutionGetState :one
+SELECT state FROM executions WHERE id = ?1
+`
+
+// ExecutionGetState reads the state of one execution.
+func (q *Queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
+	row := q.queryRow(ctx, q.executionGetStateStmt, executionGetState, id)
+	var state string
+	err := row.Scan(&state)
+	return state, err
 }
 
 const executionInsert = `-- name: ExecutionInsert :exec
 
 INSERT INTO executions (
-    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms
+    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+    run_at_ms, retry_backoff_ms
 ) VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+    ?9, ?10
 )
 `
 
@@ -369,6 +427,8 @@ type ExecutionInsertParams struct {
 	RequiredCapabilities string
 	MaxAttempts          int64
 	CreatedAtMs          int64
+	RunAtMs              int64
+	RetryBackoffMs       int64
 }
 
 // Executions and their attempts (leases).
@@ -383,40 +443,504 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 		arg.RequiredCapabilities,
 		arg.MaxAttempts,
 		arg.CreatedAtMs,
+		arg.RunAtMs,
+		arg.RetryBackoffMs,
 	)
 	return err
 }
 
+const executionList = `-- name: ExecutionList :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE id > ?1
+ORDER BY id
+LIMIT ?2
+`
+
+type ExecutionListParams struct {
+	AfterID uuid.UUID
+	Limit   int64
+}
+
+// ExecutionList pages every execution in id order.
+func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListStmt, executionList, arg.AfterID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByLane = `-- name: ExecutionListByLane :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE lane = ?1 AND id > ?2
+ORDER BY id
+LIMIT ?3
+`
+
+type ExecutionListByLaneParams struct {
+	Lane    string
+	AfterID uuid.UUID
+	Limit   int64
+}
+
+// ExecutionListByLane pages one lane's executions, across namespaces, in id order.
+func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLaneParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListByLaneStmt, executionListByLane, arg.Lane, arg.AfterID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByLaneState = `-- name: ExecutionListByLaneState :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE lane = ?1 AND state = ?2 AND id > ?3
+ORDER BY id
+LIMIT ?4
+`
+
+type ExecutionListByLaneStateParams struct {
+	Lane    string
+	State   string
+	AfterID uuid.UUID
+	Limit   int64
+}
+
+// ExecutionListByLaneState pages one lane's executions of one state, across namespaces, in id order.
+func (q *Queries) ExecutionListByLaneState(ctx context.Context, arg ExecutionListByLaneStateParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListByLaneStateStmt, executionListByLaneState,
+		arg.Lane,
+		arg.State,
+		arg.AfterID,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByNamespace = `-- name: ExecutionListByNamespace :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE namespace = ?1 AND id > ?2
+ORDER BY id
+LIMIT ?3
+`
+
+type ExecutionListByNamespaceParams struct {
+	Namespace string
+	AfterID   uuid.UUID
+	Limit     int64
+}
+
+// ExecutionListByNamespace pages one namespace's executions in id order.
+func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionListByNamespaceParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListByNamespaceStmt, executionListByNamespace, arg.Namespace, arg.AfterID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByNamespaceLane = `-- name: ExecutionListByNamespaceLane :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE namespace = ?1 AND lane = ?2 AND id > ?3
+ORDER BY id
+LIMIT ?4
+`
+
+type ExecutionListByNamespaceLaneParams struct {
+	Namespace string
+	Lane      string
+	AfterID   uuid.UUID
+	Limit     int64
+}
+
+// ExecutionListByNamespaceLane pages one lane of one namespace in id order.
+func (q *Queries) ExecutionListByNamespaceLane(ctx context.Context, arg ExecutionListByNamespaceLaneParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListByNamespaceLaneStmt, executionListByNamespaceLane,
+		arg.Namespace,
+		arg.Lane,
+		arg.AfterID,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByNamespaceLaneState = `-- name: ExecutionListByNamespaceLaneState :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE namespace = ?1 AND lane = ?2 AND state = ?3 AND id > ?4
+ORDER BY id
+LIMIT ?5
+`
+
+type ExecutionListByNamespaceLaneStateParams struct {
+	Namespace string
+	Lane      string
+	State     string
+	AfterID   uuid.UUID
+	Limit     int64
+}
+
+// ExecutionListByNamespaceLaneState pages one lane of one namespace, of one state, in id order.
+func (q *Queries) ExecutionListByNamespaceLaneState(ctx context.Context, arg ExecutionListByNamespaceLaneStateParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListByNamespaceLaneStateStmt, executionListByNamespaceLaneState,
+		arg.Namespace,
+		arg.Lane,
+		arg.State,
+		arg.AfterID,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByNamespaceState = `-- name: ExecutionListByNamespaceState :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE namespace = ?1 AND state = ?2 AND id > ?3
+ORDER BY id
+LIMIT ?4
+`
+
+type ExecutionListByNamespaceStateParams struct {
+	Namespace string
+	State     string
+	AfterID   uuid.UUID
+	Limit     int64
+}
+
+// ExecutionListByNamespaceState pages one namespace's executions of one state in id order.
+func (q *Queries) ExecutionListByNamespaceState(ctx context.Context, arg ExecutionListByNamespaceStateParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListByNamespaceStateStmt, executionListByNamespaceState,
+		arg.Namespace,
+		arg.State,
+		arg.AfterID,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListByState = `-- name: ExecutionListByState :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
+WHERE state = ?1 AND id > ?2
+ORDER BY id
+LIMIT ?3
+`
+
+type ExecutionListByStateParams struct {
+	State   string
+	AfterID uuid.UUID
+	Limit   int64
+}
+
+// ExecutionListByState pages the executions of one state, across namespaces, in id order.
+func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByStateParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListByStateStmt, executionListByState, arg.State, arg.AfterID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const executionPickInLane = `-- name: ExecutionPickInLane :many
-SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
+SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting'
+  AND e.run_at_ms <= ?3
   AND NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?3 AS TEXT)) AS c)
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
   )
-ORDER BY e.priority DESC, e.created_at_ms, e.id
-LIMIT ?4
+ORDER BY e.priority DESC, e.run_at_ms, e.id
+LIMIT ?5
 `
 
 type ExecutionPickInLaneParams struct {
 	Namespace    string
 	Lane         string
+	Now          int64
 	Capabilities string
 	Limit        int64
 }
 
 type ExecutionPickInLaneRow struct {
-	ID          uuid.UUID
-	Priority    int64
-	CreatedAtMs int64
+	ID       uuid.UUID
+	Priority int64
+	RunAtMs  int64
 }
 
-// ExecutionPickInLane finds the @limit best waiting executions of one lane
-// whose required capabilities are all in @capabilities (a JSON array).
+// ExecutionPickInLane finds the @limit best claimable executions of one lane
+// (waiting, RunAt <= @now) whose required capabilities are all in
+// @capabilities (a JSON array): highest priority, then earliest RunAt, then
+// lowest id.
 func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLaneParams) ([]ExecutionPickInLaneRow, error) {
 	rows, err := q.query(ctx, q.executionPickInLaneStmt, executionPickInLane,
 		arg.Namespace,
 		arg.Lane,
+		arg.Now,
 		arg.Capabilities,
 		arg.Limit,
 	)
@@ -427,7 +951,7 @@ func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLa
 	items := []ExecutionPickInLaneRow{}
 	for rows.Next() {
 		var i ExecutionPickInLaneRow
-		if err := rows.Scan(&i.ID, &i.Priority, &i.CreatedAtMs); err != nil {
+		if err := rows.Scan(&i.ID, &i.Priority, &i.RunAtMs); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -444,16 +968,27 @@ func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLa
 const executionRequeueReclaimed = `-- name: ExecutionRequeueReclaimed :exec
 UPDATE executions
 SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(?1 AS INTEGER) + CASE
+        WHEN retry_backoff_ms = 0 THEN 0
+        WHEN attempts - 1 >= 27 THEN 86400000
+        ELSE min(retry_backoff_ms << (attempts - 1), 86400000) END
+      ELSE run_at_ms END,
     reclaim_count = reclaim_count + 1,
     last_error = 'lease expired'
 WHERE state = 'running'
-  AND id IN (SELECT j.value FROM json_each(CAST(?1 AS TEXT)) AS j)
+  AND id IN (SELECT j.value FROM json_each(CAST(?2 AS TEXT)) AS j)
 `
 
+type ExecutionRequeueReclaimedParams struct {
+	Now int64
+	Ids string
+}
+
 // ExecutionRequeueReclaimed returns each execution of a JSON array of ids to
-// waiting while attempts remain, else ends it failed; either way it counts the reclaim.
-func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, ids string) error {
-	_, err := q.exec(ctx, q.executionRequeueReclaimedStmt, executionRequeueReclaimed, ids)
+// waiting while attempts remain (claimable from now + the backoff), else ends
+// it failed; either way it counts the reclaim.
+func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, arg ExecutionRequeueReclaimedParams) error {
+	_, err := q.exec(ctx, q.executionRequeueReclaimedStmt, executionRequeueReclaimed, arg.Now, arg.Ids)
 	return err
 }
 

@@ -63,6 +63,8 @@ type Execution struct {
 	LastError            string
 	Epoch                int64
 	CreatedAtMs          int64
+	RunAtMs              int64
+	RetryBackoffMs       int64
 }
 
 type Worker struct {

@@ -179,7 +179,16 @@ type Execution struct {
 	RequiredCapabilities                []string
 	Attempts, MaxAttempts, ReclaimCount int64
 	LastError                           string
-	CreatedAtMs                         int64
+	CreatedAtMs, RunAtMs                int64
+	RetryBackoffMs                      int64
+}
+
+// ExecutionListParams select a keyset page of executions in id order; each
+// filter "" is any.
+type ExecutionListParams struct {
+	Namespace, Lane, State string
+	AfterID                uuid.UUID // uuid.Nil: from the start
+	Limit                  int
 }
 
 // ClaimParams ask for up to len(LeaseIDs) of the best claimable executions
@@ -308,8 +317,17 @@ type Queries interface {
 	// returns their executions.
 	AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error)
 	// ExecutionRequeueReclaimed returns each execution to waiting while
-	// attempts remain, else ends it failed, counting the reclaim.
-	ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID) error
+	// attempts remain (claimable from now plus its backoff), else ends it
+	// failed, counting the reclaim.
+	ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID, nowMs int64) error
+	// ExecutionCancel ends a waiting or running execution (and its running
+	// attempt) as cancelled with the reason, and reports whether it did;
+	// false when the execution is absent or already ended.
+	ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error)
+	// ExecutionGetState reads the state of an execution.
+	ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error)
+	// ExecutionList reads a keyset page of executions.
+	ExecutionList(ctx context.Context, p ExecutionListParams) ([]Execution, error)
 
 	// AgentInsert stores an agent record.
 	AgentInsert(ctx context.Context, a Agent) error

@@ -3,9 +3,11 @@
 -- name: ExecutionInsert :exec
 -- ExecutionInsert creates one waiting execution.
 INSERT INTO executions (
-    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms
+    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+    run_at_ms, retry_backoff_ms
 ) VALUES (
-    @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms
+    @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
+    @run_at_ms, @retry_backoff_ms
 );
 
 -- name: ExecutionGet :one
@@ -27,18 +29,19 @@ WITH w AS (
       AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
     FOR SHARE
 ), candidates AS (
-    SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.created_at_ms, c.id) AS n
+    SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS n
     FROM w
     CROSS JOIN LATERAL unnest(w.lanes) AS l (lane)
     CROSS JOIN LATERAL (
-        SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
+        SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
         WHERE e.namespace = @namespace AND e.lane = l.lane AND e.state = 'waiting'
+          AND e.run_at_ms <= @now::bigint
           AND e.required_capabilities <@ w.capabilities
-        ORDER BY e.priority DESC, e.created_at_ms, e.id
+        ORDER BY e.priority DESC, e.run_at_ms, e.id
         LIMIT cardinality(@lease_ids::uuid[])
         FOR UPDATE OF e SKIP LOCKED
     ) AS c
-    ORDER BY c.priority DESC, c.created_at_ms, c.id
+    ORDER BY c.priority DESC, c.run_at_ms, c.id
     LIMIT cardinality(@lease_ids::uuid[])
 ), started AS (
     UPDATE executions AS x
@@ -93,6 +96,11 @@ WITH ended AS (
 )
 UPDATE executions AS x
 SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
+    run_at_ms = CASE WHEN x.attempts < x.max_attempts THEN CAST(@now AS bigint) + CASE
+        WHEN x.retry_backoff_ms = 0 THEN 0
+        WHEN x.attempts - 1 >= 27 THEN 86400000
+        ELSE least(x.retry_backoff_ms << (x.attempts - 1)::int, 86400000) END
+      ELSE x.run_at_ms END,
     last_error = @last_error
 FROM ended
 WHERE x.id = ended.execution_id AND x.state = 'running'
@@ -145,6 +153,86 @@ RETURNING execution_id;
 -- attempts remain, else ends it failed; either way it counts the reclaim.
 UPDATE executions
 SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(@now AS bigint) + CASE
+        WHEN retry_backoff_ms = 0 THEN 0
+        WHEN attempts - 1 >= 27 THEN 86400000
+        ELSE least(retry_backoff_ms << (attempts - 1)::int, 86400000) END
+      ELSE run_at_ms END,
     reclaim_count = reclaim_count + 1,
     last_error = 'lease expired'
 WHERE state = 'running' AND id = ANY(@ids::uuid[]);
+
+-- name: ExecutionGetState :one
+-- ExecutionGetState reads the state of one execution.
+SELECT state FROM executions WHERE id = @id;
+
+-- name: ExecutionCancel :one
+-- ExecutionCancel ends a waiting or running execution as cancelled with the
+-- reason, and its running attempt with it, in one statement; no row when the
+-- execution is absent or already ended.
+WITH cancelled AS (
+    UPDATE executions AS x SET state = 'cancelled', last_error = @reason
+    WHERE x.id = @id AND x.state IN ('waiting', 'running')
+    RETURNING x.id
+), ended AS (
+    UPDATE attempts AS a SET state = 'cancelled', ended_at_ms = @now::bigint
+    FROM cancelled
+    WHERE a.execution_id = cancelled.id AND a.state = 'running'
+)
+SELECT cancelled.id FROM cancelled;
+
+-- name: ExecutionList :many
+-- ExecutionList pages every execution in id order.
+SELECT * FROM executions
+WHERE id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByNamespace :many
+-- ExecutionListByNamespace pages one namespace's executions in id order.
+SELECT * FROM executions
+WHERE namespace = @namespace AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByLane :many
+-- ExecutionListByLane pages one lane's executions, across namespaces, in id order.
+SELECT * FROM executions
+WHERE lane = @lane AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByState :many
+-- ExecutionListByState pages the executions of one state, across namespaces, in id order.
+SELECT * FROM executions
+WHERE state = @state AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByNamespaceLane :many
+-- ExecutionListByNamespaceLane pages one lane of one namespace in id order.
+SELECT * FROM executions
+WHERE namespace = @namespace AND lane = @lane AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByNamespaceState :many
+-- ExecutionListByNamespaceState pages one namespace's executions of one state in id order.
+SELECT * FROM executions
+WHERE namespace = @namespace AND state = @state AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByLaneState :many
+-- ExecutionListByLaneState pages one lane's executions of one state, across namespaces, in id order.
+SELECT * FROM executions
+WHERE lane = @lane AND state = @state AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByNamespaceLaneState :many
+-- ExecutionListByNamespaceLaneState pages one lane of one namespace, of one state, in id order.
+SELECT * FROM executions
+WHERE namespace = @namespace AND lane = @lane AND state = @state AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;

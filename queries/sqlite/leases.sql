@@ -3,9 +3,11 @@
 -- name: ExecutionInsert :exec
 -- ExecutionInsert creates one waiting execution.
 INSERT INTO executions (
-    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms
+    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+    run_at_ms, retry_backoff_ms
 ) VALUES (
-    @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms
+    @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
+    @run_at_ms, @retry_backoff_ms
 );
 
 -- name: ExecutionGet :one
@@ -13,15 +15,18 @@ INSERT INTO executions (
 SELECT * FROM executions WHERE id = @id;
 
 -- name: ExecutionPickInLane :many
--- ExecutionPickInLane finds the @limit best waiting executions of one lane
--- whose required capabilities are all in @capabilities (a JSON array).
-SELECT e.id, e.priority, e.created_at_ms FROM executions AS e
+-- ExecutionPickInLane finds the @limit best claimable executions of one lane
+-- (waiting, RunAt <= @now) whose required capabilities are all in
+-- @capabilities (a JSON array): highest priority, then earliest RunAt, then
+-- lowest id.
+SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting'
+  AND e.run_at_ms <= @now
   AND NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
       WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
   )
-ORDER BY e.priority DESC, e.created_at_ms, e.id
+ORDER BY e.priority DESC, e.run_at_ms, e.id
 LIMIT @limit;
 
 -- name: ExecutionStart :one
@@ -58,10 +63,20 @@ RETURNING attempt_index;
 UPDATE executions SET state = 'completed', result = @result
 WHERE id = @id AND state = 'running';
 
+-- name: ExecutionGetState :one
+-- ExecutionGetState reads the state of one execution.
+SELECT state FROM executions WHERE id = @id;
+
 -- name: ExecutionFail :exec
--- ExecutionFail returns a running execution to waiting while attempts remain, else ends it failed.
+-- ExecutionFail returns a running execution to waiting while attempts remain
+-- (claimable from now + min(backoff x 2^(attempts-1), 24 h)), else ends it failed.
 UPDATE executions
 SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(@now AS INTEGER) + CASE
+        WHEN retry_backoff_ms = 0 THEN 0
+        WHEN attempts - 1 >= 27 THEN 86400000
+        ELSE min(retry_backoff_ms << (attempts - 1), 86400000) END
+      ELSE run_at_ms END,
     last_error = @last_error
 WHERE id = @id AND state = 'running';
 
@@ -108,10 +123,83 @@ RETURNING execution_id;
 
 -- name: ExecutionRequeueReclaimed :exec
 -- ExecutionRequeueReclaimed returns each execution of a JSON array of ids to
--- waiting while attempts remain, else ends it failed; either way it counts the reclaim.
+-- waiting while attempts remain (claimable from now + the backoff), else ends
+-- it failed; either way it counts the reclaim.
 UPDATE executions
 SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(@now AS INTEGER) + CASE
+        WHEN retry_backoff_ms = 0 THEN 0
+        WHEN attempts - 1 >= 27 THEN 86400000
+        ELSE min(retry_backoff_ms << (attempts - 1), 86400000) END
+      ELSE run_at_ms END,
     reclaim_count = reclaim_count + 1,
     last_error = 'lease expired'
 WHERE state = 'running'
   AND id IN (SELECT j.value FROM json_each(CAST(@ids AS TEXT)) AS j);
+
+-- name: AttemptCancelRunning :exec
+-- AttemptCancelRunning ends the running attempt of an execution, if any, as cancelled.
+UPDATE attempts SET state = 'cancelled', ended_at_ms = CAST(@now AS INTEGER)
+WHERE execution_id = @execution_id AND state = 'running';
+
+-- name: ExecutionCancel :one
+-- ExecutionCancel ends a waiting or running execution as cancelled with the reason.
+UPDATE executions SET state = 'cancelled', last_error = @reason
+WHERE id = @id AND state IN ('waiting', 'running')
+RETURNING id;
+
+-- name: ExecutionList :many
+-- ExecutionList pages every execution in id order.
+SELECT * FROM executions
+WHERE id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: ExecutionListByNamespace :many
+-- ExecutionListByNamespace pages one namespace's executions in id order.
+SELECT * FROM executions
+WHERE namespace = @namespace AND id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: ExecutionListByLane :many
+-- ExecutionListByLane pages one lane's executions, across namespaces, in id order.
+SELECT * FROM executions
+WHERE lane = @lane AND id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: ExecutionListByState :many
+-- ExecutionListByState pages the executions of one state, across namespaces, in id order.
+SELECT * FROM executions
+WHERE state = @state AND id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: ExecutionListByNamespaceLane :many
+-- ExecutionListByNamespaceLane pages one lane of one namespace in id order.
+SELECT * FROM executions
+WHERE namespace = @namespace AND lane = @lane AND id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: ExecutionListByNamespaceState :many
+-- ExecutionListByNamespaceState pages one namespace's executions of one state in id order.
+SELECT * FROM executions
+WHERE namespace = @namespace AND state = @state AND id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: ExecutionListByLaneState :many
+-- ExecutionListByLaneState pages one lane's executions of one state, across namespaces, in id order.
+SELECT * FROM executions
+WHERE lane = @lane AND state = @state AND id > @after_id
+ORDER BY id
+LIMIT @limit;
+
+-- name: ExecutionListByNamespaceLaneState :many
+-- ExecutionListByNamespaceLaneState pages one lane of one namespace, of one state, in id order.
+SELECT * FROM executions
+WHERE namespace = @namespace AND lane = @lane AND state = @state AND id > @after_id
+ORDER BY id
+LIMIT @limit;

@@ -101,8 +101,8 @@ func seed(t *testing.T, e *Engine) {
 	_, err := e.pool.Exec(ctx, `
 		INSERT INTO workers SELECT 'ns' || (i % 10), 'i' || i, 'w', '{default}', '{}', i, 60000, i FROM generate_series(1, 20000) AS i;
 		INSERT INTO worker_events (namespace, instance_id, kind, at_ms) SELECT 'ns' || (i % 10), 'i' || (i % 500), 'heartbeat', i FROM generate_series(1, 20000) AS i;
-		INSERT INTO executions (id, namespace, lane, state, priority, payload, max_attempts, created_at_ms)
-			SELECT gen_random_uuid(), 'ns' || (i % 10), 'lane' || (i % 5), CASE WHEN i % 3 = 0 THEN 'waiting' ELSE 'completed' END, i % 7, '', 1, i
+		INSERT INTO executions (id, namespace, lane, state, priority, payload, max_attempts, created_at_ms, run_at_ms)
+			SELECT gen_random_uuid(), 'ns' || (i % 10), 'lane' || (i % 5), CASE WHEN i % 3 = 0 THEN 'waiting' ELSE 'completed' END, i % 7, '', 1, i, i
 			FROM generate_series(1, 20000) AS i;
 		INSERT INTO agents (id, state, terminal_reason, provider, owner_actor, owner_peer_class, owner_write_namespace, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, host)
 			SELECT 'a' || i, CASE WHEN i % 4 = 0 THEN 'running' ELSE 'terminal' END, CASE WHEN i % 4 = 0 THEN NULL ELSE 'completed' END,
@@ -229,8 +229,46 @@ func TestQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionRequeueReclaimed": func(q *pgdb.Queries) error {
-			return q.ExecutionRequeueReclaimed(ctx, []uuid.UUID{id})
+			return q.ExecutionRequeueReclaimed(ctx, pgdb.ExecutionRequeueReclaimedParams{Now: 5, Ids: []uuid.UUID{id}})
 		},
+		"ExecutionGetState": func(q *pgdb.Queries) error { _, err := q.ExecutionGetState(ctx, id); return err },
+		"ExecutionCancel": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionCancel(ctx, pgdb.ExecutionCancelParams{Reason: "r", ID: id, Now: 5})
+			return err
+		},
+		"ExecutionList": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionList(ctx, pgdb.ExecutionListParams{AfterID: id, MaxRows: 100})
+			return err
+		},
+		"ExecutionListByNamespace": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{Namespace: "ns1", AfterID: id, MaxRows: 100})
+			return err
+		},
+		"ExecutionListByLane": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByLane(ctx, pgdb.ExecutionListByLaneParams{Lane: "lane1", AfterID: id, MaxRows: 100})
+			return err
+		},
+		"ExecutionListByState": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: "waiting", AfterID: id, MaxRows: 100})
+			return err
+		},
+		"ExecutionListByNamespaceLane": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByNamespaceLane(ctx, pgdb.ExecutionListByNamespaceLaneParams{Namespace: "ns1", Lane: "lane1", AfterID: id, MaxRows: 100})
+			return err
+		},
+		"ExecutionListByNamespaceState": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByNamespaceState(ctx, pgdb.ExecutionListByNamespaceStateParams{Namespace: "ns1", State: "waiting", AfterID: id, MaxRows: 100})
+			return err
+		},
+		"ExecutionListByLaneState": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByLaneState(ctx, pgdb.ExecutionListByLaneStateParams{Lane: "lane1", State: "waiting", AfterID: id, MaxRows: 100})
+			return err
+		},
+		"ExecutionListByNamespaceLaneState": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByNamespaceLaneState(ctx, pgdb.ExecutionListByNamespaceLaneStateParams{Namespace: "ns1", Lane: "lane1", State: "waiting", AfterID: id, MaxRows: 100})
+			return err
+		},
+
 		"AgentGet": func(q *pgdb.Queries) error { _, err := q.AgentGet(ctx, "a1"); return err },
 		"AgentSetState": func(q *pgdb.Queries) error {
 			_, err := q.AgentSetState(ctx, pgdb.AgentSetStateParams{ID: "a4", State: "suspended", FromState: "running"})

@@ -140,6 +140,7 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 	return translate(x.q.ExecutionInsert(ctx, pgdb.ExecutionInsertParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs,
 	}))
 }
 
@@ -148,12 +149,63 @@ func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Executi
 	if err != nil {
 		return engine.Execution{}, translate(err)
 	}
+	return executionFromRow(r), nil
+}
+
+func executionFromRow(r pgdb.Execution) engine.Execution {
 	return engine.Execution{
 		ID: r.ID, Namespace: r.Namespace, Lane: r.Lane, State: r.State, Priority: r.Priority,
 		Payload: r.Payload, Result: r.Result, RequiredCapabilities: list(r.RequiredCapabilities),
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
-		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs,
-	}, nil
+		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
+	}
+}
+
+// ExecutionList runs the query of its filter combination: each has an
+// index that serves it in id order.
+func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
+	n := int32(p.Limit)
+	var rows []pgdb.Execution
+	var err error
+	switch {
+	case p.Namespace != "" && p.Lane != "" && p.State != "":
+		rows, err = x.q.ExecutionListByNamespaceLaneState(ctx, pgdb.ExecutionListByNamespaceLaneStateParams{Namespace: p.Namespace, Lane: p.Lane, State: p.State, AfterID: p.AfterID, MaxRows: n})
+	case p.Namespace != "" && p.Lane != "":
+		rows, err = x.q.ExecutionListByNamespaceLane(ctx, pgdb.ExecutionListByNamespaceLaneParams{Namespace: p.Namespace, Lane: p.Lane, AfterID: p.AfterID, MaxRows: n})
+	case p.Namespace != "" && p.State != "":
+		rows, err = x.q.ExecutionListByNamespaceState(ctx, pgdb.ExecutionListByNamespaceStateParams{Namespace: p.Namespace, State: p.State, AfterID: p.AfterID, MaxRows: n})
+	case p.Lane != "" && p.State != "":
+		rows, err = x.q.ExecutionListByLaneState(ctx, pgdb.ExecutionListByLaneStateParams{Lane: p.Lane, State: p.State, AfterID: p.AfterID, MaxRows: n})
+	case p.Namespace != "":
+		rows, err = x.q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{Namespace: p.Namespace, AfterID: p.AfterID, MaxRows: n})
+	case p.Lane != "":
+		rows, err = x.q.ExecutionListByLane(ctx, pgdb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, MaxRows: n})
+	case p.State != "":
+		rows, err = x.q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, MaxRows: n})
+	default:
+		rows, err = x.q.ExecutionList(ctx, pgdb.ExecutionListParams{AfterID: p.AfterID, MaxRows: n})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Execution, len(rows))
+	for i, r := range rows {
+		out[i] = executionFromRow(r)
+	}
+	return out, nil
+}
+
+func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error) {
+	_, err := x.q.ExecutionCancel(ctx, pgdb.ExecutionCancelParams{Reason: reason, ID: id, Now: nowMs})
+	if err = translate(err); err == engine.ErrNoRows {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
+	st, err := x.q.ExecutionGetState(ctx, id)
+	return st, translate(err)
 }
 
 // ExecutionClaim is one statement: the worker's liveness, the pick (FOR
@@ -238,8 +290,8 @@ func (x queries) AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int
 	return ids, translate(err)
 }
 
-func (x queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID) error {
-	return translate(x.q.ExecutionRequeueReclaimed(ctx, ids))
+func (x queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID, nowMs int64) error {
+	return translate(x.q.ExecutionRequeueReclaimed(ctx, pgdb.ExecutionRequeueReclaimedParams{Now: nowMs, Ids: ids}))
 }
 
 // Agents.

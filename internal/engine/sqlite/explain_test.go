@@ -183,7 +183,7 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 	id := uuid.New()
 	for name, call := range map[string]func(q *sqlitedb.Queries) error{
 		"ExecutionPickInLane": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{Namespace: "n", Lane: "l", Capabilities: `["gpu"]`, Limit: 4})
+			_, err := q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{Namespace: "n", Lane: "l", Now: 5, Capabilities: `["gpu"]`, Limit: 4})
 			return err
 		},
 		"ExecutionStart": func(q *sqlitedb.Queries) error { _, err := q.ExecutionStart(ctx, id); return err },
@@ -208,7 +208,53 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionRequeueReclaimed": func(q *sqlitedb.Queries) error {
-			return q.ExecutionRequeueReclaimed(ctx, `["`+id.String()+`"]`)
+			return q.ExecutionRequeueReclaimed(ctx, sqlitedb.ExecutionRequeueReclaimedParams{Now: 1, Ids: `["` + id.String() + `"]`})
+		},
+		"ExecutionGetState": func(q *sqlitedb.Queries) error { _, err := q.ExecutionGetState(ctx, id); return err },
+		"ExecutionCancel": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionCancel(ctx, sqlitedb.ExecutionCancelParams{Reason: "r", ID: id})
+			return err
+		},
+		"AttemptCancelRunning": func(q *sqlitedb.Queries) error {
+			return q.AttemptCancelRunning(ctx, sqlitedb.AttemptCancelRunningParams{Now: 1, ExecutionID: id})
+		},
+		"ExecutionFail": func(q *sqlitedb.Queries) error {
+			return q.ExecutionFail(ctx, sqlitedb.ExecutionFailParams{Now: 1, LastError: "x", ID: id})
+		},
+		"ExecutionComplete": func(q *sqlitedb.Queries) error {
+			return q.ExecutionComplete(ctx, sqlitedb.ExecutionCompleteParams{Result: []byte("x"), ID: id})
+		},
+		"ExecutionList": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionList(ctx, sqlitedb.ExecutionListParams{AfterID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByNamespace": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByNamespace(ctx, sqlitedb.ExecutionListByNamespaceParams{Namespace: "ns1", AfterID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByLane": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByLane(ctx, sqlitedb.ExecutionListByLaneParams{Lane: "lane1", AfterID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByState": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: "waiting", AfterID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByNamespaceLane": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByNamespaceLane(ctx, sqlitedb.ExecutionListByNamespaceLaneParams{Namespace: "ns1", Lane: "lane1", AfterID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByNamespaceState": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByNamespaceState(ctx, sqlitedb.ExecutionListByNamespaceStateParams{Namespace: "ns1", State: "waiting", AfterID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByLaneState": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByLaneState(ctx, sqlitedb.ExecutionListByLaneStateParams{Lane: "lane1", State: "waiting", AfterID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByNamespaceLaneState": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByNamespaceLaneState(ctx, sqlitedb.ExecutionListByNamespaceLaneStateParams{Namespace: "ns1", Lane: "lane1", State: "waiting", AfterID: id, Limit: 10})
+			return err
 		},
 	} {
 		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call) })

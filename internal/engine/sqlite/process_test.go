@@ -91,7 +91,9 @@ func sharedWriter(path, name string) int {
 			fmt.Fprintln(os.Stderr, "heartbeat:", err)
 			return 1
 		}
-		if _, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l"}); err != nil {
+		// RunAt in the past: claimable by a claim whose clock was read a
+		// moment before this create committed in another process.
+		if _, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l", RunAt: time.Unix(1, 0)}); err != nil {
 			fmt.Fprintln(os.Stderr, "create:", err)
 			return 1
 		}

@@ -154,6 +154,7 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 	return translate(x.q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs,
 	}))
 }
 
@@ -162,6 +163,10 @@ func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Executi
 	if err != nil {
 		return engine.Execution{}, translate(err)
 	}
+	return executionFromRow(r)
+}
+
+func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 	caps, err := parseJSONArray(r.RequiredCapabilities)
 	if err != nil {
 		return engine.Execution{}, err
@@ -170,8 +175,62 @@ func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Executi
 		ID: r.ID, Namespace: r.Namespace, Lane: r.Lane, State: r.State, Priority: r.Priority,
 		Payload: r.Payload, Result: r.Result, RequiredCapabilities: caps,
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
-		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs,
+		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
 	}, nil
+}
+
+// ExecutionList runs the query of its filter combination: each has an
+// index that serves it in id order.
+func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
+	n := int64(p.Limit)
+	var rows []sqlitedb.Execution
+	var err error
+	switch {
+	case p.Namespace != "" && p.Lane != "" && p.State != "":
+		rows, err = x.q.ExecutionListByNamespaceLaneState(ctx, sqlitedb.ExecutionListByNamespaceLaneStateParams{Namespace: p.Namespace, Lane: p.Lane, State: p.State, AfterID: p.AfterID, Limit: n})
+	case p.Namespace != "" && p.Lane != "":
+		rows, err = x.q.ExecutionListByNamespaceLane(ctx, sqlitedb.ExecutionListByNamespaceLaneParams{Namespace: p.Namespace, Lane: p.Lane, AfterID: p.AfterID, Limit: n})
+	case p.Namespace != "" && p.State != "":
+		rows, err = x.q.ExecutionListByNamespaceState(ctx, sqlitedb.ExecutionListByNamespaceStateParams{Namespace: p.Namespace, State: p.State, AfterID: p.AfterID, Limit: n})
+	case p.Lane != "" && p.State != "":
+		rows, err = x.q.ExecutionListByLaneState(ctx, sqlitedb.ExecutionListByLaneStateParams{Lane: p.Lane, State: p.State, AfterID: p.AfterID, Limit: n})
+	case p.Namespace != "":
+		rows, err = x.q.ExecutionListByNamespace(ctx, sqlitedb.ExecutionListByNamespaceParams{Namespace: p.Namespace, AfterID: p.AfterID, Limit: n})
+	case p.Lane != "":
+		rows, err = x.q.ExecutionListByLane(ctx, sqlitedb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, Limit: n})
+	case p.State != "":
+		rows, err = x.q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Limit: n})
+	default:
+		rows, err = x.q.ExecutionList(ctx, sqlitedb.ExecutionListParams{AfterID: p.AfterID, Limit: n})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Execution, len(rows))
+	for i, r := range rows {
+		if out[i], err = executionFromRow(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ExecutionCancel ends the running attempt, if any, then the execution,
+// in the writer's transaction.
+func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error) {
+	if err := x.q.AttemptCancelRunning(ctx, sqlitedb.AttemptCancelRunningParams{Now: nowMs, ExecutionID: id}); err != nil {
+		return false, translate(err)
+	}
+	_, err := x.q.ExecutionCancel(ctx, sqlitedb.ExecutionCancelParams{Reason: reason, ID: id})
+	if err = translate(err); err == engine.ErrNoRows {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
+	st, err := x.q.ExecutionGetState(ctx, id)
+	return st, translate(err)
 }
 
 // ExecutionClaim seeks the claim index once per lane (a worker serves few
@@ -192,7 +251,7 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]en
 	var cands []sqlitedb.ExecutionPickInLaneRow
 	for _, lane := range lanes {
 		rows, err := x.q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{
-			Namespace: p.Namespace, Lane: lane, Capabilities: w.Capabilities, Limit: int64(want),
+			Namespace: p.Namespace, Lane: lane, Now: p.NowMs, Capabilities: w.Capabilities, Limit: int64(want),
 		})
 		if err != nil {
 			return nil, translate(err)
@@ -203,7 +262,7 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]en
 		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.CreatedAtMs, b.CreatedAtMs); c != 0 {
+		if c := cmp.Compare(a.RunAtMs, b.RunAtMs); c != 0 {
 			return c
 		}
 		return slices.Compare(a.ID[:], b.ID[:])
@@ -252,7 +311,7 @@ func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, 
 	if _, err := x.q.AttemptEnd(ctx, sqlitedb.AttemptEndParams{State: "failed", Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch}); err != nil {
 		return translate(err)
 	}
-	return translate(x.q.ExecutionFail(ctx, sqlitedb.ExecutionFailParams{LastError: reason, ID: l.ExecutionID}))
+	return translate(x.q.ExecutionFail(ctx, sqlitedb.ExecutionFailParams{Now: nowMs, LastError: reason, ID: l.ExecutionID}))
 }
 
 func (x queries) AttemptRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
@@ -295,8 +354,8 @@ func (x queries) AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int
 	return ids, translate(err)
 }
 
-func (x queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID) error {
-	return translate(x.q.ExecutionRequeueReclaimed(ctx, mustJSON(ids)))
+func (x queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID, nowMs int64) error {
+	return translate(x.q.ExecutionRequeueReclaimed(ctx, sqlitedb.ExecutionRequeueReclaimedParams{Now: nowMs, Ids: mustJSON(ids)}))
 }
 
 // Agents.
