@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rosterdb/roster/service"
@@ -188,4 +189,53 @@ func ExampleStore_KeepAlive() {
 	// Output:
 	// <nil> <nil>
 	// true
+}
+
+// RunWorker is a whole worker process: it registers, claims while handler
+// slots are free, renews leases, writes outcomes, and on shutdown drains its
+// handlers before it marks the worker dead.
+func ExampleStore_RunWorker() {
+	ctx, cancel := context.WithCancel(context.Background())
+	store, err := service.Open(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	for _, word := range []string{"hello", "roster"} {
+		if _, err := store.CreateExecution(ctx, service.CreateExecutionArgs{
+			Namespace: "prod", Lane: "upper", Payload: []byte(word),
+		}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- store.RunWorker(ctx, service.WorkerArgs{
+			Namespace: "prod", WorkerID: "upper", InstanceID: "w1", Lanes: []string{"upper"},
+			TTL: 30 * time.Second, Concurrency: 2,
+			Handler: func(ctx context.Context, l service.Lease) ([]byte, error) {
+				return []byte(strings.ToUpper(string(l.Payload))), nil
+			},
+		})
+	}()
+	for {
+		page, err := store.ListExecutions(ctx, service.ListExecutionsArgs{Namespace: "prod", State: service.ExecutionCompleted})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if len(page.Executions) == 2 {
+			for _, e := range page.Executions {
+				fmt.Println(string(e.Payload), "->", string(e.Result))
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel() // shutdown: drain, then mark the worker dead
+	fmt.Println(<-done)
+	// Output:
+	// hello -> HELLO
+	// roster -> ROSTER
+	// <nil>
 }

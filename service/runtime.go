@@ -8,6 +8,9 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/rosterdb/roster/internal/engine"
 )
 
 // WorkerArgs configure RunWorker.
@@ -118,6 +121,7 @@ type runner struct {
 
 	mu       sync.Mutex
 	running  map[*job]struct{}
+	reserved int           // slots held for claims in flight
 	freed    chan struct{} // signalled when a handler ends
 	lapsed   bool          // the registration lapsed and is not yet renewed: no claims
 	handlers sync.WaitGroup
@@ -178,19 +182,21 @@ func (w *runner) run(ctx context.Context, drain time.Duration) error {
 func (w *runner) claimLoop(ctx context.Context) error {
 	backoff := 10 * time.Millisecond
 	for ctx.Err() == nil {
-		free := w.slots - w.active()
+		free := w.reserve(w.slots)
 		if free == 0 || w.isLapsed() {
+			w.unreserve(free)
 			w.idle(ctx, nil)
 			continue
 		}
 		wake := w.s.work.wait() // taken before the claim: no announcement is missed
-		leases, err := w.s.ClaimExecutions(ctx, ClaimArgs{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID, LeaseTTL: w.leaseTTL}, free)
+		leases, err := w.s.ClaimExecutions(ctx, w.claimArgs(), free)
+		for _, l := range leases {
+			w.start(ctx, l)
+		}
+		w.unreserve(free)
 		switch {
 		case err == nil:
 			backoff = 10 * time.Millisecond
-			for _, l := range leases {
-				w.start(ctx, l)
-			}
 		case errors.Is(err, ErrNoWork):
 			w.idle(ctx, wake)
 		case errors.Is(err, ErrClosed):
@@ -229,6 +235,33 @@ func (w *runner) active() int {
 	return len(w.running)
 }
 
+func (w *runner) claimArgs() ClaimArgs {
+	return ClaimArgs{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID, LeaseTTL: w.leaseTTL}
+}
+
+// reserve holds up to n free handler slots for a claim and returns how many.
+func (w *runner) reserve(n int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n = max(min(n, w.slots-len(w.running)-w.reserved), 0)
+	w.reserved += n
+	return n
+}
+
+// unreserve gives n held slots back (started handlers now hold theirs).
+func (w *runner) unreserve(n int) {
+	if n == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.reserved -= n
+	w.mu.Unlock()
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
+}
+
 func (w *runner) isLapsed() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -245,14 +278,23 @@ func (w *runner) start(ctx context.Context, l Lease) {
 	w.handlers.Add(1)
 	go func() {
 		defer w.handlers.Done()
-		defer w.finish(j)
 		stopRenew := make(chan struct{})
 		renewed := make(chan struct{})
 		go func() { defer close(renewed); w.renew(hctx, j, stopRenew) }()
 		result, herr := w.call(hctx, l)
 		close(stopRenew)
 		<-renewed
-		w.settle(ctx, j, result, herr)
+		// The handler's slot now holds the next claim, made in the same
+		// transaction as this outcome (one commit for both).
+		w.mu.Lock()
+		delete(w.running, j)
+		w.reserved++
+		w.mu.Unlock()
+		j.cancel()
+		for _, next := range w.settle(ctx, j, result, herr) {
+			w.start(ctx, next)
+		}
+		w.unreserve(1)
 	}()
 }
 
@@ -295,25 +337,84 @@ func (w *runner) renew(ctx context.Context, j *job, stop <-chan struct{}) {
 	}
 }
 
-// settle writes the handler's outcome while the lease holds.
-func (w *runner) settle(ctx context.Context, j *job, result []byte, herr error) {
+// settle writes the handler's outcome while the lease holds and, while the
+// runner is still claiming, claims the next execution for the freed slot in
+// the same transaction. It returns the lease so claimed, if any.
+func (w *runner) settle(ctx context.Context, j *job, result []byte, herr error) []Lease {
 	l := j.lease
 	if j.isLost() {
 		w.log.Warn("roster: worker: dropping the outcome of a lost lease", "execution", l.ExecutionID, "handler_err", herr)
-		return
+		return nil
 	}
-	bg := context.WithoutCancel(ctx)
-	var err error
-	if herr == nil {
-		err = w.s.CompleteExecution(bg, CompleteArgs{Lease: l, Result: result})
-	} else {
-		err = w.s.FailExecution(bg, FailArgs{Lease: l, Reason: failReason(herr)})
+	var next *ClaimArgs
+	if ctx.Err() == nil && !w.isLapsed() {
+		a := w.claimArgs()
+		next = &a
 	}
-	if errors.Is(err, ErrLeaseLost) {
+	lost, leases, err := w.s.settleAndClaim(context.WithoutCancel(ctx), l, result, herr, next)
+	switch {
+	case err != nil:
+		w.log.Warn("roster: worker: writing an outcome failed; the lease will expire and be reclaimed", "execution", l.ExecutionID, "err", err)
+	case lost:
 		w.log.Warn("roster: worker: the lease was lost before the outcome was written; dropped", "execution", l.ExecutionID, "handler_err", herr)
-	} else if err != nil {
-		w.log.Warn("roster: worker: writing an outcome failed", "execution", l.ExecutionID, "err", err)
 	}
+	return leases
+}
+
+// settleAndClaim completes (herr nil) or fails the execution of lease l and,
+// when next is set, claims one more execution for next's worker, in one
+// write. lost reports that the lease was no longer current (the outcome was
+// dropped); a claim that finds no work or an unregistered worker claims
+// nothing.
+func (s *Store) settleAndClaim(ctx context.Context, l Lease, result []byte, herr error, next *ClaimArgs) (lost bool, leases []Lease, err error) {
+	if err := s.check(); err != nil {
+		return false, nil, err
+	}
+	reason := ""
+	if herr == nil && len(result) > maxPayloadBytes {
+		herr = fmt.Errorf("the handler's result of %d bytes exceeds the limit of 16 MiB", len(result))
+	}
+	if herr != nil {
+		reason = failReason(herr)
+	}
+	now := s.now(time.Time{}).UnixMilli()
+	var params engine.ClaimParams
+	if next != nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return false, nil, fmt.Errorf("roster: new lease id: %w", err)
+		}
+		params = engine.ClaimParams{
+			Namespace: next.Namespace, InstanceID: next.InstanceID, NowMs: now,
+			ExpiresAtMs: now + next.LeaseTTL.Milliseconds(), LeaseIDs: []uuid.UUID{id},
+		}
+	}
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		lost, leases = false, nil
+		var err error
+		if herr == nil {
+			err = q.LeaseComplete(ctx, leaseRef(l), now, result)
+		} else {
+			err = q.LeaseFail(ctx, leaseRef(l), now, reason)
+		}
+		if errors.Is(err, engine.ErrNoRows) {
+			lost = true
+		} else if err != nil {
+			return err
+		}
+		if next == nil {
+			return nil
+		}
+		claimed, err := q.ExecutionClaim(ctx, params)
+		if errors.Is(err, engine.ErrNoRows) {
+			return nil // not registered any more: the keep-alive registers again
+		}
+		for _, c := range claimed {
+			leases = append(leases, leaseFromRow(c, next.InstanceID))
+		}
+		return err
+	})
+	return lost, leases, err
 }
 
 // failReason is an error's text cut to a valid fail reason.
@@ -333,17 +434,6 @@ func failReason(err error) string {
 		out = append(out, r)
 	}
 	return string(out)
-}
-
-func (w *runner) finish(j *job) {
-	j.cancel()
-	w.mu.Lock()
-	delete(w.running, j)
-	w.mu.Unlock()
-	select {
-	case w.freed <- struct{}{}:
-	default:
-	}
 }
 
 // cancelAll cancels every running handler (their leases may still hold).

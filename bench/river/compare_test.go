@@ -78,7 +78,9 @@ func insertRiver[TTx any](b *testing.B, c *river.Client[TTx], n int) {
 	}
 }
 
-// drainRiver starts the client and waits for every job to complete.
+// drainRiver starts the client, waits for every job to be worked, and stops
+// the client, which flushes River's batched completions: the time covers
+// every completion written.
 func drainRiver[TTx any](b *testing.B, c *river.Client[TTx], w *noopWorker) {
 	b.Helper()
 	ctx := context.Background()
@@ -91,9 +93,49 @@ func drainRiver[TTx any](b *testing.B, c *river.Client[TTx], w *noopWorker) {
 	case <-time.After(10 * time.Minute):
 		b.Fatal("River did not finish")
 	}
-	b.StopTimer()
 	if err := c.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		b.Fatal(err)
+	}
+	b.StopTimer()
+}
+
+// drainRosterRuntime runs roster's worker runtime (RunWorker) with the given
+// concurrency until every execution's handler ran, then stops it, which
+// drains: the time covers every completion written, every lease fenced.
+func drainRosterRuntime(b *testing.B, s *service.Store, workers, n int) {
+	b.Helper()
+	for range n {
+		if _, err := s.CreateExecution(context.Background(), service.CreateExecutionArgs{Namespace: "ns", Lane: "default"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(n))
+	done := make(chan error, 1)
+	b.ResetTimer()
+	go func() {
+		done <- s.RunWorker(ctx, service.WorkerArgs{
+			Namespace: "ns", WorkerID: "w", InstanceID: "w", Lanes: []string{"default"},
+			TTL: time.Minute, Concurrency: workers,
+			Handler: func(context.Context, service.Lease) ([]byte, error) {
+				if left.Add(-1) == 0 {
+					cancel()
+				}
+				return nil, nil
+			},
+		})
+	}()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	page, err := s.ListExecutions(context.Background(), service.ListExecutionsArgs{State: service.ExecutionCompleted, Limit: 10000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(page.Executions) != min(n, 10000) {
+		b.Fatalf("%d completed, want %d", len(page.Executions), n)
 	}
 }
 
@@ -178,7 +220,7 @@ func BenchmarkPostgres(b *testing.B) {
 			drainRiver(b, c, w)
 			report(b)
 		})
-		b.Run(fmt.Sprintf("roster/workers=%d", workers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("roster-api/workers=%d", workers), func(b *testing.B) {
 			u := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
 			s, err := service.Open(context.Background(), u)
 			if err != nil {
@@ -186,6 +228,16 @@ func BenchmarkPostgres(b *testing.B) {
 			}
 			defer s.Close()
 			drainRoster(b, s, workers, b.N)
+			report(b)
+		})
+		b.Run(fmt.Sprintf("roster-runtime/workers=%d", workers), func(b *testing.B) {
+			u := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
+			s, err := service.Open(context.Background(), u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			drainRosterRuntime(b, s, workers, b.N)
 			report(b)
 		})
 	}
@@ -222,13 +274,22 @@ func BenchmarkSQLite(b *testing.B) {
 			drainRiver(b, c, w)
 			report(b)
 		})
-		b.Run(fmt.Sprintf("roster/workers=%d", workers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("roster-api/workers=%d", workers), func(b *testing.B) {
 			s, err := service.Open(context.Background(), filepath.Join(b.TempDir(), "roster.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
 			drainRoster(b, s, workers, b.N)
+			report(b)
+		})
+		b.Run(fmt.Sprintf("roster-runtime/workers=%d", workers), func(b *testing.B) {
+			s, err := service.Open(context.Background(), filepath.Join(b.TempDir(), "roster.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			drainRosterRuntime(b, s, workers, b.N)
 			report(b)
 		})
 	}

@@ -68,8 +68,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 					Lanes: []string{"default"}, TTL: time.Hour, Now: t0})
 				must(b, err)
 			}
-			_, err := raw.Exec(ctx, `INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms)
-				SELECT gen_random_uuid(), 'ns', 'default', i % 3, '\x00', 1, $2 FROM generate_series(1, $1::int) AS i`,
+			_, err := raw.Exec(ctx, `INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
+				SELECT gen_random_uuid(), 'ns', 'default', i % 3, '\x00', 1, $2, $2 FROM generate_series(1, $1::int) AS i`,
 				b.N+workers, t0.UnixMilli())
 			must(b, err)
 			_, err = raw.Exec(ctx, "ANALYZE executions")
@@ -90,6 +90,37 @@ func BenchmarkClaimComplete(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+// BenchmarkClaimBesideScheduled claims and completes ready executions beside
+// 0 or 100,000 executions scheduled for tomorrow in the same lane.
+func BenchmarkClaimBesideScheduled(b *testing.B) {
+	ctx := context.Background()
+	for _, future := range []int{0, 100_000} {
+		b.Run(fmt.Sprintf("scheduled=%d", future), func(b *testing.B) {
+			s, raw := benchStore(b, 4)
+			_, err := s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "w",
+				Lanes: []string{"default"}, TTL: time.Hour, Now: t0})
+			must(b, err)
+			_, err = raw.Exec(ctx, `INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
+				SELECT gen_random_uuid(), 'ns', 'default', 0, '\x00', 1, $2,
+				       CASE WHEN i <= $3 THEN $2::bigint + 86400000 ELSE $2::bigint - 1000 END
+				FROM generate_series(1, $1::int) AS i`, future+b.N+1000, t0.UnixMilli(), future)
+			must(b, err)
+			_, err = raw.Exec(ctx, "ANALYZE executions")
+			must(b, err)
+			b.ResetTimer()
+			for range b.N {
+				l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "w", LeaseTTL: time.Minute, Now: t0})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: l, Now: t0}); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -264,8 +264,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 				worker(b, s, "ns", fmt.Sprint("w", w), []string{"default", "other"}, []string{"gpu"})
 			}
 			_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-				INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms)
-				SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'default', i % 3, x'00', 1, ? FROM n`,
+				INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
+				SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'default', i % 3, x'00', 1, ?2, ?2 FROM n`,
 				b.N+workers, t0.UnixMilli())
 			must(b, err)
 			var next atomic.Int64
@@ -312,9 +312,9 @@ func bulkAttempts(b *testing.B, s benchDB, n int) {
 	ctx := context.Background()
 	now := t0.UnixMilli()
 	_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-		INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms)
+		INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms)
 		SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'l',
-		       CASE WHEN i % 100 = 0 THEN 'running' ELSE 'completed' END, 0, x'', 1, 1, 1, ? FROM n`, n, now)
+		       CASE WHEN i % 100 = 0 THEN 'running' ELSE 'completed' END, 0, x'', 1, 1, 1, ?2, ?2 FROM n`, n, now)
 	must(b, err)
 	_, err = s.writer.ExecContext(ctx, `INSERT INTO attempts (execution_id, attempt_index, epoch, lease_id, namespace,
 		instance_id, state, claimed_at_ms, expires_at_ms, ended_at_ms)
@@ -322,4 +322,33 @@ func bulkAttempts(b *testing.B, s benchDB, n int) {
 		       state, ?, ? + (rowid % 1000), CASE WHEN state = 'running' THEN NULL ELSE ? END
 		FROM executions`, now, now, now)
 	must(b, err)
+}
+
+// BenchmarkClaimBesideScheduled claims and completes ready executions beside
+// 0 or 100,000 executions scheduled for tomorrow in the same lane: RunAt
+// must not turn the claim's index seek into a scan.
+func BenchmarkClaimBesideScheduled(b *testing.B) {
+	ctx := context.Background()
+	for _, future := range []int{0, 100_000} {
+		b.Run(fmt.Sprintf("scheduled=%d", future), func(b *testing.B) {
+			s := benchStore(b)
+			worker(b, s, "ns", "w", []string{"default"}, nil)
+			_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+				INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
+				SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'default', 0, x'00', 1, ?2,
+				       CASE WHEN i <= ?3 THEN ?2 + 86400000 ELSE ?2 - 1000 END FROM n`,
+				future+b.N+1000, t0.UnixMilli(), future)
+			must(b, err)
+			b.ResetTimer()
+			for range b.N {
+				l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "w", LeaseTTL: time.Minute, Now: t0})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: l, Now: t0}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
