@@ -389,8 +389,8 @@ func (s *Store) settleAndClaim(ctx context.Context, l Lease, result []byte, herr
 			ExpiresAtMs: now + next.LeaseTTL.Milliseconds(), LeaseIDs: []uuid.UUID{id},
 		}
 	}
-	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		lost, leases = false, nil
+	settle := func(ctx context.Context, q engine.Queries) error {
+		lost = false
 		var err error
 		if herr == nil {
 			err = q.LeaseComplete(ctx, leaseRef(l), now, result)
@@ -399,12 +399,12 @@ func (s *Store) settleAndClaim(ctx context.Context, l Lease, result []byte, herr
 		}
 		if errors.Is(err, engine.ErrNoRows) {
 			lost = true
-		} else if err != nil {
-			return err
-		}
-		if next == nil {
 			return nil
 		}
+		return err
+	}
+	claim := func(ctx context.Context, q engine.Queries) error {
+		leases = nil
 		claimed, err := q.ExecutionClaim(ctx, params)
 		if errors.Is(err, engine.ErrNoRows) {
 			return nil // not registered any more: the keep-alive registers again
@@ -413,6 +413,20 @@ func (s *Store) settleAndClaim(ctx context.Context, l Lease, result []byte, herr
 			leases = append(leases, leaseFromRow(c, next.InstanceID))
 		}
 		return err
+	}
+	if !s.eng.SharedCommit() {
+		// Each statement alone is cheaper than one transaction of both.
+		if err = s.writeOne(ctx, settle); err != nil || next == nil {
+			return lost, nil, err
+		}
+		err = s.writeOne(ctx, claim)
+		return lost, leases, err
+	}
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		if err := settle(ctx, q); err != nil || next == nil {
+			return err
+		}
+		return claim(ctx, q)
 	})
 	return lost, leases, err
 }

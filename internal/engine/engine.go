@@ -38,6 +38,11 @@ type Engine interface {
 	// Close releases the database. Writes queued or started after Close
 	// began return ErrClosed.
 	Close() error
+	// SharedCommit reports whether one Write of several statements commits
+	// cheaper than a WriteOne per statement: true where a commit costs a
+	// sync (SQLite), false where each statement in autocommit is cheaper
+	// than BEGIN ... COMMIT round trips (PostgreSQL).
+	SharedCommit() bool
 }
 
 // Config is what service asks of an engine when it opens one.

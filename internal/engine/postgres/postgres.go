@@ -248,6 +248,10 @@ func (e *Engine) writeOnce(ctx context.Context, fn func(ctx context.Context, q e
 	return nil
 }
 
+// SharedCommit is false: a statement in autocommit saves the BEGIN and
+// COMMIT round trips.
+func (e *Engine) SharedCommit() bool { return false }
+
 // Clock returns the fleet's clock: the local clock moved by the last measured
 // offset from the database server's.
 func (e *Engine) Clock() func() time.Time {

@@ -326,6 +326,9 @@ func (e *Engine) WriteOne(ctx context.Context, fn func(ctx context.Context, q en
 	return e.Write(ctx, fn)
 }
 
+// SharedCommit is true: a commit costs a sync, so statements belong together.
+func (e *Engine) SharedCommit() bool { return true }
+
 // QueueLen reports how many writes wait for the writer (tests).
 func (e *Engine) QueueLen() int { return len(e.queue) }
 
