@@ -260,6 +260,14 @@ func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q engine.
 	return s.eng.Read(ctx, fn)
 }
 
+// snapshot runs fn in one read-only transaction.
+func (s *Store) snapshot(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.eng.Snapshot(ctx, fn)
+}
+
 // write runs fn in a transaction (or a savepoint of a shared one) and returns
 // once it committed (nil) or was rolled back (fn's error).
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {

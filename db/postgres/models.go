@@ -28,6 +28,11 @@ type Agent struct {
 	Host                   pgtype.Text
 }
 
+type AgentStateCount struct {
+	State string
+	N     int64
+}
+
 type AgentVisibility struct {
 	Namespace string
 	AgentID   string

@@ -138,6 +138,18 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionStartStmt, err = db.PrepareContext(ctx, executionStart); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionStart: %w", err)
 	}
+	if q.statsAgentsStmt, err = db.PrepareContext(ctx, statsAgents); err != nil {
+		return nil, fmt.Errorf("error preparing query StatsAgents: %w", err)
+	}
+	if q.statsExpiredLeasesStmt, err = db.PrepareContext(ctx, statsExpiredLeases); err != nil {
+		return nil, fmt.Errorf("error preparing query StatsExpiredLeases: %w", err)
+	}
+	if q.statsLanesStmt, err = db.PrepareContext(ctx, statsLanes); err != nil {
+		return nil, fmt.Errorf("error preparing query StatsLanes: %w", err)
+	}
+	if q.statsWorkersStmt, err = db.PrepareContext(ctx, statsWorkers); err != nil {
+		return nil, fmt.Errorf("error preparing query StatsWorkers: %w", err)
+	}
 	if q.workerDeleteStmt, err = db.PrepareContext(ctx, workerDelete); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerDelete: %w", err)
 	}
@@ -378,6 +390,26 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionStartStmt: %w", cerr)
 		}
 	}
+	if q.statsAgentsStmt != nil {
+		if cerr := q.statsAgentsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing statsAgentsStmt: %w", cerr)
+		}
+	}
+	if q.statsExpiredLeasesStmt != nil {
+		if cerr := q.statsExpiredLeasesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing statsExpiredLeasesStmt: %w", cerr)
+		}
+	}
+	if q.statsLanesStmt != nil {
+		if cerr := q.statsLanesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing statsLanesStmt: %w", cerr)
+		}
+	}
+	if q.statsWorkersStmt != nil {
+		if cerr := q.statsWorkersStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing statsWorkersStmt: %w", cerr)
+		}
+	}
 	if q.workerDeleteStmt != nil {
 		if cerr := q.workerDeleteStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing workerDeleteStmt: %w", cerr)
@@ -530,6 +562,10 @@ type Queries struct {
 	executionPickInLaneStmt               *sql.Stmt
 	executionRequeueReclaimedStmt         *sql.Stmt
 	executionStartStmt                    *sql.Stmt
+	statsAgentsStmt                       *sql.Stmt
+	statsExpiredLeasesStmt                *sql.Stmt
+	statsLanesStmt                        *sql.Stmt
+	statsWorkersStmt                      *sql.Stmt
 	workerDeleteStmt                      *sql.Stmt
 	workerEventAppendStmt                 *sql.Stmt
 	workerEventAppendSweptStmt            *sql.Stmt
@@ -589,6 +625,10 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionPickInLaneStmt:               q.executionPickInLaneStmt,
 		executionRequeueReclaimedStmt:         q.executionRequeueReclaimedStmt,
 		executionStartStmt:                    q.executionStartStmt,
+		statsAgentsStmt:                       q.statsAgentsStmt,
+		statsExpiredLeasesStmt:                q.statsExpiredLeasesStmt,
+		statsLanesStmt:                        q.statsLanesStmt,
+		statsWorkersStmt:                      q.statsWorkersStmt,
 		workerDeleteStmt:                      q.workerDeleteStmt,
 		workerEventAppendStmt:                 q.workerEventAppendStmt,
 		workerEventAppendSweptStmt:            q.workerEventAppendSweptStmt,

@@ -29,6 +29,11 @@ type Agent struct {
 	Host                   sql.NullString
 }
 
+type AgentStateCount struct {
+	State string
+	N     int64
+}
+
 type AgentVisibility struct {
 	Namespace string
 	AgentID   string

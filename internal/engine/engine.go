@@ -26,6 +26,9 @@ type Engine interface {
 	// Read runs fn with queries that read the database. Reads never wait for
 	// writes.
 	Read(ctx context.Context, fn func(ctx context.Context, q Queries) error) error
+	// Snapshot is Read in one read-only transaction: every query of fn sees
+	// the same consistent state of the database.
+	Snapshot(ctx context.Context, fn func(ctx context.Context, q Queries) error) error
 	// Write runs fn in a transaction of its own (or a savepoint of a shared
 	// one) and returns once that transaction committed (nil) or fn's work was
 	// rolled back (fn's error). Write fails with ErrOverloaded, having changed
@@ -258,6 +261,34 @@ type AgentListParams struct {
 	Limit                                 int
 }
 
+// StatsRows are the aggregates Stats reads, each ordered by namespace (then
+// lane).
+type StatsRows struct {
+	Workers       []NamespaceWorkers
+	ExpiredLeases []NamespaceCount
+	Lanes         []LaneCounts
+	Agents        map[string]int64 // agents per state
+}
+
+// NamespaceWorkers counts one namespace's workers.
+type NamespaceWorkers struct {
+	Namespace     string
+	Alive, Lapsed int64
+}
+
+// NamespaceCount is a count in one namespace.
+type NamespaceCount struct {
+	Namespace string
+	N         int64
+}
+
+// LaneCounts counts one lane's live executions.
+type LaneCounts struct {
+	Namespace, Lane           string
+	Ready, Scheduled, Running int64
+	OldestReadyMs             int64 // 0 when Ready is 0
+}
+
 // Queries is every statement roster runs, one method per operation, in terms
 // of the row types above. A method that addresses one row returns ErrNoRows
 // when none matched; a write that breaks a schema rule returns a
@@ -358,4 +389,8 @@ type Queries interface {
 	AgentTerminateLiveOnHost(ctx context.Context, host string, atMs int64) (int, error)
 	// AgentList reads a keyset page of agents.
 	AgentList(ctx context.Context, p AgentListParams) ([]Agent, error)
+
+	// Stats reads the fleet's aggregates at a time, from live rows only
+	// (run it in a Snapshot for one consistent view).
+	Stats(ctx context.Context, atMs int64) (StatsRows, error)
 }

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/engine"
@@ -176,6 +177,20 @@ func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine
 		return engine.ErrClosed
 	}
 	return err
+}
+
+// Snapshot runs fn in one REPEATABLE READ, READ ONLY transaction: every
+// query sees the same snapshot.
+func (e *Engine) Snapshot(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if e.closed.Load() {
+		return engine.ErrClosed
+	}
+	tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("roster: begin read: %w", translate(err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return fn(ctx, queries{e.q.WithTx(tx)})
 }
 
 // WriteOne runs fn, which issues one statement, on a pooled connection

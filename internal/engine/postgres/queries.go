@@ -393,6 +393,43 @@ func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]eng
 	return out, nil
 }
 
+// Stats reads the four aggregates of Stats.
+func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error) {
+	var out engine.StatsRows
+	workers, err := x.q.StatsWorkers(ctx, atMs)
+	if err != nil {
+		return out, translate(err)
+	}
+	for _, r := range workers {
+		out.Workers = append(out.Workers, engine.NamespaceWorkers{Namespace: r.Namespace, Alive: r.Alive, Lapsed: r.Lapsed})
+	}
+	expired, err := x.q.StatsExpiredLeases(ctx, atMs)
+	if err != nil {
+		return out, translate(err)
+	}
+	for _, r := range expired {
+		out.ExpiredLeases = append(out.ExpiredLeases, engine.NamespaceCount{Namespace: r.Namespace, N: r.Expired})
+	}
+	lanes, err := x.q.StatsLanes(ctx, atMs)
+	if err != nil {
+		return out, translate(err)
+	}
+	for _, r := range lanes {
+		out.Lanes = append(out.Lanes, engine.LaneCounts{
+			Namespace: r.Namespace, Lane: r.Lane, Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, OldestReadyMs: r.OldestReadyMs,
+		})
+	}
+	agents, err := x.q.StatsAgents(ctx)
+	if err != nil {
+		return out, translate(err)
+	}
+	out.Agents = make(map[string]int64, len(agents))
+	for _, r := range agents {
+		out.Agents[r.State] = r.N
+	}
+	return out, nil
+}
+
 // Row mapping.
 
 func workerFromRow(r pgdb.Worker) engine.Worker {

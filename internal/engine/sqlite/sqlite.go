@@ -273,6 +273,20 @@ func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine
 	return err
 }
 
+// Snapshot runs fn in one read transaction on the read pool: under WAL, every
+// query sees the database as of its first read.
+func (e *Engine) Snapshot(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	if e.closed.Load() {
+		return engine.ErrClosed
+	}
+	tx, err := e.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: e.reader != e.writer})
+	if err != nil {
+		return fmt.Errorf("roster: begin read: %w", translate(err))
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(ctx, queries{e.rq.WithTx(tx)})
+}
+
 // Write runs fn in the writer's transaction, inside a savepoint of its own
 // when it shares the transaction, and returns once that transaction has
 // committed (nil) or fn's work was rolled back (fn's error). A write that

@@ -1,0 +1,35 @@
+-- Stats: aggregates over live rows only (see schema 0007).
+
+-- name: StatsWorkers :many
+-- StatsWorkers counts each namespace's alive and lapsed (not yet swept) workers.
+SELECT namespace,
+       count(*) FILTER (WHERE last_heartbeat_ms + ttl_ms > @at::bigint) AS alive,
+       count(*) FILTER (WHERE last_heartbeat_ms + ttl_ms <= @at::bigint) AS lapsed
+FROM workers
+GROUP BY namespace
+ORDER BY namespace;
+
+-- name: StatsExpiredLeases :many
+-- StatsExpiredLeases counts each namespace's running leases expired by @at.
+SELECT namespace, count(*) AS expired
+FROM attempts
+WHERE state = 'running' AND expires_at_ms <= @at::bigint
+GROUP BY namespace
+ORDER BY namespace;
+
+-- name: StatsLanes :many
+-- StatsLanes counts each lane's ready, scheduled and running executions, with
+-- the oldest ready RunAt (0 when none is ready).
+SELECT namespace, lane,
+       count(*) FILTER (WHERE state = 'waiting' AND run_at_ms <= @at::bigint) AS ready,
+       count(*) FILTER (WHERE state = 'waiting' AND run_at_ms > @at::bigint) AS scheduled,
+       count(*) FILTER (WHERE state = 'running') AS running,
+       coalesce(min(run_at_ms) FILTER (WHERE state = 'waiting' AND run_at_ms <= @at::bigint), 0)::bigint AS oldest_ready_ms
+FROM executions
+WHERE state IN ('waiting', 'running')
+GROUP BY namespace, lane
+ORDER BY namespace, lane;
+
+-- name: StatsAgents :many
+-- StatsAgents reads the number of agents in each state.
+SELECT state, n FROM agent_state_counts ORDER BY state;
