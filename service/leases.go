@@ -305,6 +305,7 @@ func (s *Store) claim(ctx context.Context, a ClaimArgs, n int) ([]Lease, error) 
 	if err != nil {
 		return nil, err
 	}
+	s.cfg.observer.Claimed(len(leases))
 	return leases, nil
 }
 
@@ -407,7 +408,7 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 		return leaseError(q.AttemptRenew(ctx, leaseRef(a.Lease), now, expires), a.Lease)
 	})
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, s.observeLease(err)
 	}
 	return msTime(expires), nil
 }
@@ -422,9 +423,13 @@ func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
 		return err
 	}
 	now := s.now(a.Now).UnixMilli()
-	return s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return leaseError(q.LeaseComplete(ctx, leaseRef(a.Lease), now, a.Result), a.Lease)
 	})
+	if err == nil {
+		s.cfg.observer.Completed()
+	}
+	return s.observeLease(err)
 }
 
 // FailExecution ends the current attempt as failed with a reason (free text,
@@ -438,13 +443,25 @@ func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
 		return err
 	}
 	now := s.now(a.Now).UnixMilli()
-	return s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return leaseError(q.LeaseFail(ctx, leaseRef(a.Lease), now, a.Reason), a.Lease)
 	})
+	if err == nil {
+		s.cfg.observer.Failed()
+	}
+	return s.observeLease(err)
 }
 
 func leaseRef(l Lease) engine.LeaseRef {
 	return engine.LeaseRef{ExecutionID: l.ExecutionID, Epoch: l.Epoch}
+}
+
+// observeLease tells the Observer of a lost lease.
+func (s *Store) observeLease(err error) error {
+	if errors.Is(err, ErrLeaseLost) {
+		s.cfg.observer.LeaseLost()
+	}
+	return err
 }
 
 // leaseError turns "no current lease matched" into ErrLeaseLost.
@@ -551,6 +568,7 @@ func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit i
 		}
 	}
 	if total > 0 {
+		s.cfg.observer.Reclaimed(total)
 		s.log.Info("roster: reclaimed expired leases", "count", total)
 	}
 	return total, nil

@@ -352,11 +352,20 @@ func (w *runner) settle(ctx context.Context, j *job, result []byte, herr error) 
 		next = &a
 	}
 	lost, leases, err := w.s.settleAndClaim(context.WithoutCancel(ctx), l, result, herr, next)
+	obs := w.s.cfg.observer
 	switch {
 	case err != nil:
 		w.log.Warn("roster: worker: writing an outcome failed; the lease will expire and be reclaimed", "execution", l.ExecutionID, "err", err)
 	case lost:
+		obs.LeaseLost()
 		w.log.Warn("roster: worker: the lease was lost before the outcome was written; dropped", "execution", l.ExecutionID, "handler_err", herr)
+	case herr == nil:
+		obs.Completed()
+	default:
+		obs.Failed()
+	}
+	if len(leases) > 0 {
+		obs.Claimed(len(leases))
 	}
 	return leases
 }

@@ -7,6 +7,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -60,6 +61,7 @@ type config struct {
 	clockSet      bool
 	localClock    func() time.Time // the local clock an engine compares with its own (tests skew it)
 	workerPoll    time.Duration    // RunWorker's poll interval (tests lengthen it)
+	observer      Observer
 }
 
 // engineConfig is what the engine is asked for.
@@ -75,6 +77,7 @@ func (c *config) engineConfig() engine.Config {
 		ReadOnly:      c.readOnly,
 		Migrations:    c.migrations,
 		LocalClock:    c.localClock,
+		Observer:      c.observer,
 	}
 }
 
@@ -90,6 +93,7 @@ func defaultConfig() config {
 		migrate:       true,
 		heartbeatLog:  true,
 		workerPoll:    defaultWorkerPoll,
+		observer:      nopObserver{},
 	}
 }
 
@@ -150,6 +154,8 @@ func (c *config) validate() error {
 		return invalid("WithWriteQueue", "capacity %d is below 1", c.queueCapacity)
 	case c.admission < 0:
 		return invalid("WithWriteQueue", "negative admission time %v", c.admission)
+	case c.observer == nil:
+		return invalid("WithObserver", "nil observer")
 	case c.busyTimeout < 0:
 		return invalid("WithBusyTimeout", "negative timeout %v", c.busyTimeout)
 	}
@@ -274,7 +280,15 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q engine
 	if err := s.check(); err != nil {
 		return err
 	}
-	return s.eng.Write(ctx, fn)
+	return s.observe(s.eng.Write(ctx, fn))
+}
+
+// observe tells the Observer of a refused write.
+func (s *Store) observe(err error) error {
+	if errors.Is(err, ErrOverloaded) {
+		s.cfg.observer.Overloaded()
+	}
+	return err
 }
 
 // writeOne is write for an fn that runs one statement (see
@@ -283,5 +297,5 @@ func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q eng
 	if err := s.check(); err != nil {
 		return err
 	}
-	return s.eng.WriteOne(ctx, fn)
+	return s.observe(s.eng.WriteOne(ctx, fn))
 }

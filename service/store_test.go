@@ -126,6 +126,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 		"WithClock":       WithClock(nil),
 		"WithLogger":      WithLogger(nil),
 		"WithBusyTimeout": WithBusyTimeout(-time.Second),
+		"WithObserver":    WithObserver(nil),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Open(ctx, ":memory:", opt)

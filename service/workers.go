@@ -332,6 +332,7 @@ func (s *Store) SweepExpiredWorkers(ctx context.Context, now time.Time) (int, er
 		}
 		if n < sweepBatchSize {
 			if total > 0 {
+				s.cfg.observer.Swept(total)
 				s.log.Info("roster: swept expired workers", "count", total)
 			}
 			return total, nil

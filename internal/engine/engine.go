@@ -62,6 +62,17 @@ type Config struct {
 	// LocalClock is the local time an engine compares with the server's to
 	// measure its offset (nil: time.Now; tests inject skew).
 	LocalClock func() time.Time
+	// Observer, when set, hears how long writes wait and commit.
+	Observer Observer
+}
+
+// Observer hears an engine's write path: how long a write waited for the
+// writer (SQLite) or a pooled connection (PostgreSQL) before it began, and
+// how long each commit took and for how many writes. It must be fast and
+// safe for concurrent use.
+type Observer interface {
+	WriteWaited(d time.Duration)
+	Committed(d time.Duration, writes int)
 }
 
 // Clocked is an Engine that offers a clock of its own, used when the caller

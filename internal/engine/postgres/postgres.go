@@ -231,8 +231,12 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q engin
 
 func (e *Engine) writeOnce(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error, inTx bool) error {
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Admission)
+	waiting := time.Now()
 	conn, err := e.pool.Acquire(actx)
 	cancel()
+	if e.cfg.Observer != nil && err == nil {
+		e.cfg.Observer.WriteWaited(time.Since(waiting))
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -247,7 +251,12 @@ func (e *Engine) writeOnce(ctx context.Context, fn func(ctx context.Context, q e
 	defer conn.Release()
 	bg := context.WithoutCancel(ctx)
 	if !inTx {
-		return fn(bg, queries{pgdb.New(conn)})
+		began := time.Now()
+		err := fn(bg, queries{pgdb.New(conn)})
+		if e.cfg.Observer != nil && err == nil {
+			e.cfg.Observer.Committed(time.Since(began), 1) // autocommit: the statement is the commit
+		}
+		return err
 	}
 	tx, err := conn.Begin(bg)
 	if err != nil {
@@ -257,8 +266,12 @@ func (e *Engine) writeOnce(ctx context.Context, fn func(ctx context.Context, q e
 		_ = tx.Rollback(bg)
 		return err
 	}
+	committing := time.Now()
 	if err := tx.Commit(bg); err != nil {
 		return fmt.Errorf("roster: commit: %w", translate(err))
+	}
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Committed(time.Since(committing), 1)
 	}
 	return nil
 }

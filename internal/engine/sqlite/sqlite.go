@@ -52,9 +52,10 @@ var _ engine.Engine = (*Engine)(nil)
 
 // writeOp is one operation waiting for the writer.
 type writeOp struct {
-	ctx  context.Context
-	fn   func(ctx context.Context, q engine.Queries) error
-	done chan error // buffered: the writer never blocks on a reply
+	ctx    context.Context
+	queued time.Time
+	fn     func(ctx context.Context, q engine.Queries) error
+	done   chan error // buffered: the writer never blocks on a reply
 }
 
 // Open opens (creating it with mode 0600 if absent, unless read-only) the
@@ -303,7 +304,7 @@ func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engin
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	op := &writeOp{ctx: ctx, queued: time.Now(), fn: fn, done: make(chan error, 1)}
 	select {
 	case e.queue <- op:
 	default:
@@ -409,6 +410,14 @@ func (e *Engine) commit(batch []*writeOp) {
 		reply(nil)
 		return
 	}
+	if o := e.cfg.Observer; o != nil {
+		began := time.Now()
+		for i, op := range batch {
+			if results[i] == nil {
+				o.WriteWaited(began.Sub(op.queued))
+			}
+		}
+	}
 	bg := context.Background()
 	tx, err := e.writer.BeginTx(bg, nil)
 	if err != nil {
@@ -454,9 +463,13 @@ func (e *Engine) commit(batch []*writeOp) {
 		reply(nil)
 		return
 	}
+	committing := time.Now()
 	if err := tx.Commit(); err != nil {
 		reply(e.driverError("commit", err))
 		return
+	}
+	if o := e.cfg.Observer; o != nil {
+		o.Committed(time.Since(committing), live)
 	}
 	reply(nil)
 }

@@ -1,0 +1,148 @@
+package metrics
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rosterdb/roster/service"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCollector(t *testing.T) {
+	ctx := context.Background()
+	c := New()
+	now := t0.Add(time.Minute)
+	s, err := service.Open(ctx, ":memory:", service.WithObserver(c), service.WithClock(func() time.Time { return now }))
+	must(t, err)
+	defer s.Close()
+	c.Watch(s)
+
+	reg := prometheus.NewPedanticRegistry()
+	must(t, reg.Register(c))
+
+	_, err = s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"l"}, TTL: time.Hour, Now: t0})
+	must(t, err)
+	_, err = s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "gone", TTL: time.Second, Now: t0})
+	must(t, err)
+	for range 4 {
+		_, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l", Now: t0})
+		must(t, err)
+	}
+	_, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l", Now: t0, RunAt: t0.Add(time.Hour)})
+	must(t, err)
+	leases, err := s.ClaimExecutions(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: 30 * time.Second, Now: t0}, 3)
+	must(t, err)
+	must(t, s.CompleteExecution(ctx, service.CompleteArgs{Lease: leases[0], Now: t0}))
+	must(t, s.FailExecution(ctx, service.FailArgs{Lease: leases[1], Reason: "x", Now: t0}))
+	// A lost lease: completing the same lease twice.
+	if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: leases[0], Now: t0}); err == nil {
+		t.Fatal("a second completion succeeded")
+	}
+	a := service.Agent{ID: "a", State: service.AgentRunning, Provider: "p", OwnerActor: "o", OwnerPeerClass: "c",
+		OwnerWriteNamespace: "ns", SpawnFingerprint: "f", SpawnedAt: t0, StateChangedAt: t0}
+	must(t, s.InsertAgent(ctx, a))
+
+	// At t0+1m: "gone" lapsed; leases[2] (30 s) expired; one ready since t0 (the
+	// failed one had one attempt);
+	// one scheduled; one running.
+	expected := `
+# HELP roster_workers Registered workers, alive or lapsed (not yet swept).
+# TYPE roster_workers gauge
+roster_workers{namespace="ns",state="alive"} 1
+roster_workers{namespace="ns",state="lapsed"} 1
+# HELP roster_expired_leases Running leases past their expiry.
+# TYPE roster_expired_leases gauge
+roster_expired_leases{namespace="ns"} 1
+# HELP roster_executions Live executions: ready (claimable), scheduled (RunAt ahead) or running.
+# TYPE roster_executions gauge
+roster_executions{lane="l",namespace="ns",state="ready"} 1
+roster_executions{lane="l",namespace="ns",state="running"} 1
+roster_executions{lane="l",namespace="ns",state="scheduled"} 1
+# HELP roster_oldest_ready_age_seconds Age of the oldest ready execution's RunAt.
+# TYPE roster_oldest_ready_age_seconds gauge
+roster_oldest_ready_age_seconds{lane="l",namespace="ns"} 60
+# HELP roster_agents Agents per state.
+# TYPE roster_agents gauge
+roster_agents{state="running"} 1
+roster_agents{state="spawned"} 0
+roster_agents{state="suspended"} 0
+roster_agents{state="terminal"} 0
+`
+	must(t, testutil.GatherAndCompare(reg, strings.NewReader(expected),
+		"roster_workers", "roster_expired_leases", "roster_executions", "roster_oldest_ready_age_seconds", "roster_agents"))
+
+	n, err := s.ReclaimExpiredLeases(ctx, now, 0)
+	must(t, err)
+	swept, err := s.SweepExpiredWorkers(ctx, now)
+	must(t, err)
+	for name, tc := range map[string]struct {
+		c    prometheus.Counter
+		want float64
+	}{
+		"claims": {c.claims, 3}, "completions": {c.completions, 1}, "failures": {c.failures, 1},
+		"leases lost": {c.leasesLost, 1}, "reclaims": {c.reclaims, float64(n)}, "swept": {c.swept, float64(swept)},
+	} {
+		if got := testutil.ToFloat64(tc.c); got != tc.want || tc.want == 0 {
+			t.Errorf("%s = %v, want %v (nonzero)", name, got, tc.want)
+		}
+	}
+	if testutil.CollectAndCount(c.commit) != 1 || testutil.CollectAndCount(c.writeWait) != 1 {
+		t.Fatal("the histograms are not exported")
+	}
+	if got := histogramCount(t, reg, "roster_commit_seconds"); got == 0 {
+		t.Fatal("no commit was observed")
+	}
+	if got := histogramCount(t, reg, "roster_write_queue_wait_seconds"); got == 0 {
+		t.Fatal("no write wait was observed")
+	}
+	// Lint: the metrics follow Prometheus's naming rules.
+	problems, err := testutil.GatherAndLint(reg)
+	must(t, err)
+	if len(problems) > 0 {
+		t.Fatalf("lint: %+v", problems)
+	}
+}
+
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	must(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return 0
+}
+
+// Overloads are counted.
+func TestCollectorCountsOverloads(t *testing.T) {
+	c := New()
+	c.Overloaded()
+	if testutil.ToFloat64(c.overloads) != 1 {
+		t.Fatal("overload not counted")
+	}
+}
+
+// Importing service alone pulls no metrics dependency.
+func TestServiceDoesNotImportPrometheus(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/rosterdb/roster/service").CombinedOutput()
+	must(t, err)
+	if strings.Contains(string(out), "prometheus") {
+		t.Fatal("package service depends on prometheus")
+	}
+}
