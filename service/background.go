@@ -104,10 +104,20 @@ type SweepReport struct {
 	Swept, Reclaimed, Pruned int
 }
 
-// Sweep runs the maintenance of one sweeper tick at now: it sweeps expired
-// workers, reclaims expired leases and prunes events older than retention
-// (negative: none).
+// DefaultEventRetention is how long Sweep and RunSweeper keep audit events
+// when the retention given is 0.
+const DefaultEventRetention = 7 * 24 * time.Hour
+
+// Sweep runs one full maintenance run at now: it sweeps expired workers,
+// reclaims expired leases and prunes events older than retention (0: the
+// default of 7 days, as for SweeperArgs; negative: keep every event).
 func (s *Store) Sweep(ctx context.Context, now time.Time, retention time.Duration) (SweepReport, error) {
+	if err := s.check(); err != nil {
+		return SweepReport{}, err
+	}
+	if retention == 0 {
+		retention = DefaultEventRetention
+	}
 	now = s.now(now)
 	var r SweepReport
 	var err error
@@ -137,9 +147,6 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 		return invalid("Interval", "%v is negative", interval)
 	}
 	retention := a.EventRetention
-	if retention == 0 {
-		retention = 7 * 24 * time.Hour
-	}
 	after := a.After
 	if after == nil {
 		after = time.After

@@ -79,3 +79,19 @@ func TestStats(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckOnASoundDatabase(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		create(t, s, CreateExecutionArgs{})
+		claim(t, s, "i", t0)
+		must(t, s.InsertAgent(ctx, agent("a")))
+		problems, err := s.Check(ctx)
+		must(t, err)
+		if len(problems) != 0 {
+			t.Fatalf("problems on a sound database: %v", problems)
+		}
+	})
+}

@@ -299,3 +299,15 @@ func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q eng
 	}
 	return s.observe(s.eng.WriteOne(ctx, fn))
 }
+
+// Check looks for damage in the database: the engine's own integrity check
+// (SQLite's integrity_check and foreign_key_check) and the consistency rules
+// roster's operations keep (a running execution has exactly one running
+// attempt; the agent counts match the agents). It returns one line per
+// problem; none means sound.
+func (s *Store) Check(ctx context.Context) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.eng.Check(ctx)
+}

@@ -24,6 +24,9 @@ func New(db DBTX) *Queries {
 func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	q := Queries{db: db}
 	var err error
+	if q.agentCheckCountsStmt, err = db.PrepareContext(ctx, agentCheckCounts); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentCheckCounts: %w", err)
+	}
 	if q.agentFindByIdempotencyKeyStmt, err = db.PrepareContext(ctx, agentFindByIdempotencyKey); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentFindByIdempotencyKey: %w", err)
 	}
@@ -66,6 +69,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.attemptCancelRunningStmt, err = db.PrepareContext(ctx, attemptCancelRunning); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptCancelRunning: %w", err)
 	}
+	if q.attemptCheckRunningStmt, err = db.PrepareContext(ctx, attemptCheckRunning); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptCheckRunning: %w", err)
+	}
 	if q.attemptEndStmt, err = db.PrepareContext(ctx, attemptEnd); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptEnd: %w", err)
 	}
@@ -89,6 +95,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.executionCancelStmt, err = db.PrepareContext(ctx, executionCancel); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionCancel: %w", err)
+	}
+	if q.executionCheckRunningStmt, err = db.PrepareContext(ctx, executionCheckRunning); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionCheckRunning: %w", err)
 	}
 	if q.executionCompleteStmt, err = db.PrepareContext(ctx, executionComplete); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionComplete: %w", err)
@@ -200,6 +209,11 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 
 func (q *Queries) Close() error {
 	var err error
+	if q.agentCheckCountsStmt != nil {
+		if cerr := q.agentCheckCountsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentCheckCountsStmt: %w", cerr)
+		}
+	}
 	if q.agentFindByIdempotencyKeyStmt != nil {
 		if cerr := q.agentFindByIdempotencyKeyStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing agentFindByIdempotencyKeyStmt: %w", cerr)
@@ -270,6 +284,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing attemptCancelRunningStmt: %w", cerr)
 		}
 	}
+	if q.attemptCheckRunningStmt != nil {
+		if cerr := q.attemptCheckRunningStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptCheckRunningStmt: %w", cerr)
+		}
+	}
 	if q.attemptEndStmt != nil {
 		if cerr := q.attemptEndStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing attemptEndStmt: %w", cerr)
@@ -308,6 +327,11 @@ func (q *Queries) Close() error {
 	if q.executionCancelStmt != nil {
 		if cerr := q.executionCancelStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionCancelStmt: %w", cerr)
+		}
+	}
+	if q.executionCheckRunningStmt != nil {
+		if cerr := q.executionCheckRunningStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionCheckRunningStmt: %w", cerr)
 		}
 	}
 	if q.executionCompleteStmt != nil {
@@ -524,6 +548,7 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 type Queries struct {
 	db                                    DBTX
 	tx                                    *sql.Tx
+	agentCheckCountsStmt                  *sql.Stmt
 	agentFindByIdempotencyKeyStmt         *sql.Stmt
 	agentFindLiveByProviderSessionStmt    *sql.Stmt
 	agentGetStmt                          *sql.Stmt
@@ -538,6 +563,7 @@ type Queries struct {
 	agentTerminateLiveStmt                *sql.Stmt
 	agentTerminateLiveOnHostStmt          *sql.Stmt
 	attemptCancelRunningStmt              *sql.Stmt
+	attemptCheckRunningStmt               *sql.Stmt
 	attemptEndStmt                        *sql.Stmt
 	attemptInsertStmt                     *sql.Stmt
 	attemptListExpiredStmt                *sql.Stmt
@@ -546,6 +572,7 @@ type Queries struct {
 	attemptRenewStmt                      *sql.Stmt
 	attemptRevokeHeldByStmt               *sql.Stmt
 	executionCancelStmt                   *sql.Stmt
+	executionCheckRunningStmt             *sql.Stmt
 	executionCompleteStmt                 *sql.Stmt
 	executionFailStmt                     *sql.Stmt
 	executionGetStmt                      *sql.Stmt
@@ -587,6 +614,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
 		db:                                    tx,
 		tx:                                    tx,
+		agentCheckCountsStmt:                  q.agentCheckCountsStmt,
 		agentFindByIdempotencyKeyStmt:         q.agentFindByIdempotencyKeyStmt,
 		agentFindLiveByProviderSessionStmt:    q.agentFindLiveByProviderSessionStmt,
 		agentGetStmt:                          q.agentGetStmt,
@@ -601,6 +629,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		agentTerminateLiveStmt:                q.agentTerminateLiveStmt,
 		agentTerminateLiveOnHostStmt:          q.agentTerminateLiveOnHostStmt,
 		attemptCancelRunningStmt:              q.attemptCancelRunningStmt,
+		attemptCheckRunningStmt:               q.attemptCheckRunningStmt,
 		attemptEndStmt:                        q.attemptEndStmt,
 		attemptInsertStmt:                     q.attemptInsertStmt,
 		attemptListExpiredStmt:                q.attemptListExpiredStmt,
@@ -609,6 +638,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		attemptRenewStmt:                      q.attemptRenewStmt,
 		attemptRevokeHeldByStmt:               q.attemptRevokeHeldByStmt,
 		executionCancelStmt:                   q.executionCancelStmt,
+		executionCheckRunningStmt:             q.executionCheckRunningStmt,
 		executionCompleteStmt:                 q.executionCompleteStmt,
 		executionFailStmt:                     q.executionFailStmt,
 		executionGetStmt:                      q.executionGetStmt,

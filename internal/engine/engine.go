@@ -41,6 +41,10 @@ type Engine interface {
 	// Close releases the database. Writes queued or started after Close
 	// began return ErrClosed.
 	Close() error
+	// Check looks for damage: the engine's own integrity check where it has
+	// one, and the consistency rules the operations keep. It returns one
+	// line per problem (none: sound).
+	Check(ctx context.Context) ([]string, error)
 	// SharedCommit reports whether one Write of several statements commits
 	// cheaper than a WriteOne per statement: true where a commit costs a
 	// sync (SQLite), false where each statement in autocommit is cheaper

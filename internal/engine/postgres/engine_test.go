@@ -545,3 +545,21 @@ func TestClockFollowsTheServer(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckFindsDamage(t *testing.T) {
+	ctx := context.Background()
+	e := openAt(t, pgtest.Fresh(t))
+	problems, err := e.Check(ctx)
+	must(t, err)
+	if len(problems) != 0 {
+		t.Fatalf("a new database has problems: %v", problems)
+	}
+	_, err = e.pool.Exec(ctx, `INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms)
+		VALUES (gen_random_uuid(), 'ns', 'l', 'running', 0, '', 1, 1, 1, 0, 0)`)
+	must(t, err)
+	problems, err = e.Check(ctx)
+	must(t, err)
+	if len(problems) != 1 || !strings.Contains(problems[0], "running executions without a running attempt") {
+		t.Fatalf("problems = %v", problems)
+	}
+}

@@ -111,7 +111,17 @@ type admin struct{ e *Engine }
 
 func (a admin) Close() error { return a.e.Close() }
 
+// Version reads the version without writing anything: a schema without
+// golang-migrate's table is at version -1 and stays untouched.
 func (a admin) Version(ctx context.Context) (version, latest int, err error) {
+	var present bool
+	if err := a.e.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", migrationsTable).Scan(&present); err != nil {
+		return 0, 0, fmt.Errorf("roster: reading the schema version: %w", translate(err))
+	}
+	if !present {
+		latest, err := engine.LatestIn(a.e.cfg.Migrations)
+		return database.NilVersion, latest, err
+	}
 	err = a.e.withMigrator(ctx, func(g *engine.Migrator) error {
 		version, latest, err = g.Version()
 		return err

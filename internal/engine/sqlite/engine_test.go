@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -507,4 +508,27 @@ func TestTranslate(t *testing.T) {
 		return err
 	})
 	wantErr(t, err, engine.ErrNoRows)
+}
+
+func TestCheckFindsDamage(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "check.db")
+	e := openAt(t, path)
+	problems, err := e.Check(ctx)
+	must(t, err)
+	if len(problems) != 0 {
+		t.Fatalf("a new database has problems: %v", problems)
+	}
+	raw := rawDB(t, path)
+	_, err = raw.Exec(`INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms)
+		VALUES ('00000000-0000-7000-8000-000000000001', 'ns', 'l', 'running', 0, x'', 1, 1, 1, 0, 0)`)
+	must(t, err)
+	_, err = raw.Exec(`UPDATE agent_state_counts SET n = 5 WHERE state = 'running'`)
+	must(t, err)
+	problems, err = e.Check(ctx)
+	must(t, err)
+	if len(problems) != 2 || !strings.Contains(problems[0], "running executions without a running attempt") ||
+		!strings.Contains(problems[1], "agent states whose kept count is wrong") {
+		t.Fatalf("problems = %v", problems)
+	}
 }

@@ -125,7 +125,18 @@ func (a admin) run(ctx context.Context, fn func(g *engine.Migrator) error) error
 	return withMigrator(ctx, a.e.writer, sqliteschema.FS, fn)
 }
 
+// Version reads the version without writing anything: a database without
+// golang-migrate's table is at version -1 and stays untouched.
 func (a admin) Version(ctx context.Context) (version, latest int, err error) {
+	var n int
+	if err := a.e.writer.QueryRowContext(ctx,
+		"SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", migrationsTable).Scan(&n); err != nil {
+		return 0, 0, fmt.Errorf("roster: reading the schema version: %w", translate(err))
+	}
+	if n == 0 {
+		latest, err := engine.LatestIn(sqliteschema.FS)
+		return database.NilVersion, latest, err
+	}
 	err = a.run(ctx, func(g *engine.Migrator) error {
 		version, latest, err = g.Version()
 		return err

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,6 +340,64 @@ func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engin
 // transaction among the writes queued together.
 func (e *Engine) WriteOne(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
 	return e.Write(ctx, fn)
+}
+
+// Check runs SQLite's integrity and foreign key checks, then the
+// consistency rules of the operations.
+func (e *Engine) Check(ctx context.Context) ([]string, error) {
+	if e.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	var problems []string
+	for _, pragma := range []string{"PRAGMA integrity_check", "PRAGMA foreign_key_check"} {
+		rows, err := e.reader.QueryContext(ctx, pragma)
+		if err != nil {
+			return nil, fmt.Errorf("roster: check: %w", translate(err))
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("roster: check: %w", err)
+			}
+			line := fmt.Sprint(vals...)
+			if pragma == "PRAGMA integrity_check" && line == "ok" {
+				continue
+			}
+			problems = append(problems, strings.TrimPrefix(pragma, "PRAGMA ")+": "+line)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("roster: check: %w", translate(err))
+		}
+	}
+	more, err := consistencyProblems(ctx, map[string]func(ctx context.Context) (int64, error){
+		"running executions without a running attempt": e.rq.ExecutionCheckRunning,
+		"running attempts of executions not running":   e.rq.AttemptCheckRunning,
+		"agent states whose kept count is wrong":       e.rq.AgentCheckCounts,
+	})
+	return append(problems, more...), err
+}
+
+// consistencyProblems runs the consistency queries of queries/ENGINE/check.sql.
+func consistencyProblems(ctx context.Context, checks map[string]func(ctx context.Context) (int64, error)) ([]string, error) {
+	var problems []string
+	for _, name := range []string{"running executions without a running attempt", "running attempts of executions not running", "agent states whose kept count is wrong"} {
+		n, err := checks[name](ctx)
+		if err != nil {
+			return nil, fmt.Errorf("roster: check: %w", translate(err))
+		}
+		if n > 0 {
+			problems = append(problems, fmt.Sprintf("%d %s", n, name))
+		}
+	}
+	return problems, nil
 }
 
 // SharedCommit is true: a commit costs a sync, so statements belong together.
