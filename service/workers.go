@@ -372,14 +372,37 @@ func (s *Store) ListWorkerEvents(ctx context.Context, a ListWorkerEventsArgs) ([
 	}
 	events := make([]WorkerEvent, len(rows))
 	for i, r := range rows {
-		events[i] = WorkerEvent{
-			Seq:        r.Seq,
-			Namespace:  r.Namespace,
-			InstanceID: r.InstanceID,
-			Kind:       WorkerEventKind(r.Kind),
-			At:         msTime(r.AtMs),
-			Reason:     r.Reason,
-		}
+		events[i] = eventFromRow(r)
+	}
+	return events, nil
+}
+
+// LatestWorkerEvents reads the newest limit events (Limit rules as for
+// lists), newest first, of one namespace ("" = every namespace): the tail a
+// status page shows.
+func (s *Store) LatestWorkerEvents(ctx context.Context, namespace string, limit int) ([]WorkerEvent, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := validOptionalIdentifier("Namespace", namespace); err != nil {
+		return nil, err
+	}
+	n, err := pageLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	var rows []engine.WorkerEvent
+	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		rows, err = q.WorkerEventLatest(ctx, namespace, n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	events := make([]WorkerEvent, len(rows))
+	for i, r := range rows {
+		events[i] = eventFromRow(r)
 	}
 	return events, nil
 }
@@ -438,3 +461,14 @@ func workerFromRow(r engine.Worker) Worker {
 
 // msTime converts Unix milliseconds to a UTC time.
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func eventFromRow(r engine.WorkerEvent) WorkerEvent {
+	return WorkerEvent{
+		Seq:        r.Seq,
+		Namespace:  r.Namespace,
+		InstanceID: r.InstanceID,
+		Kind:       WorkerEventKind(r.Kind),
+		At:         msTime(r.AtMs),
+		Reason:     r.Reason,
+	}
+}

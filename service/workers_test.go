@@ -572,3 +572,25 @@ func TestHeartbeatEventsOff(t *testing.T) {
 		}
 	})
 }
+
+func TestLatestWorkerEvents(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		for i := range 5 {
+			register(t, s, []string{"a", "b"}[i%2], fmt.Sprint("i", i), "w", time.Hour, t0.Add(time.Duration(i)*time.Second))
+		}
+		all, err := s.LatestWorkerEvents(ctx, "", 3)
+		must(t, err)
+		if len(all) != 3 || all[0].InstanceID != "i4" || all[2].InstanceID != "i2" || all[0].Seq <= all[1].Seq {
+			t.Fatalf("latest 3: %+v", all)
+		}
+		inA, err := s.LatestWorkerEvents(ctx, "a", 0)
+		must(t, err)
+		if len(inA) != 3 || inA[0].InstanceID != "i4" || inA[2].InstanceID != "i0" {
+			t.Fatalf("latest in a: %+v", inA)
+		}
+		_, err = s.LatestWorkerEvents(ctx, "", -1)
+		wantErr(t, err, ErrInvalidInput)
+	})
+}

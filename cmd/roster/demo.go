@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,22 +33,41 @@ func (c *demoClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// refuseData refuses a --db that already holds data: the demo sweeps
+// workers and ends every live agent, which must never touch a real fleet.
+func (c *cli) refuseData(ctx context.Context) error {
+	if isURL(c.db) {
+		v, _, err := service.SchemaVersion(ctx, c.db)
+		if err != nil {
+			return err
+		}
+		if v != -1 {
+			return usagef("--db %s already holds a roster database; the demo runs only on a fresh one (omit --db to use a temporary file)", displayDB(c.db))
+		}
+		return nil
+	}
+	if info, err := os.Stat(c.db); err == nil && info.Size() > 0 {
+		return usagef("--db %s already holds data; the demo runs only on a new or empty file (omit --db to use a temporary file)", c.db)
+	}
+	return nil
+}
+
 // demo runs a small fleet end to end: workers register and claim work, one
 // crashes and its lease is reclaimed, and an agent runtime spawns, moves and
 // finally loses its agents to a host restart.
 func demo(ctx context.Context, c *cli, args []string) error {
-	c.flags.Lookup("db").DefValue = "(a temporary file)"
-	dbSet := false
-	for _, a := range args {
-		if a == "--db" || a == "-db" || len(a) > 5 && (a[:5] == "--db=" || a[:4] == "-db=") {
-			dbSet = true
-		}
-	}
+	c.flags.Lookup("db").DefValue = "(a fresh temporary file)"
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
+	dbSet := false
+	c.flags.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
 	path := c.db
-	if !dbSet {
+	if dbSet {
+		if err := c.refuseData(ctx); err != nil {
+			return err
+		}
+	} else {
 		dir, err := os.MkdirTemp("", "roster-demo-")
 		if err != nil {
 			return err

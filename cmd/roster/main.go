@@ -1,11 +1,13 @@
 // Command roster operates a roster database (a SQLite file or a PostgreSQL
-// URL): migrations, workers, events, leases and agents, plus a
-// self-contained demo.
+// URL): migrations, workers, events, executions, leases, agents, stats, a
+// health check, a status page, and a self-contained demo.
 //
-//	roster [command] [subcommand] [flags]
+//	roster COMMAND [SUBCOMMAND] [flags]
 //
-// Every command takes --db PATH (default $ROSTER_DB, else roster.db) and
-// --json (machine-readable output), and --help.
+// Every command takes --db PATH|URL (default $ROSTER_DB, else roster.db),
+// --json and --help. Commands that only read open the database read-only:
+// they never migrate or create anything. Exit status: 0 on success, 2 on a
+// usage error (an unknown command or flag, a bad flag value), 1 otherwise.
 package main
 
 import (
@@ -18,10 +20,10 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strconv"
+	"regexp"
+	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/rosterdb/roster/service"
 )
@@ -29,14 +31,20 @@ import (
 const usage = `roster operates a roster database (a SQLite file or a postgres:// URL).
 
 Usage:
-  roster migrate up|down|version|force [flags]
-  roster workers list|sweep [flags]
-  roster events list [flags]
-  roster leases expired|reclaim [flags]
-  roster agents list|get|terminate-live [flags]
-  roster demo [flags]
+  roster migrate up|down|version|force      schema migrations
+  roster workers list|sweep                 the worker registry
+  roster events list|prune                  the audit log (list --follow tails it)
+  roster executions list|get|cancel         the execution queue
+  roster leases expired|reclaim             expired leases
+  roster agents list|get|terminate-live     the agent ledger
+  roster sweep                              one full maintenance run
+  roster stats                              the fleet at a glance
+  roster check                              look for damage in the database
+  roster serve                              a status page, JSON, /metrics and /healthz
+  roster demo                               a small fleet on a fresh temporary database
 
 Every command takes --db PATH|URL (default $ROSTER_DB, else roster.db), --json and --help.
+Commands that only read never migrate or create a database.
 Run "roster COMMAND SUBCOMMAND --help" for a command's flags.
 `
 
@@ -46,68 +54,135 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// errUsage marks a usage error (exit 2); its message was already printed.
+var errUsage = errors.New("usage")
+
+// usageError is a usage error with a message to print.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	wantsJSON := contains(args, "--json") || contains(args, "-json")
+	fail := func(code int, msg string) int {
+		printError(stderr, wantsJSON, "roster: "+msg)
+		return code
+	}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "roster: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		return fail(2, fmt.Sprintf("unknown command %q (run roster --help)", args[0]))
 	}
-	name := args[0]
-	rest := args[1:]
+	name, rest := args[0], args[1:]
 	if cmd.subs != nil {
+		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
+			fmt.Fprintf(stdout, "Usage: roster %s %s [flags]\n", name, cmd.subList)
+			return 0
+		}
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
-				fmt.Fprintf(stdout, "Usage: roster %s %s\n", name, cmd.subList)
-				return 0
-			}
-			fmt.Fprintf(stderr, "roster %s: missing subcommand (%s)\n", name, cmd.subList)
-			return 2
+			return fail(2, fmt.Sprintf("%s: missing subcommand (%s)", name, cmd.subList))
 		}
 		sub, ok := cmd.subs[rest[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "roster %s: unknown subcommand %q (%s)\n", name, rest[0], cmd.subList)
-			return 2
+			return fail(2, fmt.Sprintf("%s: unknown subcommand %q (%s)", name, rest[0], cmd.subList))
 		}
 		name += " " + rest[0]
 		rest = rest[1:]
 		cmd = sub
 	}
-	c := &cli{name: name, stdout: stdout, stderr: stderr}
+	c := &cli{name: name, stdout: stdout, stderr: stderr, json: wantsJSON}
 	c.flags = flag.NewFlagSet("roster "+name, flag.ContinueOnError)
-	c.flags.SetOutput(stderr)
+	c.flags.SetOutput(io.Discard)
 	dbDefault := os.Getenv("ROSTER_DB")
 	if dbDefault == "" {
 		dbDefault = "roster.db"
 	}
-	c.flags.StringVar(&c.db, "db", dbDefault, "database: a SQLite file path or a postgres:// URL")
-	c.flags.BoolVar(&c.json, "json", false, "print JSON instead of a table")
+	c.flags.StringVar(&c.db, "db", dbDefault, "the database: a SQLite file path or a postgres:// URL ($ROSTER_DB)")
+	c.flags.BoolVar(&c.json, "json", false, "print JSON (snake_case keys, durations in ms, errors as {\"error\": ...})")
 	c.flags.Usage = func() {
-		fmt.Fprintf(c.flags.Output(), "Usage: roster %s [flags]%s\n\n%s\n\nFlags:\n", name, cmd.args, cmd.help)
+		fmt.Fprintf(stdout, "Usage: roster %s [flags]%s\n\n%s\n\nFlags:\n", name, cmd.args, cmd.help)
+		c.flags.SetOutput(stdout)
 		c.flags.PrintDefaults()
+		c.flags.SetOutput(io.Discard)
 	}
-	if err := cmd.run(ctx, c, rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		fmt.Fprintf(stderr, "roster %s: %v\n", name, err)
-		return 1
+	err := cmd.run(ctx, c, rest)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		c.flags.Usage()
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
 	}
-	return 0
+	var ue usageError
+	if errors.As(err, &ue) || errors.Is(err, service.ErrInvalidInput) {
+		return fail(2, name+": "+describe(err)+" (see --help)")
+	}
+	return fail(1, name+": "+describe(err))
 }
 
-var errUsage = errors.New("usage")
+func contains(args []string, s string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
 
+// printError writes an error as a line of text, or as {"error": "..."}.
+func printError(w io.Writer, asJSON bool, msg string) {
+	if asJSON {
+		b, _ := json.Marshal(map[string]string{"error": msg})
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	fmt.Fprintln(w, msg)
+}
+
+// fieldFlags names the flag (or argument) behind each argument field that
+// roster's errors name.
+var fieldFlags = map[string]string{
+	"Limit": "--limit", "limit": "--limit", "After": "--after", "AfterSeq": "--after-seq",
+	"Namespace": "--namespace", "InstanceID": "--instance", "State": "--state", "OwnerActor": "--owner",
+	"VisibleIn": "--visible-in", "Lane": "--lane", "Reason": "--reason", "host": "--host",
+	"ID": "ID", "version": "VERSION", "steps": "--steps", "path": "--db", "max": "--max",
+}
+
+var invalidField = regexp.MustCompile(`^roster: invalid input: ([A-Za-z]+(?:\[\d+\])?): `)
+
+// describe turns an error into one clear line: the flag at fault instead of
+// the Go field, and no repeated "roster:" prefixes.
+func describe(err error) string {
+	msg := err.Error()
+	if m := invalidField.FindStringSubmatch(msg); m != nil {
+		field := m[1]
+		if f, ok := fieldFlags[field]; ok {
+			field = f
+		}
+		msg = "invalid " + field + ": " + msg[len(m[0]):]
+	}
+	for strings.HasPrefix(msg, "roster: ") {
+		msg = strings.TrimPrefix(msg, "roster: ")
+	}
+	return msg
+}
+
+// cli is one command's invocation.
 type cli struct {
 	name           string
 	flags          *flag.FlagSet
@@ -117,40 +192,50 @@ type cli struct {
 	stdout, stderr io.Writer
 }
 
+var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
+
 // parse parses the command's flags, which may stand before or after its
-// positional arguments, and checks how many positional arguments there are.
+// positional arguments (a negative number, such as "-1", is a positional
+// argument unless it is a flag's value), and checks the positional count.
 func (c *cli) parse(args []string, positional int) error {
-	for {
-		if err := c.flags.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
+	var flagArgs []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			c.args = append(c.args, args[i+1:]...)
+			i = len(args)
+		case negativeNumber.MatchString(a):
+			c.args = append(c.args, a)
+		case strings.HasPrefix(a, "-"):
+			flagArgs = append(flagArgs, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
 			}
-			return errUsage
+			if f := c.flags.Lookup(name); f != nil && !isBool(f) && i+1 < len(args) {
+				i++
+				flagArgs = append(flagArgs, args[i])
+			}
+		default:
+			c.args = append(c.args, a)
 		}
-		args = c.flags.Args()
-		if len(args) == 0 {
-			break
+	}
+	if err := c.flags.Parse(flagArgs); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
 		}
-		c.args = append(c.args, args[0])
-		args = args[1:]
+		return usagef("%v", strings.Replace(err.Error(), "provided but not defined: -", "provided but not defined: --", 1))
 	}
 	if len(c.args) != positional {
-		fmt.Fprintf(c.stderr, "roster %s: want %d argument(s), got %d\n", c.name, positional, len(c.args))
-		c.flags.Usage()
-		return errUsage
+		return usagef("want %d argument(s), got %d", positional, len(c.args))
 	}
 	return nil
 }
 
-// open opens the Store on an existing database (it refuses to create a file
-// by accident).
-func (c *cli) open(ctx context.Context) (*service.Store, error) {
-	if !isURL(c.db) {
-		if _, err := os.Stat(c.db); err != nil {
-			return nil, fmt.Errorf("no database at %s (pass --db, or run 'roster migrate up --db %s' to create one)", c.db, c.db)
-		}
-	}
-	return service.Open(ctx, c.db)
+func isBool(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // isURL reports whether a --db value names a PostgreSQL database.
@@ -170,12 +255,57 @@ func displayDB(db string) string {
 	return u.Redacted()
 }
 
-// withStore parses the flags, opens the database and runs fn on it.
-func (c *cli) withStore(ctx context.Context, args []string, positional int, fn func(s *service.Store) error) error {
+// missing is the error for a database that does not exist.
+func (c *cli) missing() error {
+	d := displayDB(c.db)
+	return fmt.Errorf("no database at %s (pass --db, or run 'roster migrate up --db %s' to create one)", d, d)
+}
+
+// openRead opens the database read-only: it is never migrated or created.
+func (c *cli) openRead(ctx context.Context) (*service.Store, error) {
+	s, err := service.Open(ctx, c.db, service.WithReadOnly())
+	return s, c.openError(err)
+}
+
+// openWrite opens an existing, current database for writing: it is never
+// created or migrated by a command other than migrate up.
+func (c *cli) openWrite(ctx context.Context) (*service.Store, error) {
+	if !isURL(c.db) {
+		if _, err := os.Stat(c.db); err != nil {
+			return nil, c.missing()
+		}
+	}
+	s, err := service.Open(ctx, c.db, service.WithoutMigrate())
+	return s, c.openError(err)
+}
+
+func (c *cli) openError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, service.ErrNotFound):
+		return c.missing()
+	case errors.Is(err, service.ErrSchemaOutdated):
+		return fmt.Errorf("%w (run 'roster migrate up --db %s')", err, displayDB(c.db))
+	}
+	return err
+}
+
+// withRead parses the flags, opens the database read-only and runs fn.
+func (c *cli) withRead(ctx context.Context, args []string, positional int, fn func(s *service.Store) error) error {
+	return c.with(ctx, args, positional, c.openRead, fn)
+}
+
+// withWrite parses the flags, opens the database for writing and runs fn.
+func (c *cli) withWrite(ctx context.Context, args []string, positional int, fn func(s *service.Store) error) error {
+	return c.with(ctx, args, positional, c.openWrite, fn)
+}
+
+func (c *cli) with(ctx context.Context, args []string, positional int, open func(context.Context) (*service.Store, error), fn func(s *service.Store) error) error {
 	if err := c.parse(args, positional); err != nil {
 		return err
 	}
-	s, err := c.open(ctx)
+	s, err := open(ctx)
 	if err != nil {
 		return err
 	}
@@ -183,25 +313,7 @@ func (c *cli) withStore(ctx context.Context, args []string, positional int, fn f
 	return fn(s)
 }
 
-// countCommand is a command that runs one maintenance call and prints how
-// many rows it touched under the given name.
-func countCommand(name string, call func(ctx context.Context, s *service.Store, limit int) (int, error), withLimit bool) func(context.Context, *cli, []string) error {
-	return func(ctx context.Context, c *cli, args []string) error {
-		limit := new(int)
-		if withLimit {
-			limit = c.flags.Int("limit", 0, "at most this many (0 = all)")
-		}
-		return c.withStore(ctx, args, 0, func(s *service.Store) error {
-			n, err := call(ctx, s, *limit)
-			if err != nil {
-				return err
-			}
-			return c.print(map[string]int{name: n}, []string{strings.ToUpper(name)}, [][]string{{strconv.Itoa(n)}}, "")
-		})
-	}
-}
-
-// print writes v as JSON, or the rows as an aligned table.
+// print writes v as indented JSON, or the rows as an aligned table.
 func (c *cli) print(v any, header []string, rows [][]string, footer string) error {
 	if c.json {
 		enc := json.NewEncoder(c.stdout)
@@ -222,6 +334,7 @@ func (c *cli) print(v any, header []string, rows [][]string, footer string) erro
 	return nil
 }
 
+// command is a command or a subcommand.
 type command struct {
 	args    string
 	help    string
@@ -230,211 +343,56 @@ type command struct {
 	subList string
 }
 
-var commands = map[string]*command{
-	"migrate": {subList: "up|down|version|force", subs: map[string]*command{
-		"up":      {help: "Apply every pending migration (creates the file if absent).", run: migrateUp},
-		"down":    {help: "Roll back migrations, in one transaction.", run: migrateDown},
-		"version": {help: "Print the schema version and the latest this build knows.", run: migrateVersion},
-		"force":   {args: " VERSION", help: "Record VERSION as the schema version without running migrations (repair).", run: migrateForce},
-	}},
-	"workers": {subList: "list|sweep", subs: map[string]*command{
-		"list": {help: "List workers in (namespace, instance) order.", run: workersList},
-		"sweep": {help: "Delete every worker whose TTL has lapsed and expire its leases.", run: countCommand("swept",
-			func(ctx context.Context, s *service.Store, _ int) (int, error) {
-				return s.SweepExpiredWorkers(ctx, time.Time{})
-			}, false)},
-	}},
-	"events": {subList: "list", subs: map[string]*command{
-		"list": {help: "Read the worker audit log in Seq order.", run: eventsList},
-	}},
-	"leases": {subList: "expired|reclaim", subs: map[string]*command{
-		"expired": {help: "List running leases past their expiry.", run: leasesExpired},
-		"reclaim": {help: "Reclaim expired leases: retry or fail their executions.", run: countCommand("reclaimed",
-			func(ctx context.Context, s *service.Store, limit int) (int, error) {
-				return s.ReclaimExpiredLeases(ctx, time.Time{}, limit)
-			}, true)},
-	}},
-	"agents": {subList: "list|get|terminate-live", subs: map[string]*command{
-		"list": {help: "List agents in id order.", run: agentsList},
-		"get":  {args: " ID", help: "Show one agent.", run: agentsGet},
-		"terminate-live": {help: "End every live agent with reason host_restart (the boot scan).", run: countCommand("terminated",
-			func(ctx context.Context, s *service.Store, _ int) (int, error) {
-				return s.TerminateLiveAgents(ctx, time.Time{})
-			}, false)},
-	}},
-	"demo": {help: "Run a small fleet end to end on a temporary database file (or --db).", run: demo},
+func subList(subs map[string]*command) string {
+	names := make([]string, 0, len(subs))
+	for n := range subs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, "|")
 }
 
-func migrateUp(ctx context.Context, c *cli, args []string) error {
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	s, err := service.Open(ctx, c.db)
-	if err != nil {
-		return err
-	}
-	if err := s.Close(); err != nil {
-		return err
-	}
-	return migrateVersionPrint(ctx, c)
-}
+var commands = map[string]*command{}
 
-func migrateDown(ctx context.Context, c *cli, args []string) error {
-	steps := c.flags.Int("steps", 1, "how many migrations to roll back (0 = all)")
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	if err := service.MigrateDown(ctx, c.db, *steps); err != nil {
-		return err
-	}
-	return migrateVersionPrint(ctx, c)
-}
-
-func migrateVersion(ctx context.Context, c *cli, args []string) error {
-	if err := c.parse(args, 0); err != nil {
-		return err
-	}
-	return migrateVersionPrint(ctx, c)
-}
-
-func migrateForce(ctx context.Context, c *cli, args []string) error {
-	if err := c.parse(args, 1); err != nil {
-		return err
-	}
-	v, err := strconv.Atoi(c.args[0])
-	if err != nil {
-		return fmt.Errorf("VERSION %q is not a number", c.args[0])
-	}
-	if err := service.ForceVersion(ctx, c.db, v); err != nil {
-		return err
-	}
-	return migrateVersionPrint(ctx, c)
-}
-
-func migrateVersionPrint(ctx context.Context, c *cli) error {
-	v, latest, err := service.SchemaVersion(ctx, c.db)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Version int `json:"version"`
-		Latest  int `json:"latest"`
-	}{v, latest}
-	return c.print(out, []string{"VERSION", "LATEST"}, [][]string{{strconv.Itoa(v), strconv.Itoa(latest)}}, "")
-}
-
-func workersList(ctx context.Context, c *cli, args []string) error {
-	ns := c.flags.String("namespace", "", "only this namespace (default: all)")
-	after := c.flags.String("after", "", "the Next cursor of the previous page")
-	limit := c.flags.Int("limit", 100, "page size (at most 10000)")
-	return c.withStore(ctx, args, 0, func(s *service.Store) error {
-		page, err := s.ListWorkers(ctx, service.ListWorkersArgs{Namespace: *ns, After: *after, Limit: *limit})
-		if err != nil {
-			return err
+func init() {
+	for name, cmd := range map[string]*command{
+		"migrate": {subs: map[string]*command{
+			"up":      {help: "Apply every pending migration, creating the database if absent.", run: migrateUp},
+			"down":    {help: "Roll back migrations (--steps, 0 = all), in one transaction.", run: migrateDown},
+			"version": {help: "Print the schema version and the latest this build knows (reads only).", run: migrateVersion},
+			"force":   {args: " VERSION", help: "Record VERSION (-1 = none, up to the latest this build knows) as the clean schema version without running migrations: the repair after a migration failed outside roster.", run: migrateForce},
+		}},
+		"workers": {subs: map[string]*command{
+			"list":  {help: "List workers in (namespace, instance) order (reads only).", run: workersList},
+			"sweep": {help: "Delete every worker whose TTL has lapsed and end its leases ('roster sweep' also reclaims and prunes).", run: workersSweep},
+		}},
+		"events": {subs: map[string]*command{
+			"list":  {help: "Read the worker audit log in Seq order; --follow tails it (reads only).", run: eventsList},
+			"prune": {help: "Delete the audit events older than --older-than.", run: eventsPrune},
+		}},
+		"executions": {subs: map[string]*command{
+			"list":   {help: "List executions in creation order, filtered by namespace, lane and state (reads only).", run: executionsList},
+			"get":    {args: " ID", help: "Show one execution (reads only).", run: executionsGet},
+			"cancel": {args: " ID", help: "Cancel a waiting or running execution (a running one's lease ends at once).", run: executionsCancel},
+		}},
+		"leases": {subs: map[string]*command{
+			"expired": {help: "List running leases past their expiry (reads only).", run: leasesExpired},
+			"reclaim": {help: "Reclaim expired leases: their executions wait again (with backoff) or fail.", run: leasesReclaim},
+		}},
+		"agents": {subs: map[string]*command{
+			"list":           {help: "List agents in id order (reads only).", run: agentsList},
+			"get":            {args: " ID", help: "Show one agent (reads only).", run: agentsGet},
+			"terminate-live": {help: "The boot scan: end every live agent (of --host only, when given) with reason host_restart.", run: agentsTerminateLive},
+		}},
+		"sweep": {help: "One full maintenance run: sweep lapsed workers, reclaim expired leases, prune old events.", run: sweep},
+		"stats": {help: "The fleet at a glance: workers, lanes, expired leases, agents (reads only).", run: stats},
+		"check": {help: "Look for damage: the engine's integrity check and roster's consistency rules (reads only). Exit 1 when a problem is found.", run: check},
+		"serve": {help: "Serve a read-only status page of the fleet, its JSON, /metrics and /healthz.", run: serve},
+		"demo":  {help: "Run a small fleet end to end on a fresh temporary database (a --db must be new or empty).", run: demo},
+	} {
+		if cmd.subs != nil {
+			cmd.subList = subList(cmd.subs)
 		}
-		now := time.Now()
-		var rows [][]string
-		for _, w := range page.Workers {
-			state := "alive"
-			if !now.Before(w.ExpiresAt()) {
-				state = "lapsed"
-			}
-			rows = append(rows, []string{w.Namespace, w.InstanceID, w.WorkerID, strings.Join(quoteAll(w.Lanes), ","),
-				strings.Join(quoteAll(w.Capabilities), ","), w.LastHeartbeat.Format(time.RFC3339Nano), w.TTL.String(), state})
-		}
-		return c.print(page, []string{"NAMESPACE", "INSTANCE", "WORKER", "LANES", "CAPABILITIES", "LAST HEARTBEAT", "TTL", "STATE"},
-			rows, nextFooter(page.Next))
-	})
-}
-
-func eventsList(ctx context.Context, c *cli, args []string) error {
-	ns := c.flags.String("namespace", "", "only this namespace")
-	inst := c.flags.String("instance", "", "only this instance")
-	afterSeq := c.flags.Int64("after-seq", 0, "only events with a greater Seq")
-	limit := c.flags.Int("limit", 100, "how many events (at most 10000)")
-	return c.withStore(ctx, args, 0, func(s *service.Store) error {
-		events, err := s.ListWorkerEvents(ctx, service.ListWorkerEventsArgs{Namespace: *ns, InstanceID: *inst, AfterSeq: *afterSeq, Limit: *limit})
-		if err != nil {
-			return err
-		}
-		var rows [][]string
-		for _, e := range events {
-			rows = append(rows, []string{strconv.FormatInt(e.Seq, 10), e.At.Format(time.RFC3339Nano), e.Namespace, e.InstanceID, string(e.Kind), e.Reason})
-		}
-		return c.print(events, []string{"SEQ", "AT", "NAMESPACE", "INSTANCE", "KIND", "REASON"}, rows, "")
-	})
-}
-
-func leasesExpired(ctx context.Context, c *cli, args []string) error {
-	ns := c.flags.String("namespace", "", "only this namespace (default: all)")
-	after := c.flags.String("after", "", "the Next cursor of the previous page")
-	limit := c.flags.Int("limit", 100, "page size (at most 10000)")
-	return c.withStore(ctx, args, 0, func(s *service.Store) error {
-		page, err := s.ListExpiredLeases(ctx, service.ListExpiredLeasesArgs{Namespace: *ns, After: *after, Limit: *limit})
-		if err != nil {
-			return err
-		}
-		var rows [][]string
-		for _, l := range page.Leases {
-			rows = append(rows, []string{l.ExpiresAt.Format(time.RFC3339Nano), l.ExecutionID.String(), l.LeaseID.String(),
-				strconv.Itoa(l.AttemptIndex), strconv.FormatInt(l.Epoch, 10), l.Namespace, l.InstanceID})
-		}
-		return c.print(page, []string{"EXPIRED AT", "EXECUTION", "LEASE", "ATTEMPT", "EPOCH", "NAMESPACE", "HOLDER"}, rows, nextFooter(page.Next))
-	})
-}
-
-func agentsList(ctx context.Context, c *cli, args []string) error {
-	state := c.flags.String("state", "", "only this state (spawned, running, suspended, terminal)")
-	owner := c.flags.String("owner", "", "only this owner actor")
-	visible := c.flags.String("visible-in", "", "only agents visible in this namespace")
-	after := c.flags.String("after", "", "the Next cursor of the previous page")
-	limit := c.flags.Int("limit", 100, "page size (at most 10000)")
-	return c.withStore(ctx, args, 0, func(s *service.Store) error {
-		page, err := s.ListAgents(ctx, service.ListAgentsArgs{State: service.AgentState(*state), OwnerActor: *owner, VisibleIn: *visible, After: *after, Limit: *limit})
-		if err != nil {
-			return err
-		}
-		var rows [][]string
-		for _, a := range page.Agents {
-			rows = append(rows, agentRow(a))
-		}
-		return c.print(page, agentHeader, rows, nextFooter(page.Next))
-	})
-}
-
-var agentHeader = []string{"ID", "STATE", "REASON", "PROVIDER", "SESSION", "OWNER", "WRITE NS", "CHANGED AT"}
-
-func agentRow(a service.Agent) []string {
-	return []string{a.ID, string(a.State), string(a.TerminalReason), a.Provider, a.ProviderSessionID, a.OwnerActor,
-		a.OwnerWriteNamespace, a.StateChangedAt.Format(time.RFC3339Nano)}
-}
-
-func agentsGet(ctx context.Context, c *cli, args []string) error {
-	return c.withStore(ctx, args, 1, func(s *service.Store) error {
-		a, err := s.GetAgent(ctx, c.args[0])
-		if err != nil {
-			return err
-		}
-		return c.print(a, agentHeader, [][]string{agentRow(a)}, "")
-	})
-}
-
-func nextFooter(next string) string {
-	if next == "" {
-		return ""
+		commands[name] = cmd
 	}
-	return "next page: --after " + next
-}
-
-// quoteAll quotes the elements that contain a comma, so a joined list reads
-// unambiguously.
-func quoteAll(vs []string) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		if strings.ContainsAny(v, ", \"") {
-			v = strconv.Quote(v)
-		}
-		out[i] = v
-	}
-	return out
 }

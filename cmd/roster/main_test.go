@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rosterdb/roster/internal/pgtest"
 	sqliteschema "github.com/rosterdb/roster/schema/sqlite"
 	"github.com/rosterdb/roster/service"
@@ -24,151 +26,6 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
-func TestCLIHelpAndErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args     []string
-		code     int
-		contains string
-	}{
-		{nil, 2, "Usage:"},
-		{[]string{"--help"}, 0, "Usage:"},
-		{[]string{"nope"}, 2, `unknown command "nope"`},
-		{[]string{"workers"}, 2, "missing subcommand"},
-		{[]string{"workers", "--help"}, 0, "list|sweep"},
-		{[]string{"workers", "fly"}, 2, `unknown subcommand "fly"`},
-		{[]string{"workers", "list", "--help"}, 0, "-namespace"},
-		{[]string{"agents", "get", "--help"}, 0, "Usage: roster agents get [flags] ID"},
-		{[]string{"workers", "list", "--bogus"}, 2, "flag provided but not defined"},
-		{[]string{"agents", "get"}, 2, "want 1 argument"},
-		{[]string{"workers", "list", "--db", filepath.Join(t.TempDir(), "missing.db")}, 1, "no database at"},
-		{[]string{"migrate", "force", "x", "--db", "y"}, 1, "not a number"},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			code, out, errOut := runCLI(t, tc.args...)
-			if code != tc.code || !strings.Contains(out+errOut, tc.contains) {
-				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, tc.code, out, errOut)
-			}
-		})
-	}
-}
-
-func TestCLIOperatesADatabase(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "fleet.db")
-	if code, out, errOut := runCLI(t, "migrate", "up", "--db", path); code != 0 || !strings.Contains(out, "VERSION") {
-		t.Fatalf("migrate up: %d %s %s", code, out, errOut)
-	}
-	s, err := service.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	past := time.Now().Add(-time.Hour)
-	for _, inst := range []string{"a", "b"} {
-		if _, err := s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: inst,
-			Lanes: []string{"x,y"}, TTL: time.Minute, Now: past}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "x,y", Now: past}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "a", LeaseTTL: time.Second, Now: past}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.InsertAgent(ctx, service.Agent{ID: "ag", State: service.AgentRunning, Provider: "p", OwnerActor: "o",
-		OwnerPeerClass: "c", OwnerWriteNamespace: "ns", SpawnFingerprint: "f"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	var page service.WorkerPage
-	code, out, errOut := runCLI(t, "workers", "list", "--db", path, "--json", "--limit", "1")
-	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Workers) != 1 || page.Next == "" {
-		t.Fatalf("workers list --json: %d %s %s", code, out, errOut)
-	}
-	code, out, _ = runCLI(t, "workers", "list", "--db", path, "--after", page.Next)
-	if code != 0 || !strings.Contains(out, `"x,y"`) || !strings.Contains(out, "lapsed") || !strings.Contains(out, " b ") {
-		t.Fatalf("workers list page 2: %d\n%s", code, out)
-	}
-	code, out, _ = runCLI(t, "leases", "expired", "--db", path)
-	if code != 0 || !strings.Contains(out, "EXPIRED AT") || strings.Count(out, "\n") != 2 {
-		t.Fatalf("leases expired: %d\n%s", code, out)
-	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"workers", "sweep"}, `"swept": 2`},
-		{[]string{"leases", "reclaim"}, `"reclaimed": 1`},
-		{[]string{"agents", "terminate-live"}, `"terminated": 1`},
-	} {
-		code, out, errOut := runCLI(t, append(tc.args, "--db", path, "--json")...)
-		if code != 0 || !strings.Contains(out, tc.want) {
-			t.Fatalf("%v: %d %s %s", tc.args, code, out, errOut)
-		}
-	}
-	code, out, _ = runCLI(t, "events", "list", "--db", path, "--namespace", "ns")
-	if code != 0 || strings.Count(out, "ttl_swept") != 2 {
-		t.Fatalf("events list: %d\n%s", code, out)
-	}
-	code, out, _ = runCLI(t, "agents", "get", "ag", "--db", path)
-	if code != 0 || !strings.Contains(out, "host_restart") {
-		t.Fatalf("agents get: %d\n%s", code, out)
-	}
-	code, _, errOut = runCLI(t, "agents", "get", "missing", "--db", path)
-	if code != 1 || !strings.Contains(errOut, "not found") {
-		t.Fatalf("agents get missing: %d %s", code, errOut)
-	}
-	code, out, _ = runCLI(t, "agents", "list", "--db", path, "--state", "terminal", "--json")
-	if code != 0 || !strings.Contains(out, `"ID": "ag"`) {
-		t.Fatalf("agents list: %d\n%s", code, out)
-	}
-	code, _, errOut = runCLI(t, "agents", "list", "--db", path, "--state", "bogus")
-	if code != 1 || !strings.Contains(errOut, "invalid input") {
-		t.Fatalf("agents list bad state: %d %s", code, errOut)
-	}
-
-	// migrate down / version / force / up.
-	code, out, _ = runCLI(t, "migrate", "down", "--db", path, "--steps", "1", "--json")
-	latest := latestVersion(t)
-	if code != 0 || !strings.Contains(out, fmt.Sprintf(`"version": %d`, latest-1)) {
-		t.Fatalf("migrate down: %d %s", code, out)
-	}
-	code, out, _ = runCLI(t, "migrate", "force", "1", "--db", path, "--json")
-	if code != 0 || !strings.Contains(out, `"version": 1`) {
-		t.Fatalf("migrate force: %d %s", code, out)
-	}
-	code, out, _ = runCLI(t, "migrate", "force", fmt.Sprint(latest-1), "--db", path)
-	if code != 0 {
-		t.Fatalf("migrate force 3: %d %s", code, out)
-	}
-	code, out, _ = runCLI(t, "migrate", "up", "--db", path, "--json")
-	if code != 0 || !strings.Contains(out, fmt.Sprintf(`"version": %d`, latest)) {
-		t.Fatalf("migrate up again: %d %s", code, out)
-	}
-}
-
-func TestCLIDemo(t *testing.T) {
-	code, out, errOut := runCLI(t, "demo")
-	if code != 0 {
-		t.Fatalf("demo: %d\n%s\n%s", code, out, errOut)
-	}
-	for _, want := range []string{"lease lost", "re-claims", "created=false", "terminated 2 live agents"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("demo output lacks %q:\n%s", want, out)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "demo.db")
-	if code, _, errOut := runCLI(t, "demo", "--db", path); code != 0 {
-		t.Fatalf("demo --db: %d %s", code, errOut)
-	}
-	if code, out, _ := runCLI(t, "agents", "list", "--db", path); code != 0 || !strings.Contains(out, "agent-8") {
-		t.Fatalf("the demo's file: %d %s", code, out)
-	}
-}
-
 // latestVersion is the number of the newest migration this build knows.
 func latestVersion(t *testing.T) int {
 	t.Helper()
@@ -179,18 +36,372 @@ func latestVersion(t *testing.T) int {
 	return len(ups)
 }
 
+// fleet is a database file seeded with a little of everything, an hour ago:
+// two lapsed workers (ns/a holds an expired lease), one live worker, work in
+// two lanes, and two agents.
+type fleet struct {
+	path      string
+	running   uuid.UUID // claimed by ns/a, lease expired
+	waiting   uuid.UUID
+	scheduled uuid.UUID
+}
+
+func seed(t *testing.T) fleet {
+	t.Helper()
+	ctx := context.Background()
+	f := fleet{path: filepath.Join(t.TempDir(), "fleet.db")}
+	s, err := service.Open(ctx, f.path)
+	must(t, err)
+	defer s.Close()
+	past := time.Now().Add(-time.Hour)
+	for _, inst := range []string{"a", "b"} {
+		_, err := s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: inst,
+			Lanes: []string{"x,y"}, TTL: time.Minute, Now: past})
+		must(t, err)
+	}
+	_, err = s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "other", WorkerID: "w", InstanceID: "live", TTL: time.Hour})
+	must(t, err)
+	f.running, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "x,y", Payload: []byte("resize cat.jpg"), Now: past, MaxAttempts: 3})
+	must(t, err)
+	_, err = s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "a", LeaseTTL: time.Second, Now: past})
+	must(t, err)
+	f.waiting, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "z", Now: past})
+	must(t, err)
+	f.scheduled, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "z", RunAt: time.Now().Add(time.Hour)})
+	must(t, err)
+	for _, id := range []string{"ag1", "ag2"} {
+		must(t, s.InsertAgent(ctx, service.Agent{ID: id, State: service.AgentRunning, Provider: "p", OwnerActor: "o",
+			OwnerPeerClass: "c", OwnerWriteNamespace: "ns", SpawnFingerprint: "f", Host: "host-" + id}))
+	}
+	return f
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCLIUsageAndHelp(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		contains string
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"--help"}, 0, "Usage:"},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"workers"}, 2, "missing subcommand (list|sweep)"},
+		{[]string{"workers", "--help"}, 0, "list|sweep"},
+		{[]string{"workers", "fly"}, 2, `unknown subcommand "fly"`},
+		{[]string{"workers", "list", "--help"}, 0, "-namespace"},
+		{[]string{"executions", "cancel", "--help"}, 0, "Usage: roster executions cancel [flags] ID"},
+		{[]string{"serve", "--help"}, 0, "-token"},
+		{[]string{"workers", "list", "--bogus"}, 2, "flag provided but not defined: --bogus"},
+		{[]string{"agents", "get"}, 2, "want 1 argument"},
+		{[]string{"workers", "list", "--db", missing}, 1, "no database at"},
+		{[]string{"migrate", "force", "x", "--db", missing}, 2, `VERSION "x" is not a number`},
+		{[]string{"executions", "get", "not-an-id", "--db", missing}, 1, "no database at"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCLI(t, tc.args...)
+			if code != tc.code || !strings.Contains(out+errOut, tc.contains) {
+				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, tc.code, out, errOut)
+			}
+		})
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("a command created the missing database")
+	}
+}
+
+// Bad flag values are usage errors (exit 2) that name the flag, in text and
+// in JSON.
+func TestCLINamesTheFlagAtFault(t *testing.T) {
+	f := seed(t)
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"workers", "list", "--limit", "-1"}, "--limit"},
+		{[]string{"workers", "list", "--after", "garbage"}, "--after"},
+		{[]string{"events", "list", "--after-seq", "-5"}, "--after-seq"},
+		{[]string{"agents", "list", "--state", "bogus"}, "--state"},
+		{[]string{"executions", "list", "--state", "zombie"}, "--state"},
+		{[]string{"executions", "list", "--lane", "bad\tlane"}, "--lane"},
+		{[]string{"executions", "get", "nope"}, "ID"},
+		{[]string{"leases", "reclaim", "--limit", "-2"}, "--limit"},
+		{[]string{"sweep", "--retention", "0s"}, "--retention"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errOut := runCLI(t, append(tc.args, "--db", f.path)...)
+			if code != 2 || !strings.Contains(errOut, "invalid "+tc.flag+":") || strings.Contains(errOut, "roster: roster:") {
+				t.Fatalf("exit %d, stderr: %s", code, errOut)
+			}
+			code, out, errOut := runCLI(t, append(tc.args, "--db", f.path, "--json")...)
+			var e struct{ Error string }
+			if code != 2 || out != "" || json.Unmarshal([]byte(errOut), &e) != nil || !strings.Contains(e.Error, tc.flag) {
+				t.Fatalf("--json: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+		})
+	}
+}
+
+func TestCLIReadCommands(t *testing.T) {
+	f := seed(t)
+	before, err := os.ReadFile(f.path)
+	must(t, err)
+	for _, tc := range []struct {
+		args       []string
+		table      []string // in the table output
+		jsonFields []string // keys in the --json output
+	}{
+		{[]string{"workers", "list"}, []string{"NAMESPACE", `"x,y"`, "lapsed", "alive", "TTL MS"}, []string{`"instance_id"`, `"ttl_ms": 60000`, `"items"`, `"next"`}},
+		{[]string{"workers", "list", "--namespace", "other"}, []string{"live"}, []string{`"namespace": "other"`}},
+		{[]string{"events", "list"}, []string{"SEQ", "registered"}, []string{`"kind": "registered"`, `"instance_id"`}},
+		{[]string{"executions", "list", "--namespace", "ns"}, []string{"running", "waiting", `"resize cat.jpg"`, "1/3"}, []string{`"run_at"`, `"retry_backoff_ms"`, `"max_attempts": 3`}},
+		{[]string{"executions", "list", "--lane", "z", "--state", "waiting"}, []string{"waiting"}, []string{`"lane": "z"`}},
+		{[]string{"executions", "get", f.running.String()}, []string{"running", "1/3"}, []string{`"state": "running"`, `"attempts": 1`}},
+		{[]string{"leases", "expired"}, []string{"EXPIRED AT", f.running.String(), " a"}, []string{`"execution_id": "` + f.running.String() + `"`, `"epoch": 1`}},
+		{[]string{"agents", "list"}, []string{"ag1", "ag2", "host-ag1"}, []string{`"owner_actor": "o"`, `"host": "host-ag2"`}},
+		{[]string{"agents", "get", "ag1"}, []string{"ag1", "running"}, []string{`"id": "ag1"`}},
+		{[]string{"stats"}, []string{"NAMESPACE", "ns", "other", "agents: spawned 0, running 2"}, []string{`"workers_lapsed": 2`, `"expired_leases": 1`, `"ready": 1`, `"scheduled": 1`, `"running": 1`, `"oldest_ready_age_ms"`}},
+		{[]string{"check"}, []string{"ok: no problem found"}, []string{`"ok": true`, `"problems": []`}},
+		{[]string{"migrate", "version"}, []string{"VERSION", "LATEST"}, []string{fmt.Sprintf(`"version": %d`, latestVersion(t))}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCLI(t, append(tc.args, "--db", f.path)...)
+			for _, want := range tc.table {
+				if code != 0 || !strings.Contains(out, want) {
+					t.Fatalf("table: exit %d, missing %q\n%s%s", code, want, out, errOut)
+				}
+			}
+			code, out, errOut = runCLI(t, append(tc.args, "--db", f.path, "--json")...)
+			if code != 0 || !json.Valid([]byte(out)) {
+				t.Fatalf("--json: exit %d\n%s%s", code, out, errOut)
+			}
+			for _, want := range tc.jsonFields {
+				if !strings.Contains(out, want) {
+					t.Fatalf("--json: missing %s\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, `"TTL"`) || strings.Contains(out, `"Workers"`) {
+				t.Fatalf("--json uses Go field names:\n%s", out)
+			}
+		})
+	}
+	after, err := os.ReadFile(f.path)
+	must(t, err)
+	if !bytes.Equal(before, after) {
+		t.Fatal("read commands changed the database file")
+	}
+}
+
+// Read commands never migrate: an older database stays at its version, and
+// the command says what to do.
+func TestCLIReadCommandsNeverMigrate(t *testing.T) {
+	f := seed(t)
+	latest := latestVersion(t)
+	must(t, service.MigrateDown(context.Background(), f.path, 1))
+	before, err := os.ReadFile(f.path)
+	must(t, err)
+	for _, args := range [][]string{{"workers", "list"}, {"stats"}, {"events", "list"}, {"agents", "list"}} {
+		code, _, errOut := runCLI(t, append(args, "--db", f.path)...)
+		if code != 1 || !strings.Contains(errOut, "outdated") || !strings.Contains(errOut, "roster migrate up") {
+			t.Fatalf("%v on an older database: exit %d, %s", args, code, errOut)
+		}
+	}
+	after, err := os.ReadFile(f.path)
+	must(t, err)
+	if !bytes.Equal(before, after) {
+		t.Fatal("read commands changed an older database")
+	}
+	if v, _, _ := service.SchemaVersion(context.Background(), f.path); v != latest-1 {
+		t.Fatalf("version %d after read commands", v)
+	}
+	// A 0-byte file and a foreign SQLite file get no tables either.
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	must(t, os.WriteFile(empty, nil, 0o600))
+	code, _, errOut := runCLI(t, "workers", "list", "--db", empty)
+	if info, _ := os.Stat(empty); code != 1 || info.Size() != 0 || !strings.Contains(errOut, "no roster schema") {
+		t.Fatalf("on an empty file: exit %d, %s", code, errOut)
+	}
+}
+
+func TestCLIWriteCommands(t *testing.T) {
+	f := seed(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"leases", "reclaim"}, `"reclaimed": 1`},
+		{[]string{"workers", "sweep"}, `"swept": 2`},
+		{[]string{"executions", "cancel", f.waiting.String(), "--reason", "not needed"}, `"last_error": "not needed"`},
+		{[]string{"agents", "terminate-live", "--host", "host-ag1"}, `"terminated": 1`},
+		{[]string{"agents", "terminate-live"}, `"terminated": 1`},
+		{[]string{"sweep", "--retention", "-1s"}, `"pruned": 0`},
+		{[]string{"events", "prune", "--older-than", "0s"}, `"pruned"`},
+	} {
+		code, out, errOut := runCLI(t, append(tc.args, "--db", f.path, "--json")...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Fatalf("%v: exit %d\n%s%s", tc.args, code, out, errOut)
+		}
+	}
+	// Tables too, and conflicts are exit 1.
+	code, out, _ := runCLI(t, "executions", "cancel", f.waiting.String(), "--db", f.path)
+	if code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("cancel again (a no-op): %d\n%s", code, out)
+	}
+	code, _, errOut := runCLI(t, "executions", "cancel", uuid.NewString(), "--db", f.path)
+	if code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("cancel unknown: %d %s", code, errOut)
+	}
+	code, out, _ = runCLI(t, "sweep", "--db", f.path)
+	if code != 0 || !strings.Contains(out, "SWEPT") || !strings.Contains(out, "RECLAIMED") {
+		t.Fatalf("sweep: %d\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, "events", "list", "--db", f.path, "--namespace", "ns")
+	if code != 0 && strings.Count(out, "ttl_swept") != 2 {
+		t.Fatalf("events after the sweep: %d\n%s", code, out)
+	}
+}
+
+func TestCLIMigrate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.db")
+	latest := latestVersion(t)
+	version := func(out string) int {
+		var v struct{ Version int }
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return v.Version
+	}
+	code, out, errOut := runCLI(t, "migrate", "up", "--db", path, "--json")
+	if code != 0 || version(out) != latest {
+		t.Fatalf("migrate up: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, "migrate", "down", "--db", path, "--steps", "1", "--json")
+	if code != 0 || version(out) != latest-1 {
+		t.Fatalf("migrate down: %d %s", code, out)
+	}
+	for _, bad := range []string{fmt.Sprint(latest + 1), "99", "-2"} {
+		code, _, errOut := runCLI(t, "migrate", "force", bad, "--db", path)
+		if code != 2 || !strings.Contains(errOut, "invalid VERSION") {
+			t.Fatalf("migrate force %s: %d %s", bad, code, errOut)
+		}
+	}
+	code, out, _ = runCLI(t, "migrate", "force", "-1", "--db", path, "--json")
+	if code != 0 || version(out) != -1 {
+		t.Fatalf("migrate force -1: %d %s", code, out)
+	}
+	code, out, _ = runCLI(t, "migrate", "force", fmt.Sprint(latest-1), "--db", path, "--json")
+	if code != 0 || version(out) != latest-1 {
+		t.Fatalf("migrate force: %d %s", code, out)
+	}
+	code, out, _ = runCLI(t, "migrate", "up", "--db", path, "--json")
+	if code != 0 || version(out) != latest {
+		t.Fatalf("migrate up again: %d %s", code, out)
+	}
+	// Errors never print a whole migration's SQL.
+	code, _, errOut = runCLI(t, "migrate", "down", "--steps", "-1", "--db", path)
+	if code != 2 || strings.Count(errOut, "\n") > 1 {
+		t.Fatalf("migrate down --steps -1: %d %s", code, errOut)
+	}
+}
+
+// A corrupt file gives a clear message and a non-zero exit, never a panic.
+func TestCLICorruptDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "corrupt.db")
+	must(t, os.WriteFile(path, bytes.Repeat([]byte("not a database "), 400), 0o600))
+	for _, args := range [][]string{{"workers", "list"}, {"check"}, {"stats"}, {"migrate", "version"}} {
+		code, _, errOut := runCLI(t, append(args, "--db", path)...)
+		if code != 1 || !strings.Contains(errOut, "not a database") {
+			t.Fatalf("%v: exit %d, %s", args, code, errOut)
+		}
+	}
+}
+
+func TestCLICheckFindsDamage(t *testing.T) {
+	f := seed(t)
+	// Break a rule behind roster's back: a running execution loses its attempt.
+	conn, err := sqlOpen(f.path)
+	must(t, err)
+	_, err = conn.Exec("DELETE FROM attempts")
+	must(t, err)
+	must(t, conn.Close())
+	code, out, _ := runCLI(t, "check", "--db", f.path, "--json")
+	if code != 1 || !strings.Contains(out, `"ok": false`) || !strings.Contains(out, "running executions without a running attempt") {
+		t.Fatalf("check: %d\n%s", code, out)
+	}
+}
+
+func TestCLIEventsFollow(t *testing.T) {
+	f := seed(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"events", "list", "--follow", "--interval", "10ms", "--json", "--db", f.path}, &out, &out)
+	}()
+	waitFor(t, func() bool { return strings.Count(out.String(), `"registered"`) == 3 })
+	s, err := service.Open(context.Background(), f.path)
+	must(t, err)
+	must(t, s.MarkWorkerDead(context.Background(), service.MarkWorkerDeadArgs{Namespace: "other", InstanceID: "live", Reason: "bye"}))
+	must(t, s.Close())
+	waitFor(t, func() bool { return strings.Contains(out.String(), `"marked_dead"`) })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("follow exited %d: %s", code, out.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("not one JSON object per line: %q", line)
+		}
+	}
+}
+
+func TestCLIDemo(t *testing.T) {
+	code, out, errOut := runCLI(t, "demo")
+	if code != 0 || !strings.Contains(out, "host_restart") || !strings.Contains(out, "lease lost") {
+		t.Fatalf("demo: %d\n%s\n%s", code, out, errOut)
+	}
+	// A --db with data is refused, unchanged; a new file is fine.
+	f := seed(t)
+	before, err := os.ReadFile(f.path)
+	must(t, err)
+	code, _, errOut = runCLI(t, "demo", "--db", f.path)
+	if code != 2 || !strings.Contains(errOut, "already holds data") {
+		t.Fatalf("demo on a database with data: %d %s", code, errOut)
+	}
+	after, err := os.ReadFile(f.path)
+	must(t, err)
+	if !bytes.Equal(before, after) {
+		t.Fatal("the refused demo changed the database")
+	}
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	if code, _, errOut := runCLI(t, "demo", "--db", fresh); code != 0 {
+		t.Fatalf("demo on a new file: %d %s", code, errOut)
+	}
+	// A second run on that file is refused, not a crash on agent-8.
+	if code, _, errOut := runCLI(t, "demo", "--db", fresh); code != 2 || !strings.Contains(errOut, "already holds data") {
+		t.Fatalf("second demo: %d %s", code, errOut)
+	}
+}
+
 // --db takes a PostgreSQL URL, and its password is never printed.
 func TestCLIOnPostgres(t *testing.T) {
 	const secret = "n0t-Sh0wn"
 	u, err := url.Parse(pgtest.Fresh(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 	u.User = url.UserPassword(u.User.Username(), secret) // trust auth ignores it
 	db := u.String()
 	for _, args := range [][]string{
 		{"migrate", "up", "--db", db},
 		{"workers", "list", "--db", db, "--json"},
+		{"stats", "--db", db},
+		{"check", "--db", db},
 		{"migrate", "version", "--db", db},
 	} {
 		code, out, errOut := runCLI(t, args...)
@@ -201,7 +412,10 @@ func TestCLIOnPostgres(t *testing.T) {
 			t.Fatalf("%v printed the password:\n%s%s", args[:2], out, errOut)
 		}
 	}
-	// A failing connection names the database, not the password.
+	code, _, errOut := runCLI(t, "demo", "--db", db)
+	if code != 2 || strings.Contains(errOut, secret) {
+		t.Fatalf("demo on a roster database: %d %s", code, errOut)
+	}
 	u.Path = "/no_such_database_here"
 	code, out, errOut := runCLI(t, "workers", "list", "--db", u.String())
 	if code != 1 || strings.Contains(out+errOut, secret) {

@@ -177,6 +177,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.workerEventListByNamespaceStmt, err = db.PrepareContext(ctx, workerEventListByNamespace); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerEventListByNamespace: %w", err)
 	}
+	if q.workerEventListLatestStmt, err = db.PrepareContext(ctx, workerEventListLatest); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerEventListLatest: %w", err)
+	}
+	if q.workerEventListLatestByNamespaceStmt, err = db.PrepareContext(ctx, workerEventListLatestByNamespace); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerEventListLatestByNamespace: %w", err)
+	}
 	if q.workerEventPruneBatchStmt, err = db.PrepareContext(ctx, workerEventPruneBatch); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerEventPruneBatch: %w", err)
 	}
@@ -464,6 +470,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing workerEventListByNamespaceStmt: %w", cerr)
 		}
 	}
+	if q.workerEventListLatestStmt != nil {
+		if cerr := q.workerEventListLatestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerEventListLatestStmt: %w", cerr)
+		}
+	}
+	if q.workerEventListLatestByNamespaceStmt != nil {
+		if cerr := q.workerEventListLatestByNamespaceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerEventListLatestByNamespaceStmt: %w", cerr)
+		}
+	}
 	if q.workerEventPruneBatchStmt != nil {
 		if cerr := q.workerEventPruneBatchStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing workerEventPruneBatchStmt: %w", cerr)
@@ -599,6 +615,8 @@ type Queries struct {
 	workerEventListStmt                   *sql.Stmt
 	workerEventListByInstanceStmt         *sql.Stmt
 	workerEventListByNamespaceStmt        *sql.Stmt
+	workerEventListLatestStmt             *sql.Stmt
+	workerEventListLatestByNamespaceStmt  *sql.Stmt
 	workerEventPruneBatchStmt             *sql.Stmt
 	workerGetStmt                         *sql.Stmt
 	workerGetAliveStmt                    *sql.Stmt
@@ -665,6 +683,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		workerEventListStmt:                   q.workerEventListStmt,
 		workerEventListByInstanceStmt:         q.workerEventListByInstanceStmt,
 		workerEventListByNamespaceStmt:        q.workerEventListByNamespaceStmt,
+		workerEventListLatestStmt:             q.workerEventListLatestStmt,
+		workerEventListLatestByNamespaceStmt:  q.workerEventListLatestByNamespaceStmt,
 		workerEventPruneBatchStmt:             q.workerEventPruneBatchStmt,
 		workerGetStmt:                         q.workerGetStmt,
 		workerGetAliveStmt:                    q.workerGetAliveStmt,

@@ -209,6 +209,86 @@ func (q *Queries) WorkerEventListByNamespace(ctx context.Context, arg WorkerEven
 	return items, nil
 }
 
+const workerEventListLatest = `-- name: WorkerEventListLatest :many
+SELECT seq, namespace, instance_id, kind, at_ms, reason FROM worker_events
+ORDER BY seq DESC
+LIMIT ?1
+`
+
+// WorkerEventListLatest reads the newest events of every namespace, newest first.
+func (q *Queries) WorkerEventListLatest(ctx context.Context, limit int64) ([]WorkerEvent, error) {
+	rows, err := q.query(ctx, q.workerEventListLatestStmt, workerEventListLatest, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkerEvent{}
+	for rows.Next() {
+		var i WorkerEvent
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Namespace,
+			&i.InstanceID,
+			&i.Kind,
+			&i.AtMs,
+			&i.Reason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const workerEventListLatestByNamespace = `-- name: WorkerEventListLatestByNamespace :many
+SELECT seq, namespace, instance_id, kind, at_ms, reason FROM worker_events
+WHERE namespace = ?1
+ORDER BY seq DESC
+LIMIT ?2
+`
+
+type WorkerEventListLatestByNamespaceParams struct {
+	Namespace string
+	Limit     int64
+}
+
+// WorkerEventListLatestByNamespace reads one namespace's newest events, newest first.
+func (q *Queries) WorkerEventListLatestByNamespace(ctx context.Context, arg WorkerEventListLatestByNamespaceParams) ([]WorkerEvent, error) {
+	rows, err := q.query(ctx, q.workerEventListLatestByNamespaceStmt, workerEventListLatestByNamespace, arg.Namespace, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkerEvent{}
+	for rows.Next() {
+		var i WorkerEvent
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Namespace,
+			&i.InstanceID,
+			&i.Kind,
+			&i.AtMs,
+			&i.Reason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerEventPruneBatch = `-- name: WorkerEventPruneBatch :execrows
 DELETE FROM worker_events
 WHERE seq IN (

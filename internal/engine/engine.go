@@ -336,6 +336,9 @@ type Queries interface {
 	WorkerEventAppendSwept(ctx context.Context, keys []WorkerKey, atMs int64) error
 	// WorkerEventList reads events in Seq order.
 	WorkerEventList(ctx context.Context, p WorkerEventListParams) ([]WorkerEvent, error)
+	// WorkerEventLatest reads the newest n events, newest first, of one
+	// namespace ("" = every namespace).
+	WorkerEventLatest(ctx context.Context, namespace string, n int) ([]WorkerEvent, error)
 	// WorkerEventPruneBatch deletes up to batch events with At < before.
 	WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
 

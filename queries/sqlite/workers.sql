@@ -122,3 +122,16 @@ WHERE seq IN (
     ORDER BY e.at_ms
     LIMIT @batch_size
 );
+
+-- name: WorkerEventListLatest :many
+-- WorkerEventListLatest reads the newest events of every namespace, newest first.
+SELECT * FROM worker_events
+ORDER BY seq DESC
+LIMIT @limit;
+
+-- name: WorkerEventListLatestByNamespace :many
+-- WorkerEventListLatestByNamespace reads one namespace's newest events, newest first.
+SELECT * FROM worker_events
+WHERE namespace = @namespace
+ORDER BY seq DESC
+LIMIT @limit;

@@ -188,6 +188,11 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.WorkerEventListByInstance(ctx, pgdb.WorkerEventListByInstanceParams{InstanceID: "i1", Namespace: "ns1", AfterSeq: 100, MaxRows: 100})
 			return err
 		},
+		"WorkerEventListLatest": func(q *pgdb.Queries) error { _, err := q.WorkerEventListLatest(ctx, 20); return err },
+		"WorkerEventListLatestByNamespace": func(q *pgdb.Queries) error {
+			_, err := q.WorkerEventListLatestByNamespace(ctx, pgdb.WorkerEventListLatestByNamespaceParams{Namespace: "ns1", MaxRows: 20})
+			return err
+		},
 		"WorkerEventPruneBatch": func(q *pgdb.Queries) error {
 			_, err := q.WorkerEventPruneBatch(ctx, pgdb.WorkerEventPruneBatchParams{BeforeMs: 100, BatchSize: 256})
 			return err

@@ -381,3 +381,26 @@ func TestStatsReadsLiveRowsOnly(t *testing.T) {
 		})
 	}
 }
+
+// The newest events are read backwards along the rowid (seq) or the
+// namespace index, stopping at the limit: never a sort of the log.
+func TestLatestEventsReadBackwards(t *testing.T) {
+	e := openMemory(t)
+	ctx := context.Background()
+	for name, call := range map[string]func(q *sqlitedb.Queries) error{
+		"WorkerEventListLatest": func(q *sqlitedb.Queries) error { _, err := q.WorkerEventListLatest(ctx, 20); return err },
+		"WorkerEventListLatestByNamespace": func(q *sqlitedb.Queries) error {
+			_, err := q.WorkerEventListLatestByNamespace(ctx, sqlitedb.WorkerEventListLatestByNamespaceParams{Namespace: "n", Limit: 20})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := &planRecorder{conn: e.writer}
+			_ = call(sqlitedb.New(rec))
+			plan := rec.plans[0]
+			if strings.Contains(plan, "TEMP B-TREE") || !(plan == "SCAN worker_events" || strings.Contains(plan, "USING INDEX worker_events_namespace")) {
+				t.Fatalf("plan:\n%s", plan)
+			}
+		})
+	}
+}

@@ -139,6 +139,24 @@ func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListPa
 	return out, nil
 }
 
+func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int) ([]engine.WorkerEvent, error) {
+	var rows []sqlitedb.WorkerEvent
+	var err error
+	if namespace == "" {
+		rows, err = x.q.WorkerEventListLatest(ctx, int64(n))
+	} else {
+		rows, err = x.q.WorkerEventListLatestByNamespace(ctx, sqlitedb.WorkerEventListLatestByNamespaceParams{Namespace: namespace, Limit: int64(n)})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.WorkerEvent, len(rows))
+	for i, r := range rows {
+		out[i] = engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
+	}
+	return out, nil
+}
+
 func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
 	n, err := x.q.WorkerEventPruneBatch(ctx, sqlitedb.WorkerEventPruneBatchParams{BeforeMs: beforeMs, BatchSize: int64(batch)})
 	return int(n), translate(err)

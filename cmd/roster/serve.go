@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rosterdb/roster/metrics"
+	"github.com/rosterdb/roster/service"
+)
+
+//go:embed web
+var webFS embed.FS
+
+var statusPage = template.Must(template.ParseFS(webFS, "web/status.html.tmpl"))
+
+// serve serves a read-only status page of the fleet, the same data as JSON,
+// /metrics and /healthz, until interrupted.
+func serve(ctx context.Context, c *cli, args []string) error {
+	addr := c.flags.String("addr", "127.0.0.1:8080", "listen address; any but loopback needs --token")
+	token := c.flags.String("token", os.Getenv("ROSTER_TOKEN"), "bearer token every request must carry ($ROSTER_TOKEN)")
+	refresh := c.flags.Duration("refresh", 5*time.Second, "how often the page refreshes itself")
+	if err := c.parse(args, 0); err != nil {
+		return err
+	}
+	if *refresh < time.Second {
+		return usagef("invalid --refresh: %v is below 1s", *refresh)
+	}
+	loopback, err := isLoopback(*addr)
+	if err != nil {
+		return usagef("invalid --addr: %v", err)
+	}
+	if !loopback && *token == "" {
+		return usagef("refusing to serve on %s without --token (or $ROSTER_TOKEN): only a loopback address may go without one", *addr)
+	}
+	s, err := c.openRead(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	h := newStatusHandler(s, displayDB(c.db), *refresh)
+	srv := &http.Server{Handler: requireToken(*token, h), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(c.stdout, "serving %s on http://%s/\n", displayDB(c.db), ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil {
+		return err
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+// requireToken answers 401 to every request without the bearer token (none:
+// every request passes).
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="roster"`)
+			http.Error(w, "401 unauthorized: a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusHandler serves the page, its JSON, /metrics and /healthz.
+type statusHandler struct {
+	s       *service.Store
+	db      string
+	refresh time.Duration
+	mux     *http.ServeMux
+}
+
+func newStatusHandler(s *service.Store, db string, refresh time.Duration) http.Handler {
+	h := &statusHandler{s: s, db: db, refresh: refresh, mux: http.NewServeMux()}
+	collector := metrics.New()
+	collector.Watch(s)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector)
+	static, _ := fs.Sub(webFS, "web")
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	h.mux.HandleFunc("GET /{$}", h.page)
+	h.mux.HandleFunc("GET /api/status", h.json)
+	h.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	h.mux.HandleFunc("GET /healthz", h.healthz)
+	return h.mux
+}
+
+// status is what the page and /api/status show.
+type status struct {
+	DB             string            `json:"db"`
+	At             time.Time         `json:"at"`
+	RefreshSeconds int               `json:"refresh_seconds"`
+	Namespaces     []namespaceStatus `json:"namespaces"`
+	Agents         map[string]int    `json:"agents"`
+	AgentStates    []agentCount      `json:"-"`
+	Events         []eventJSON       `json:"events"`
+}
+
+type agentCount struct {
+	State string
+	N     int
+}
+
+type namespaceStatus struct {
+	Namespace     string          `json:"namespace"`
+	WorkersAlive  int             `json:"workers_alive"`
+	WorkersLapsed int             `json:"workers_lapsed"`
+	ExpiredLeases int             `json:"expired_leases"`
+	Lanes         []laneStatus    `json:"lanes"`
+	Workers       []workerStatus  `json:"workers"`
+	Expired       []expiredStatus `json:"expired_leases_oldest"`
+}
+
+type laneStatus struct {
+	laneJSON
+	ReadyPct, ScheduledPct, RunningPct float64 `json:"-"`
+	OldestReadyAge                     string  `json:"-"`
+}
+
+type workerStatus struct {
+	InstanceID  string `json:"instance_id"`
+	WorkerID    string `json:"worker_id"`
+	Lanes       string `json:"lanes"`
+	Alive       bool   `json:"alive"`
+	ExpiresInMs int64  `json:"expires_in_ms"`
+	Expiry      string `json:"-"`
+}
+
+type expiredStatus struct {
+	ExecutionID string `json:"execution_id"`
+	InstanceID  string `json:"instance_id"`
+	ExpiredMs   int64  `json:"expired_ms_ago"`
+	Ago         string `json:"-"`
+}
+
+// load reads everything the page shows.
+func (h *statusHandler) load(ctx context.Context) (status, error) {
+	st, err := h.s.Stats(ctx, time.Time{})
+	if err != nil {
+		return status{}, err
+	}
+	out := status{DB: h.db, At: st.At, RefreshSeconds: int(h.refresh.Seconds()), Agents: map[string]int{}, Events: []eventJSON{}}
+	for _, state := range []service.AgentState{service.AgentSpawned, service.AgentRunning, service.AgentSuspended, service.AgentTerminal} {
+		out.Agents[string(state)] = st.Agents[state]
+		out.AgentStates = append(out.AgentStates, agentCount{string(state), st.Agents[state]})
+	}
+	sv := statsView(st)
+	for i, ns := range st.Namespaces {
+		n := namespaceStatus{Namespace: ns.Namespace, WorkersAlive: ns.WorkersAlive, WorkersLapsed: ns.WorkersLapsed,
+			ExpiredLeases: ns.ExpiredLeases, Lanes: []laneStatus{}, Workers: []workerStatus{}, Expired: []expiredStatus{}}
+		for _, l := range sv.Namespaces[i].Lanes {
+			total := float64(max(l.Ready+l.Scheduled+l.Running, 1))
+			ls := laneStatus{laneJSON: l, ReadyPct: pct(l.Ready, total), ScheduledPct: pct(l.Scheduled, total), RunningPct: pct(l.Running, total), OldestReadyAge: "-"}
+			if l.OldestReadyRunAt != nil {
+				ls.OldestReadyAge = human(time.Duration(l.OldestReadyAgeMs) * time.Millisecond)
+			}
+			n.Lanes = append(n.Lanes, ls)
+		}
+		page, err := h.s.ListWorkers(ctx, service.ListWorkersArgs{Namespace: ns.Namespace, Limit: 200})
+		if err != nil {
+			return status{}, err
+		}
+		for _, w := range page.Workers {
+			left := w.ExpiresAt().Sub(st.At)
+			ws := workerStatus{InstanceID: w.InstanceID, WorkerID: w.WorkerID, Lanes: list(w.Lanes), Alive: left > 0, ExpiresInMs: left.Milliseconds()}
+			if left > 0 {
+				ws.Expiry = "expires in " + human(left)
+			} else {
+				ws.Expiry = "lapsed " + human(-left) + " ago"
+			}
+			n.Workers = append(n.Workers, ws)
+		}
+		if ns.ExpiredLeases > 0 {
+			leases, err := h.s.ListExpiredLeases(ctx, service.ListExpiredLeasesArgs{AsOf: st.At, Namespace: ns.Namespace, Limit: 10})
+			if err != nil {
+				return status{}, err
+			}
+			for _, l := range leases.Leases {
+				ago := st.At.Sub(l.ExpiresAt)
+				n.Expired = append(n.Expired, expiredStatus{ExecutionID: l.ExecutionID.String(), InstanceID: l.InstanceID,
+					ExpiredMs: ago.Milliseconds(), Ago: human(ago) + " ago"})
+			}
+		}
+		out.Namespaces = append(out.Namespaces, n)
+	}
+	events, err := h.s.LatestWorkerEvents(ctx, "", 20)
+	if err != nil {
+		return status{}, err
+	}
+	for _, e := range events {
+		out.Events = append(out.Events, eventView(e))
+	}
+	return out, nil
+}
+
+func pct(n int, total float64) float64 { return float64(int(float64(n)/total*1000)) / 10 }
+
+// human prints a duration for people: 1.2s, 3m4s, 2h5m.
+func human(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+}
+
+func (h *statusHandler) page(w http.ResponseWriter, r *http.Request) {
+	st, err := h.load(r.Context())
+	if err != nil {
+		http.Error(w, "roster: "+describe(err), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := statusPage.Execute(w, st); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+func (h *statusHandler) json(w http.ResponseWriter, r *http.Request) {
+	st, err := h.load(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = enc.Encode(map[string]string{"error": "roster: " + describe(err)})
+		return
+	}
+	_ = enc.Encode(st)
+}
+
+func (h *statusHandler) healthz(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.s.Stats(r.Context(), time.Time{}); err != nil {
+		http.Error(w, "roster: "+describe(err), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
