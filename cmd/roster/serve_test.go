@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/rosterdb/roster/service"
+)
+
+// startServe runs 'roster serve' on a free loopback port and returns its
+// base URL; the server stops when the test ends.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, pw)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve printed nothing: %v", err)
+	}
+	m := regexp.MustCompile(`on (http://\S+)/`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("serve: %q", line)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve exited %d", code)
+		}
+	})
+	return m[1]
+}
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	must(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestServeEndpoints(t *testing.T) {
+	f := seed(t)
+	before, err := os.ReadFile(f.path)
+	must(t, err)
+	base := startServe(t, "--db", f.path)
+	code, body := get(t, base+"/healthz", "")
+	if code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	code, body = get(t, base+"/api/status", "")
+	var st status
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Namespaces) != 2 || st.Agents["running"] != 2 {
+		t.Fatalf("/api/status: %d\n%s", code, body)
+	}
+	if ns := st.Namespaces[0]; ns.Namespace != "ns" || ns.WorkersLapsed != 2 || ns.ExpiredLeases != 1 || len(ns.Expired) != 1 || len(ns.Lanes) != 2 {
+		t.Fatalf("namespace ns: %+v", ns)
+	}
+	code, body = get(t, base+"/metrics", "")
+	if code != 200 || !strings.Contains(body, `roster_workers{namespace="ns",state="lapsed"} 2`) || !strings.Contains(body, `roster_agents{state="running"} 2`) {
+		t.Fatalf("/metrics: %d\n%s", code, body)
+	}
+	code, body = get(t, base+"/", "")
+	for _, want := range []string{`data-namespace="ns"`, `data-namespace="other"`, `data-lane="z"`, f.running.String(), "http-equiv=\"refresh\""} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("/: %d, missing %q", code, want)
+		}
+	}
+	code, body = get(t, base+"/static/style.css", "")
+	if code != 200 || !strings.Contains(body, ".bar") {
+		t.Fatalf("/static/style.css: %d", code)
+	}
+	after, err := os.ReadFile(f.path)
+	must(t, err)
+	if string(before) != string(after) {
+		t.Fatal("serve changed the database")
+	}
+}
+
+func TestServeToken(t *testing.T) {
+	f := seed(t)
+	base := startServe(t, "--db", f.path, "--token", "s3cret")
+	for _, path := range []string{"/", "/healthz", "/api/status", "/metrics", "/static/style.css"} {
+		if code, _ := get(t, base+path, ""); code != 401 {
+			t.Fatalf("%s without the token: %d", path, code)
+		}
+		if code, _ := get(t, base+path, "wrong"); code != 401 {
+			t.Fatalf("%s with a wrong token: %d", path, code)
+		}
+		if code, _ := get(t, base+path, "s3cret"); code != 200 {
+			t.Fatalf("%s with the token: %d", path, code)
+		}
+	}
+	// Any address but loopback needs a token; the refusal starts nothing.
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		code, _, errOut := runCLI(t, "serve", "--db", f.path, "--addr", addr)
+		if code != 2 || !strings.Contains(errOut, "without --token") {
+			t.Fatalf("serve --addr %s: %d %s", addr, code, errOut)
+		}
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "0.0.0.0:1": false, "10.0.0.1:1": false, ":1": false} {
+		if got, err := isLoopback(addr); err != nil || got != want {
+			t.Fatalf("isLoopback(%s) = %v, %v", addr, got, err)
+		}
+	}
+	h := requireToken("t", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 401 || rec.Header().Get("WWW-Authenticate") == "" {
+		t.Fatalf("no token: %d", rec.Code)
+	}
+}
+
+// chromium finds the browser for the page test: Debian's chromium package
+// (.ci/run installs it). Locally without it the test skips; CI never does.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("CI must run the browser test: no chromium on PATH")
+	}
+	t.Skip("no chromium on PATH: apt-get install -y chromium to run the browser test")
+	return ""
+}
+
+// The status page in a real headless Chromium: what a person sees, and a
+// change in the database shown after the page refreshes itself.
+func TestServePageInABrowser(t *testing.T) {
+	exe := chromium(t)
+	f := seed(t)
+	base := startServe(t, "--db", f.path, "--refresh", "1s")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`section[data-namespace="ns"]`)),
+	))
+	text := func(css string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+		must(t, err)
+		return strings.TrimSpace(v)
+	}
+	title, err := chromedp.Run(ctx, chromedp.Title())
+	must(t, err)
+	namespaces, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section.namespace h2")].map(e => e.innerText)`))
+	must(t, err)
+	barWidth, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('section[data-namespace="ns"] tr[data-lane="z"] .bar .ready')).width`))
+	must(t, err)
+	nsText := text(`section[data-namespace="ns"] .summary`)
+	laneReady := text(`section[data-namespace="ns"] tr[data-lane="z"] .ready-count`)
+	laneScheduled := text(`section[data-namespace="ns"] tr[data-lane="z"] .scheduled-count`)
+	runningAgents := text(`li[data-state="running"] .count`)
+	expired := text(`section[data-namespace="ns"] .expired-leases`)
+	if !strings.Contains(title, "roster") || strings.Join(namespaces, ",") != "ns,other" {
+		t.Fatalf("title %q, namespaces %v", title, namespaces)
+	}
+	if !strings.Contains(nsText, "2 lapsed") || !strings.Contains(nsText, "1 expired leases") {
+		t.Fatalf("namespace summary: %q", nsText)
+	}
+	if laneReady != "1" || laneScheduled != "1" || barWidth == "0px" || barWidth == "" {
+		t.Fatalf("lane z: ready %q scheduled %q, ready bar width %q", laneReady, laneScheduled, barWidth)
+	}
+	if runningAgents != "2" || !strings.Contains(expired, f.running.String()) {
+		t.Fatalf("agents running %q; expired leases: %q", runningAgents, expired)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	must(t, err)
+	shot := os.Getenv("ROSTER_SCREENSHOT") // where to keep it; by default an artifact out of the repo
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "status.png")
+	}
+	must(t, os.WriteFile(shot, png, 0o644))
+
+	// A change in the database shows after the page refreshes itself.
+	s, err := service.Open(context.Background(), f.path)
+	must(t, err)
+	_, err = s.RegisterWorker(context.Background(), service.RegisterWorkerArgs{Namespace: "fresh", WorkerID: "w", InstanceID: "new-worker", TTL: time.Hour})
+	must(t, err)
+	must(t, s.Close())
+	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`section[data-namespace="fresh"]`))))
+	if instance := text(`section[data-namespace="fresh"] tr.worker td`); instance != "new-worker" {
+		t.Fatalf("after the refresh: %q", instance)
+	}
+}
