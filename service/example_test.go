@@ -239,3 +239,38 @@ func ExampleStore_RunWorker() {
 	// roster -> ROSTER
 	// <nil>
 }
+
+// Stats is the fleet at a glance, read in one consistent snapshot.
+func ExampleStore_Stats() {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	store, err := service.Open(ctx, ":memory:", service.WithClock(func() time.Time { return at }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.RegisterWorker(ctx, service.RegisterWorkerArgs{
+		Namespace: "prod", WorkerID: "resizer", InstanceID: "w1", Lanes: []string{"images"}, TTL: time.Minute,
+	}); err != nil {
+		log.Fatal(err)
+	}
+	for _, runAt := range []time.Time{at.Add(-time.Minute), at, at.Add(time.Hour)} {
+		if _, err := store.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "prod", Lane: "images", RunAt: runAt}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	st, err := store.Stats(ctx, time.Time{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, ns := range st.Namespaces {
+		fmt.Printf("%s: %d alive, %d lapsed\n", ns.Namespace, ns.WorkersAlive, ns.WorkersLapsed)
+		for _, l := range ns.Lanes {
+			fmt.Printf("  %s: %d ready (oldest %v), %d scheduled, %d running\n",
+				l.Lane, l.Ready, st.At.Sub(l.OldestReadyRunAt), l.Scheduled, l.Running)
+		}
+	}
+	// Output:
+	// prod: 1 alive, 0 lapsed
+	//   images: 2 ready (oldest 1m0s), 1 scheduled, 0 running
+}

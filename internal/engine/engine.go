@@ -141,10 +141,12 @@ type ConstraintError struct {
 	Err        error // the driver's error, for the log
 }
 
+// Error names the rule and the driver's words.
 func (e *ConstraintError) Error() string {
 	return fmt.Sprintf("constraint %s violated: %v", e.Constraint, e.Err)
 }
 
+// Unwrap returns the driver's error.
 func (e *ConstraintError) Unwrap() error { return e.Err }
 
 // IsConstraint reports whether err is a violation of c.
