@@ -125,6 +125,10 @@ type runner struct {
 	freed    chan struct{} // signalled when a handler ends
 	lapsed   bool          // the registration lapsed and is not yet renewed: no claims
 	handlers sync.WaitGroup
+
+	outcomes       chan outcome  // finished handlers' results, for the settler
+	outcomesClosed bool          // no handler may send any more (shutdown)
+	settled        chan struct{} // closed when the settler has written every outcome
 }
 
 // job is one claimed execution being handled.
@@ -157,12 +161,17 @@ func (w *runner) register(ctx context.Context) error {
 func (w *runner) run(ctx context.Context, drain time.Duration) error {
 	w.running = map[*job]struct{}{}
 	w.freed = make(chan struct{}, 1)
+	w.outcomes = make(chan outcome, w.slots)
+	w.settled = make(chan struct{})
+	go w.settler(ctx)
 	stopKeep := make(chan struct{})
 	keepDone := make(chan error, 1)
 	go func() { keepDone <- w.keepAlive(ctx, stopKeep) }()
 
 	err := w.claimLoop(ctx)
 	w.shutdown(drain)
+	w.closeOutcomes()
+	<-w.settled
 	close(stopKeep)
 	if kerr := <-keepDone; err == nil {
 		err = kerr
@@ -284,18 +293,69 @@ func (w *runner) start(ctx context.Context, l Lease) {
 		result, herr := w.call(hctx, l)
 		close(stopRenew)
 		<-renewed
-		// The handler's slot now holds the next claim, made in the same
-		// transaction as this outcome (one commit for both).
+		// The handler's slot now holds the next claim, made by the settler
+		// with this outcome and the others that finished meanwhile.
 		w.mu.Lock()
 		delete(w.running, j)
 		w.reserved++
+		closed := w.outcomesClosed
+		if !closed {
+			w.outcomes <- outcome{j: j, result: result, herr: herr}
+		}
 		w.mu.Unlock()
 		j.cancel()
-		for _, next := range w.settle(ctx, j, result, herr) {
-			w.start(ctx, next)
+		if closed {
+			w.log.Warn("roster: worker: a handler returned after shutdown; its outcome is dropped", "execution", l.ExecutionID)
 		}
-		w.unreserve(1)
 	}()
+}
+
+// outcome is a handler's result waiting to be written.
+type outcome struct {
+	j      *job
+	result []byte
+	herr   error
+}
+
+// maxSettleBatch bounds the outcomes one write carries.
+const maxSettleBatch = 256
+
+// settler writes the outcomes of finished handlers in batches: everything
+// that finished while the previous batch was being written goes into the
+// next one, with a claim for the slots they free (one statement each for
+// the completions and the claim). It returns when outcomes is closed and
+// drained.
+func (w *runner) settler(ctx context.Context) {
+	defer close(w.settled)
+	for first := range w.outcomes {
+		batch := []outcome{first}
+	fill:
+		for len(batch) < maxSettleBatch {
+			select {
+			case o, ok := <-w.outcomes:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		for _, l := range w.settle(ctx, batch) {
+			w.start(ctx, l)
+		}
+		w.unreserve(len(batch))
+	}
+}
+
+// closeOutcomes ends the settler's input once no handler will send again.
+func (w *runner) closeOutcomes() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.outcomesClosed {
+		w.outcomesClosed = true
+		close(w.outcomes)
+	}
 }
 
 // call runs the handler, turning a panic into an error.
@@ -337,80 +397,114 @@ func (w *runner) renew(ctx context.Context, j *job, stop <-chan struct{}) {
 	}
 }
 
-// settle writes the handler's outcome while the lease holds and, while the
-// runner is still claiming, claims the next execution for the freed slot in
-// the same transaction. It returns the lease so claimed, if any.
-func (w *runner) settle(ctx context.Context, j *job, result []byte, herr error) []Lease {
-	l := j.lease
-	if j.isLost() {
-		w.log.Warn("roster: worker: dropping the outcome of a lost lease", "execution", l.ExecutionID, "handler_err", herr)
-		return nil
+// settle writes a batch of outcomes while their leases hold and, while the
+// runner is still claiming, claims as many executions for the freed slots.
+// It returns the leases so claimed.
+func (w *runner) settle(ctx context.Context, batch []outcome) []Lease {
+	var items []settleItem
+	for _, o := range batch {
+		if o.j.isLost() {
+			w.s.cfg.observer.LeaseLost()
+			w.log.Warn("roster: worker: dropping the outcome of a lost lease", "execution", o.j.lease.ExecutionID, "handler_err", o.herr)
+			continue
+		}
+		items = append(items, settleItem{lease: o.j.lease, result: o.result, herr: o.herr})
 	}
 	var next *ClaimArgs
 	if ctx.Err() == nil && !w.isLapsed() {
 		a := w.claimArgs()
 		next = &a
 	}
-	lost, leases, err := w.s.settleAndClaim(context.WithoutCancel(ctx), l, result, herr, next)
-	obs := w.s.cfg.observer
-	switch {
-	case err != nil:
-		w.log.Warn("roster: worker: writing an outcome failed; the lease will expire and be reclaimed", "execution", l.ExecutionID, "err", err)
-	case lost:
-		obs.LeaseLost()
-		w.log.Warn("roster: worker: the lease was lost before the outcome was written; dropped", "execution", l.ExecutionID, "handler_err", herr)
-	case herr == nil:
-		obs.Completed()
-	default:
-		obs.Failed()
+	lost, leases, err := w.s.settleAndClaim(context.WithoutCancel(ctx), items, next, len(batch))
+	if err != nil {
+		w.log.Warn("roster: worker: writing outcomes failed; their leases will expire and be reclaimed", "outcomes", len(items), "err", err)
+		return leases
 	}
-	if len(leases) > 0 {
-		obs.Claimed(len(leases))
+	for i, it := range items {
+		if lost[i] {
+			w.log.Warn("roster: worker: the lease was lost before the outcome was written; dropped", "execution", it.lease.ExecutionID, "handler_err", it.herr)
+		}
 	}
 	return leases
 }
 
-// settleAndClaim completes (herr nil) or fails the execution of lease l and,
-// when next is set, claims one more execution for next's worker, in one
-// write. lost reports that the lease was no longer current (the outcome was
-// dropped); a claim that finds no work or an unregistered worker claims
-// nothing.
-func (s *Store) settleAndClaim(ctx context.Context, l Lease, result []byte, herr error, next *ClaimArgs) (lost bool, leases []Lease, err error) {
+// settleItem is one outcome for settleAndClaim.
+type settleItem struct {
+	lease  Lease
+	result []byte
+	herr   error // nil: complete with result; else fail with its text
+}
+
+// settleAndClaim completes or fails each item's execution and, when next is
+// set, claims up to n executions for next's worker. lost[i] reports that
+// item i's lease was no longer current (its outcome was dropped); a claim
+// that finds no work or an unregistered worker claims nothing. Where one
+// commit is worth sharing (SQLite) it is all one write; elsewhere
+// (PostgreSQL) each part is one statement of its own: the completions, each
+// failure, the claim.
+func (s *Store) settleAndClaim(ctx context.Context, items []settleItem, next *ClaimArgs, n int) (lost []bool, leases []Lease, err error) {
 	if err := s.check(); err != nil {
-		return false, nil, err
-	}
-	reason := ""
-	if herr == nil && len(result) > maxPayloadBytes {
-		herr = fmt.Errorf("the handler's result of %d bytes exceeds the limit of 16 MiB", len(result))
-	}
-	if herr != nil {
-		reason = failReason(herr)
+		return nil, nil, err
 	}
 	now := s.now(time.Time{}).UnixMilli()
+	var refs []engine.LeaseRef
+	var results [][]byte
+	var completeAt, failAt []int
+	reasons := make([]string, len(items))
+	for i, it := range items {
+		herr := it.herr
+		if herr == nil && len(it.result) > maxPayloadBytes {
+			herr = fmt.Errorf("the handler's result of %d bytes exceeds the limit of 16 MiB", len(it.result))
+		}
+		if herr != nil {
+			reasons[i] = failReason(herr)
+			failAt = append(failAt, i)
+			continue
+		}
+		refs = append(refs, leaseRef(it.lease))
+		results = append(results, it.result)
+		completeAt = append(completeAt, i)
+	}
 	var params engine.ClaimParams
 	if next != nil {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return false, nil, fmt.Errorf("roster: new lease id: %w", err)
-		}
-		params = engine.ClaimParams{
-			Namespace: next.Namespace, InstanceID: next.InstanceID, NowMs: now,
-			ExpiresAtMs: now + next.LeaseTTL.Milliseconds(), LeaseIDs: []uuid.UUID{id},
+		params = engine.ClaimParams{Namespace: next.Namespace, InstanceID: next.InstanceID, NowMs: now,
+			ExpiresAtMs: now + next.LeaseTTL.Milliseconds()}
+		for range n {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, nil, fmt.Errorf("roster: new lease id: %w", err)
+			}
+			params.LeaseIDs = append(params.LeaseIDs, id)
 		}
 	}
-	settle := func(ctx context.Context, q engine.Queries) error {
-		lost = false
-		var err error
-		if herr == nil {
-			err = q.LeaseComplete(ctx, leaseRef(l), now, result)
-		} else {
-			err = q.LeaseFail(ctx, leaseRef(l), now, reason)
+	var completed, failed int
+	complete := func(ctx context.Context, q engine.Queries) error {
+		done, err := q.LeaseCompleteMany(ctx, refs, results, now)
+		if err != nil {
+			return err
 		}
-		if errors.Is(err, engine.ErrNoRows) {
-			lost = true
-			return nil
+		ok := make(map[uuid.UUID]bool, len(done))
+		for _, id := range done {
+			ok[id] = true
 		}
-		return err
+		completed = 0
+		for _, i := range completeAt {
+			lost[i] = !ok[items[i].lease.ExecutionID]
+			if !lost[i] {
+				completed++
+			}
+		}
+		return nil
+	}
+	fail := func(i int) func(ctx context.Context, q engine.Queries) error {
+		return func(ctx context.Context, q engine.Queries) error {
+			err := q.LeaseFail(ctx, leaseRef(items[i].lease), now, reasons[i])
+			lost[i] = errors.Is(err, engine.ErrNoRows)
+			if lost[i] {
+				return nil
+			}
+			return err
+		}
 	}
 	claim := func(ctx context.Context, q engine.Queries) error {
 		leases = nil
@@ -423,21 +517,61 @@ func (s *Store) settleAndClaim(ctx context.Context, l Lease, result []byte, herr
 		}
 		return err
 	}
-	if !s.eng.SharedCommit() {
-		// Each statement alone is cheaper than one transaction of both.
-		if err = s.writeOne(ctx, settle); err != nil || next == nil {
-			return lost, nil, err
+	lost = make([]bool, len(items))
+	if s.eng.SharedCommit() {
+		err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+			if len(refs) > 0 {
+				if err := complete(ctx, q); err != nil {
+					return err
+				}
+			}
+			for _, i := range failAt {
+				if err := fail(i)(ctx, q); err != nil {
+					return err
+				}
+			}
+			if next == nil || n == 0 {
+				return nil
+			}
+			return claim(ctx, q)
+		})
+	} else {
+		if len(refs) > 0 {
+			err = s.writeOne(ctx, complete)
 		}
-		err = s.writeOne(ctx, claim)
+		for _, i := range failAt {
+			if err == nil {
+				err = s.writeOne(ctx, fail(i))
+			}
+		}
+		if err == nil && next != nil && n > 0 {
+			err = s.writeOne(ctx, claim)
+		}
+	}
+	if err != nil {
 		return lost, leases, err
 	}
-	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		if err := settle(ctx, q); err != nil || next == nil {
-			return err
+	for _, i := range failAt {
+		if !lost[i] {
+			failed++
 		}
-		return claim(ctx, q)
-	})
-	return lost, leases, err
+	}
+	obs := s.cfg.observer
+	for range completed {
+		obs.Completed()
+	}
+	for range failed {
+		obs.Failed()
+	}
+	for _, l := range lost {
+		if l {
+			obs.LeaseLost()
+		}
+	}
+	if len(leases) > 0 {
+		obs.Claimed(len(leases))
+	}
+	return lost, leases, nil
 }
 
 // failReason is an error's text cut to a valid fail reason.

@@ -926,6 +926,60 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (u
 	return id, err
 }
 
+const leaseCompleteMany = `-- name: LeaseCompleteMany :many
+WITH input AS (
+    SELECT unnest($1::uuid[]) AS execution_id,
+           unnest($2::bigint[]) AS epoch,
+           unnest($3::bytea[]) AS result
+), ended AS (
+    UPDATE attempts AS a SET state = 'completed', ended_at_ms = $4::bigint
+    FROM input
+    WHERE a.execution_id = input.execution_id AND a.epoch = input.epoch AND a.state = 'running'
+      AND a.expires_at_ms > $4::bigint AND a.revoked_at_ms IS NULL
+    RETURNING a.execution_id
+)
+UPDATE executions AS x SET state = 'completed', result = input.result
+FROM ended
+JOIN input ON input.execution_id = ended.execution_id
+WHERE x.id = ended.execution_id AND x.state = 'running'
+RETURNING x.id
+`
+
+type LeaseCompleteManyParams struct {
+	ExecutionIds []uuid.UUID
+	Epochs       []int64
+	Results      [][]byte
+	Now          int64
+}
+
+// LeaseCompleteMany completes many leases in one statement, each fenced as
+// LeaseComplete is (current epoch, running, unexpired, unrevoked), and
+// returns the executions it completed; the others' leases were lost.
+func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, leaseCompleteMany,
+		arg.ExecutionIds,
+		arg.Epochs,
+		arg.Results,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseFail = `-- name: LeaseFail :one
 WITH ended AS (
     UPDATE attempts AS a SET state = 'failed', ended_at_ms = $1::bigint

@@ -360,6 +360,10 @@ type Queries interface {
 	// execution as completed with the result, or returns ErrNoRows. One
 	// statement where the engine can (WriteOne).
 	LeaseComplete(ctx context.Context, l LeaseRef, nowMs int64, result []byte) error
+	// LeaseCompleteMany is LeaseComplete for many leases (results[i] is
+	// leases[i]'s), in one statement where the engine can; it returns the
+	// executions it completed (the other leases were lost).
+	LeaseCompleteMany(ctx context.Context, leases []LeaseRef, results [][]byte, nowMs int64) ([]uuid.UUID, error)
 	// LeaseFail ends the current, unexpired, unrevoked lease as failed: its
 	// execution waits again while attempts remain, else ends failed, with the
 	// reason; or returns ErrNoRows. One statement where the engine can.

@@ -236,3 +236,24 @@ SELECT * FROM executions
 WHERE namespace = @namespace AND lane = @lane AND state = @state AND id > @after_id
 ORDER BY id
 LIMIT @max_rows;
+
+-- name: LeaseCompleteMany :many
+-- LeaseCompleteMany completes many leases in one statement, each fenced as
+-- LeaseComplete is (current epoch, running, unexpired, unrevoked), and
+-- returns the executions it completed; the others' leases were lost.
+WITH input AS (
+    SELECT unnest(@execution_ids::uuid[]) AS execution_id,
+           unnest(@epochs::bigint[]) AS epoch,
+           unnest(@results::bytea[]) AS result
+), ended AS (
+    UPDATE attempts AS a SET state = 'completed', ended_at_ms = @now::bigint
+    FROM input
+    WHERE a.execution_id = input.execution_id AND a.epoch = input.epoch AND a.state = 'running'
+      AND a.expires_at_ms > @now::bigint AND a.revoked_at_ms IS NULL
+    RETURNING a.execution_id
+)
+UPDATE executions AS x SET state = 'completed', result = input.result
+FROM ended
+JOIN input ON input.execution_id = ended.execution_id
+WHERE x.id = ended.execution_id AND x.state = 'running'
+RETURNING x.id;

@@ -262,6 +262,16 @@ func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int
 	return translate(err)
 }
 
+func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef, results [][]byte, nowMs int64) ([]uuid.UUID, error) {
+	p := pgdb.LeaseCompleteManyParams{Results: results, Now: nowMs}
+	for _, l := range leases {
+		p.ExecutionIds = append(p.ExecutionIds, l.ExecutionID)
+		p.Epochs = append(p.Epochs, l.Epoch)
+	}
+	ids, err := x.q.LeaseCompleteMany(ctx, p)
+	return ids, translate(err)
+}
+
 func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
 	_, err := x.q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: reason, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
 	return translate(err)

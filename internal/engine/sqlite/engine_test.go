@@ -16,6 +16,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rosterdb/roster/internal/engine"
 	sqliteschema "github.com/rosterdb/roster/schema/sqlite"
 )
@@ -531,4 +532,57 @@ func TestCheckFindsDamage(t *testing.T) {
 		!strings.Contains(problems[1], "agent states whose kept count is wrong") {
 		t.Fatalf("problems = %v", problems)
 	}
+}
+
+// LeaseCompleteMany fences each lease on its own: a stale epoch, an unknown
+// execution and a good lease in one call complete only the good one.
+func TestLeaseCompleteManyFencesEachLease(t *testing.T) {
+	ctx := context.Background()
+	e := openMemory(t)
+	var claimed []engine.ClaimedLease
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		if err := q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: "i", WorkerID: "w", Lanes: []string{"l"}, LastHeartbeatMs: 1, TTLMs: 100000}); err != nil {
+			return err
+		}
+		for range 2 {
+			id, _ := uuid.NewV7()
+			if err := q.ExecutionInsert(ctx, engine.Execution{ID: id, Namespace: "ns", Lane: "l", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1}); err != nil {
+				return err
+			}
+		}
+		var err error
+		claimed, err = q.ExecutionClaim(ctx, engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 2, ExpiresAtMs: 1000,
+			LeaseIDs: []uuid.UUID{uuid.New(), uuid.New()}})
+		return err
+	}))
+	if len(claimed) != 2 {
+		t.Fatalf("claimed %d", len(claimed))
+	}
+	var done []uuid.UUID
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		done, err = q.LeaseCompleteMany(ctx, []engine.LeaseRef{
+			{ExecutionID: claimed[0].ExecutionID, Epoch: claimed[0].Epoch},
+			{ExecutionID: claimed[1].ExecutionID, Epoch: claimed[1].Epoch + 1}, // stale
+			{ExecutionID: uuid.New(), Epoch: 1},                                // unknown
+		}, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, 3)
+		return err
+	}))
+	if len(done) != 1 || done[0] != claimed[0].ExecutionID {
+		t.Fatalf("completed %v", done)
+	}
+	must(t, e.Read(ctx, func(ctx context.Context, q engine.Queries) error {
+		first, err := q.ExecutionGet(ctx, claimed[0].ExecutionID)
+		if err != nil {
+			return err
+		}
+		second, err := q.ExecutionGet(ctx, claimed[1].ExecutionID)
+		if err != nil {
+			return err
+		}
+		if first.State != "completed" || string(first.Result) != "a" || second.State != "running" || second.Result != nil {
+			t.Fatalf("after the batch: %+v / %+v", first, second)
+		}
+		return nil
+	}))
 }

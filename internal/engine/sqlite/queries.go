@@ -323,6 +323,23 @@ func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int
 	return translate(x.q.ExecutionComplete(ctx, sqlitedb.ExecutionCompleteParams{Result: result, ID: l.ExecutionID}))
 }
 
+// LeaseCompleteMany completes each lease in turn, in the writer's
+// transaction (the single writer makes one statement per lease cheap).
+func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef, results [][]byte, nowMs int64) ([]uuid.UUID, error) {
+	var done []uuid.UUID
+	for i, l := range leases {
+		err := x.LeaseComplete(ctx, l, nowMs, results[i])
+		if err == engine.ErrNoRows {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		done = append(done, l.ExecutionID)
+	}
+	return done, nil
+}
+
 // LeaseFail ends the attempt, fenced in its UPDATE, then returns the
 // execution to waiting or ends it, in the writer's transaction.
 func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
