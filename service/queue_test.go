@@ -339,3 +339,29 @@ func TestListExecutions(t *testing.T) {
 		}
 	})
 }
+
+// Executions scheduled for later at a higher priority do not hide the ready
+// ones below them, and take the lead once due.
+func TestScheduledHigherPriorityDoesNotBlock(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		var later []uuid.UUID
+		for range 3 {
+			later = append(later, create(t, s, CreateExecutionArgs{Priority: 9, RunAt: t0.Add(time.Hour)}))
+		}
+		mid := create(t, s, CreateExecutionArgs{Priority: 5, RunAt: t0.Add(time.Minute)})
+		ready := create(t, s, CreateExecutionArgs{Priority: 1})
+		leases, err := s.ClaimExecutions(context.Background(), ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Hour, Now: t0}, 5)
+		must(t, err)
+		if len(leases) != 1 || leases[0].ExecutionID != ready {
+			t.Fatalf("at t0: %+v", leases)
+		}
+		if l := claim(t, s, "i", t0.Add(time.Minute)); l.ExecutionID != mid {
+			t.Fatal("the priority-5 execution was not claimed once due")
+		}
+		if l := claim(t, s, "i", t0.Add(time.Hour)); l.ExecutionID != later[0] {
+			t.Fatal("the priority-9 executions were not claimed first once due")
+		}
+	})
+}

@@ -147,6 +147,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionStartStmt, err = db.PrepareContext(ctx, executionStart); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionStart: %w", err)
 	}
+	if q.executionTopPriorityStmt, err = db.PrepareContext(ctx, executionTopPriority); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionTopPriority: %w", err)
+	}
 	if q.statsAgentsStmt, err = db.PrepareContext(ctx, statsAgents); err != nil {
 		return nil, fmt.Errorf("error preparing query StatsAgents: %w", err)
 	}
@@ -420,6 +423,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionStartStmt: %w", cerr)
 		}
 	}
+	if q.executionTopPriorityStmt != nil {
+		if cerr := q.executionTopPriorityStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionTopPriorityStmt: %w", cerr)
+		}
+	}
 	if q.statsAgentsStmt != nil {
 		if cerr := q.statsAgentsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing statsAgentsStmt: %w", cerr)
@@ -605,6 +613,7 @@ type Queries struct {
 	executionPickInLaneStmt               *sql.Stmt
 	executionRequeueReclaimedStmt         *sql.Stmt
 	executionStartStmt                    *sql.Stmt
+	executionTopPriorityStmt              *sql.Stmt
 	statsAgentsStmt                       *sql.Stmt
 	statsExpiredLeasesStmt                *sql.Stmt
 	statsLanesStmt                        *sql.Stmt
@@ -673,6 +682,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionPickInLaneStmt:               q.executionPickInLaneStmt,
 		executionRequeueReclaimedStmt:         q.executionRequeueReclaimedStmt,
 		executionStartStmt:                    q.executionStartStmt,
+		executionTopPriorityStmt:              q.executionTopPriorityStmt,
 		statsAgentsStmt:                       q.statsAgentsStmt,
 		statsExpiredLeasesStmt:                q.statsExpiredLeasesStmt,
 		statsLanesStmt:                        q.statsLanesStmt,

@@ -909,18 +909,19 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 const executionPickInLane = `-- name: ExecutionPickInLane :many
 SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting'
-  AND e.run_at_ms <= ?3
+  AND e.priority = ?3 AND e.run_at_ms <= ?4
   AND NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?5 AS TEXT)) AS c)
   )
-ORDER BY e.priority DESC, e.run_at_ms, e.id
-LIMIT ?5
+ORDER BY e.run_at_ms, e.id
+LIMIT ?6
 `
 
 type ExecutionPickInLaneParams struct {
 	Namespace    string
 	Lane         string
+	Priority     int64
 	Now          int64
 	Capabilities string
 	Limit        int64
@@ -933,13 +934,13 @@ type ExecutionPickInLaneRow struct {
 }
 
 // ExecutionPickInLane finds the @limit best claimable executions of one lane
-// (waiting, RunAt <= @now) whose required capabilities are all in
-// @capabilities (a JSON array): highest priority, then earliest RunAt, then
-// lowest id.
+// at one priority (waiting, RunAt <= @now; earliest RunAt, then lowest id)
+// whose required capabilities are all in @capabilities (a JSON array).
 func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLaneParams) ([]ExecutionPickInLaneRow, error) {
 	rows, err := q.query(ctx, q.executionPickInLaneStmt, executionPickInLane,
 		arg.Namespace,
 		arg.Lane,
+		arg.Priority,
 		arg.Now,
 		arg.Capabilities,
 		arg.Limit,
@@ -1019,4 +1020,27 @@ func (q *Queries) ExecutionStart(ctx context.Context, id uuid.UUID) (ExecutionSt
 		&i.Payload,
 	)
 	return i, err
+}
+
+const executionTopPriority = `-- name: ExecutionTopPriority :one
+SELECT e.priority FROM executions AS e
+WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting'
+  AND e.priority <= ?3
+ORDER BY e.priority DESC
+LIMIT 1
+`
+
+type ExecutionTopPriorityParams struct {
+	Namespace string
+	Lane      string
+	AtMost    int64
+}
+
+// ExecutionTopPriority finds the highest priority at most @at_most among a
+// lane's waiting executions: one step of the claim's loose index scan.
+func (q *Queries) ExecutionTopPriority(ctx context.Context, arg ExecutionTopPriorityParams) (int64, error) {
+	row := q.queryRow(ctx, q.executionTopPriorityStmt, executionTopPriority, arg.Namespace, arg.Lane, arg.AtMost)
+	var priority int64
+	err := row.Scan(&priority)
+	return priority, err
 }

@@ -14,19 +14,27 @@ INSERT INTO executions (
 -- ExecutionGet reads one execution by id.
 SELECT * FROM executions WHERE id = @id;
 
+-- name: ExecutionTopPriority :one
+-- ExecutionTopPriority finds the highest priority at most @at_most among a
+-- lane's waiting executions: one step of the claim's loose index scan.
+SELECT e.priority FROM executions AS e
+WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting'
+  AND e.priority <= @at_most
+ORDER BY e.priority DESC
+LIMIT 1;
+
 -- name: ExecutionPickInLane :many
 -- ExecutionPickInLane finds the @limit best claimable executions of one lane
--- (waiting, RunAt <= @now) whose required capabilities are all in
--- @capabilities (a JSON array): highest priority, then earliest RunAt, then
--- lowest id.
+-- at one priority (waiting, RunAt <= @now; earliest RunAt, then lowest id)
+-- whose required capabilities are all in @capabilities (a JSON array).
 SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting'
-  AND e.run_at_ms <= @now
+  AND e.priority = @priority AND e.run_at_ms <= @now
   AND NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
       WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
   )
-ORDER BY e.priority DESC, e.run_at_ms, e.id
+ORDER BY e.run_at_ms, e.id
 LIMIT @limit;
 
 -- name: ExecutionStart :one

@@ -81,6 +81,12 @@ func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, er
 		return nil, fmt.Errorf("%w: path: %v", engine.ErrInvalidInput, redact(err, rawURL))
 	}
 	params := pcfg.ConnConfig.RuntimeParams
+	// roster's statements are short index seeks: JIT compilation would only
+	// add milliseconds to each (a claim's loose scan has a high estimated
+	// cost). The URL may still set jit.
+	if _, set := params["jit"]; !set {
+		params["jit"] = "off"
+	}
 	if !cfg.SyncFull {
 		params["synchronous_commit"] = "off"
 	}

@@ -325,19 +325,23 @@ func bulkAttempts(b *testing.B, s benchDB, n int) {
 }
 
 // BenchmarkClaimBesideScheduled claims and completes ready executions beside
-// 0 or 100,000 executions scheduled for tomorrow in the same lane: RunAt
-// must not turn the claim's index seek into a scan.
+// 0 or 100,000 executions scheduled for tomorrow in the same lane, at the
+// ready ones' priority or above it: RunAt must not turn the claim's index
+// seek into a scan (the loose scan steps over a scheduled priority level).
 func BenchmarkClaimBesideScheduled(b *testing.B) {
 	ctx := context.Background()
-	for _, future := range []int{0, 100_000} {
-		b.Run(fmt.Sprintf("scheduled=%d", future), func(b *testing.B) {
+	for _, tc := range []struct {
+		future, priority int // scheduled executions, and their priority (the ready ones have 0)
+	}{{0, 0}, {100_000, 0}, {100_000, 5}} {
+		future := tc.future
+		b.Run(fmt.Sprintf("scheduled=%d,priority=%d", tc.future, tc.priority), func(b *testing.B) {
 			s := benchStore(b)
 			worker(b, s, "ns", "w", []string{"default"}, nil)
 			_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
 				INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
-				SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'default', 0, x'00', 1, ?2,
+				SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'default', CASE WHEN i <= ?3 THEN ?4 ELSE 0 END, x'00', 1, ?2,
 				       CASE WHEN i <= ?3 THEN ?2 + 86400000 ELSE ?2 - 1000 END FROM n`,
-				future+b.N+1000, t0.UnixMilli(), future)
+				future+b.N+1000, t0.UnixMilli(), future, tc.priority)
 			must(b, err)
 			b.ResetTimer()
 			for range b.N {

@@ -183,7 +183,11 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 	id := uuid.New()
 	for name, call := range map[string]func(q *sqlitedb.Queries) error{
 		"ExecutionPickInLane": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{Namespace: "n", Lane: "l", Now: 5, Capabilities: `["gpu"]`, Limit: 4})
+			_, err := q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{Namespace: "n", Lane: "l", Priority: 3, Now: 5, Capabilities: `["gpu"]`, Limit: 4})
+			return err
+		},
+		"ExecutionTopPriority": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionTopPriority(ctx, sqlitedb.ExecutionTopPriorityParams{Namespace: "n", Lane: "l", AtMost: 9})
 			return err
 		},
 		"ExecutionStart": func(q *sqlitedb.Queries) error { _, err := q.ExecutionStart(ctx, id); return err },

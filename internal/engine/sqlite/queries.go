@@ -5,7 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/google/uuid"
@@ -268,13 +270,33 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]en
 	want := len(p.LeaseIDs)
 	var cands []sqlitedb.ExecutionPickInLaneRow
 	for _, lane := range lanes {
-		rows, err := x.q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{
-			Namespace: p.Namespace, Lane: lane, Now: p.NowMs, Capabilities: w.Capabilities, Limit: int64(want),
-		})
-		if err != nil {
-			return nil, translate(err)
+		// A loose index scan of the lane: its waiting priorities highest
+		// first, one seek each, then the claimable executions at that
+		// priority, until the lane has given as many as a claim could take.
+		// Executions scheduled for later at a higher priority are stepped
+		// over, never read one by one.
+		atMost, got := int64(math.MaxInt64), 0
+		for got < want {
+			prio, err := x.q.ExecutionTopPriority(ctx, sqlitedb.ExecutionTopPriorityParams{Namespace: p.Namespace, Lane: lane, AtMost: atMost})
+			if errors.Is(err, sql.ErrNoRows) {
+				break
+			}
+			if err != nil {
+				return nil, translate(err)
+			}
+			rows, err := x.q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{
+				Namespace: p.Namespace, Lane: lane, Priority: prio, Now: p.NowMs, Capabilities: w.Capabilities, Limit: int64(want - got),
+			})
+			if err != nil {
+				return nil, translate(err)
+			}
+			cands = append(cands, rows...)
+			got += len(rows)
+			if prio == math.MinInt64 {
+				break
+			}
+			atMost = prio - 1
 		}
-		cands = append(cands, rows...)
 	}
 	slices.SortFunc(cands, func(a, b sqlitedb.ExecutionPickInLaneRow) int {
 		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
