@@ -360,6 +360,9 @@ func TestScheduledHigherPriorityDoesNotBlock(t *testing.T) {
 		if l := claim(t, s, "i", t0.Add(time.Minute)); l.ExecutionID != mid {
 			t.Fatal("the priority-5 execution was not claimed once due")
 		}
+		// The first registration lapses at t0+1h: register again.
+		_, err = s.RegisterWorker(context.Background(), RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"default"}, TTL: time.Hour, Now: t0.Add(time.Hour)})
+		must(t, err)
 		if l := claim(t, s, "i", t0.Add(time.Hour)); l.ExecutionID != later[0] {
 			t.Fatal("the priority-9 executions were not claimed first once due")
 		}
