@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -75,7 +76,7 @@ func (c *cli) exists() error {
 	if isURL(c.db) {
 		return nil
 	}
-	if _, err := statFile(c.db); err != nil {
+	if _, err := os.Stat(c.db); err != nil {
 		return c.missing()
 	}
 	return nil

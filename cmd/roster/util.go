@@ -1,11 +1,6 @@
 package main
 
-import (
-	"encoding/json"
-	"os"
-)
-
-func statFile(path string) (os.FileInfo, error) { return os.Stat(path) }
+import "encoding/json"
 
 // jsonLine encodes v on one line (for --follow).
 func jsonLine(v any) (string, error) {

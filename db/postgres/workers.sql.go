@@ -330,7 +330,6 @@ const workerGetAlive = `-- name: WorkerGetAlive :one
 SELECT namespace, instance_id, worker_id, lanes, capabilities, last_heartbeat_ms, ttl_ms, registered_at_ms FROM workers
 WHERE namespace = $1 AND instance_id = $2
   AND last_heartbeat_ms + ttl_ms > $3
-FOR SHARE
 `
 
 type WorkerGetAliveParams struct {
@@ -339,9 +338,7 @@ type WorkerGetAliveParams struct {
 	Now        int64
 }
 
-// WorkerGetAlive reads one worker row only while its TTL has not lapsed, and
-// locks it against a concurrent MarkWorkerDead or sweep until the transaction
-// ends (a claim must not outlive its worker's death).
+// WorkerGetAlive reads one worker row only while its TTL has not lapsed.
 func (q *Queries) WorkerGetAlive(ctx context.Context, arg WorkerGetAliveParams) (Worker, error) {
 	row := q.db.QueryRow(ctx, workerGetAlive, arg.Namespace, arg.InstanceID, arg.Now)
 	var i Worker

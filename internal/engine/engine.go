@@ -161,6 +161,29 @@ func IsUnique(err error) bool {
 	return errors.As(err, &ce) && ce.Constraint != CheckViolation
 }
 
+// ConsistencyCheck is one of roster's consistency rules: a query that counts
+// the rows breaking it (queries/ENGINE/check.sql).
+type ConsistencyCheck struct {
+	Problem string
+	Count   func(ctx context.Context) (int64, error)
+}
+
+// ConsistencyProblems runs the checks in order and returns one line per rule
+// broken ("N <problem>"); translate turns a driver error into the engine's.
+func ConsistencyProblems(ctx context.Context, checks []ConsistencyCheck, translate func(error) error) ([]string, error) {
+	var problems []string
+	for _, c := range checks {
+		n, err := c.Count(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("roster: check: %w", translate(err))
+		}
+		if n > 0 {
+			problems = append(problems, fmt.Sprintf("%d %s", n, c.Problem))
+		}
+	}
+	return problems, nil
+}
+
 // WorkerKey identifies a worker instance.
 type WorkerKey struct{ Namespace, InstanceID string }
 

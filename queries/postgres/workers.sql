@@ -6,13 +6,10 @@ SELECT * FROM workers
 WHERE namespace = @namespace AND instance_id = @instance_id;
 
 -- name: WorkerGetAlive :one
--- WorkerGetAlive reads one worker row only while its TTL has not lapsed, and
--- locks it against a concurrent MarkWorkerDead or sweep until the transaction
--- ends (a claim must not outlive its worker's death).
+-- WorkerGetAlive reads one worker row only while its TTL has not lapsed.
 SELECT * FROM workers
 WHERE namespace = @namespace AND instance_id = @instance_id
-  AND last_heartbeat_ms + ttl_ms > @now
-FOR SHARE;
+  AND last_heartbeat_ms + ttl_ms > @now;
 
 -- name: WorkerRefresh :one
 -- WorkerRefresh replaces the fields of a worker alive under the same worker id

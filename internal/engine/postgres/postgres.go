@@ -288,26 +288,11 @@ func (e *Engine) Check(ctx context.Context) ([]string, error) {
 	if e.closed.Load() {
 		return nil, engine.ErrClosed
 	}
-	return consistencyProblems(ctx, map[string]func(ctx context.Context) (int64, error){
-		"running executions without a running attempt": e.q.ExecutionCheckRunning,
-		"running attempts of executions not running":   e.q.AttemptCheckRunning,
-		"agent states whose kept count is wrong":       e.q.AgentCheckCounts,
-	})
-}
-
-// consistencyProblems runs the consistency queries of queries/ENGINE/check.sql.
-func consistencyProblems(ctx context.Context, checks map[string]func(ctx context.Context) (int64, error)) ([]string, error) {
-	var problems []string
-	for _, name := range []string{"running executions without a running attempt", "running attempts of executions not running", "agent states whose kept count is wrong"} {
-		n, err := checks[name](ctx)
-		if err != nil {
-			return nil, fmt.Errorf("roster: check: %w", translate(err))
-		}
-		if n > 0 {
-			problems = append(problems, fmt.Sprintf("%d %s", n, name))
-		}
-	}
-	return problems, nil
+	return engine.ConsistencyProblems(ctx, []engine.ConsistencyCheck{
+		{Problem: "running executions without a running attempt", Count: e.q.ExecutionCheckRunning},
+		{Problem: "running attempts of executions not running", Count: e.q.AttemptCheckRunning},
+		{Problem: "agent states whose kept count is wrong", Count: e.q.AgentCheckCounts},
+	}, translate)
 }
 
 // SharedCommit is false: a statement in autocommit saves the BEGIN and

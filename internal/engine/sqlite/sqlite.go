@@ -377,27 +377,12 @@ func (e *Engine) Check(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("roster: check: %w", translate(err))
 		}
 	}
-	more, err := consistencyProblems(ctx, map[string]func(ctx context.Context) (int64, error){
-		"running executions without a running attempt": e.rq.ExecutionCheckRunning,
-		"running attempts of executions not running":   e.rq.AttemptCheckRunning,
-		"agent states whose kept count is wrong":       e.rq.AgentCheckCounts,
-	})
+	more, err := engine.ConsistencyProblems(ctx, []engine.ConsistencyCheck{
+		{Problem: "running executions without a running attempt", Count: e.rq.ExecutionCheckRunning},
+		{Problem: "running attempts of executions not running", Count: e.rq.AttemptCheckRunning},
+		{Problem: "agent states whose kept count is wrong", Count: e.rq.AgentCheckCounts},
+	}, translate)
 	return append(problems, more...), err
-}
-
-// consistencyProblems runs the consistency queries of queries/ENGINE/check.sql.
-func consistencyProblems(ctx context.Context, checks map[string]func(ctx context.Context) (int64, error)) ([]string, error) {
-	var problems []string
-	for _, name := range []string{"running executions without a running attempt", "running attempts of executions not running", "agent states whose kept count is wrong"} {
-		n, err := checks[name](ctx)
-		if err != nil {
-			return nil, fmt.Errorf("roster: check: %w", translate(err))
-		}
-		if n > 0 {
-			problems = append(problems, fmt.Sprintf("%d %s", n, name))
-		}
-	}
-	return problems, nil
 }
 
 // SharedCommit is true: a commit costs a sync, so statements belong together.
