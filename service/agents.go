@@ -182,7 +182,10 @@ func (s *Store) UpdateAgentState(ctx context.Context, a UpdateAgentStateArgs) er
 	if a.ExpectState != "" && !a.ExpectState.known() {
 		return invalid("ExpectState", "unknown agent state %q", a.ExpectState)
 	}
-	at := s.now(a.At).UnixMilli()
+	at, err := s.at("At", a.At)
+	if err != nil {
+		return err
+	}
 	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		// The rules are checked on the state read; the write applies only if
 		// the agent is still in that state (compare-and-set in the statement
@@ -302,9 +305,12 @@ func (s *Store) TerminateLiveAgents(ctx context.Context, at time.Time) (int, err
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	atMs := s.now(at).UnixMilli()
+	atMs, err := s.at("at", at)
+	if err != nil {
+		return 0, err
+	}
 	var n int
-	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
 		n, err = q.AgentTerminateLive(ctx, atMs)
 		return err
@@ -328,9 +334,12 @@ func (s *Store) TerminateLiveAgentsOnHost(ctx context.Context, host string, at t
 	if err := validIdentifier("host", host); err != nil {
 		return 0, err
 	}
-	atMs := s.now(at).UnixMilli()
+	atMs, err := s.at("at", at)
+	if err != nil {
+		return 0, err
+	}
 	var n int
-	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
 		n, err = q.AgentTerminateLiveOnHost(ctx, host, atMs)
 		return err
@@ -420,6 +429,12 @@ func (s *Store) prepareAgent(a Agent) (Agent, error) {
 		}
 	}
 	if err := validStateAndReason("State", a.State, "TerminalReason", a.TerminalReason); err != nil {
+		return Agent{}, err
+	}
+	if err := validTime("SpawnedAt", a.SpawnedAt); err != nil {
+		return Agent{}, err
+	}
+	if err := validTime("StateChangedAt", a.StateChangedAt); err != nil {
 		return Agent{}, err
 	}
 	now := s.now(time.Time{})

@@ -118,6 +118,9 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, retention time.Duratio
 	if retention == 0 {
 		retention = DefaultEventRetention
 	}
+	if err := validTime("now", now); err != nil {
+		return SweepReport{}, err
+	}
 	now = s.now(now)
 	var r SweepReport
 	var err error

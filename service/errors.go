@@ -28,6 +28,14 @@ var (
 	ErrNoWork = errors.New("roster: no work")
 	// ErrOverloaded: the write queue stayed full past the admission time; nothing changed.
 	ErrOverloaded = engine.ErrOverloaded
+	// ErrUnavailable: the database could not be reached, or the connection
+	// broke before the outcome was known: a write may or may not have been
+	// applied. Retry it idempotently (a lease fences a retried complete; a
+	// retried create may make a second execution).
+	ErrUnavailable = engine.ErrUnavailable
+	// ErrStorage: the storage refused the write (disk full, read-only file
+	// system, I/O error); nothing was written. It may pass (space freed).
+	ErrStorage = engine.ErrStorage
 	// ErrClosed: the Store is closed.
 	ErrClosed = engine.ErrClosed
 	// ErrReadOnly: a write on a Store opened WithReadOnly; nothing changed.

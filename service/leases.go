@@ -185,14 +185,20 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 	if a.RetryBackoff < 0 || (a.RetryBackoff > 0 && a.RetryBackoff < time.Millisecond) || a.RetryBackoff > maxRetryBackoff {
 		return uuid.Nil, invalid("RetryBackoff", "%v is neither 0 nor between 1ms and 24h", a.RetryBackoff)
 	}
-	id, err := uuid.NewV7()
+	now, err := s.at("Now", a.Now)
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("roster: new execution id: %w", err)
+		return uuid.Nil, err
 	}
-	now := s.now(a.Now).UnixMilli()
+	if err := validTime("RunAt", a.RunAt); err != nil {
+		return uuid.Nil, err
+	}
 	runAt := now
 	if !a.RunAt.IsZero() {
 		runAt = a.RunAt.UnixMilli()
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("roster: new execution id: %w", err)
 	}
 	row := engine.Execution{
 		ID:                   id,
@@ -261,52 +267,87 @@ func (s *Store) ClaimExecutions(ctx context.Context, a ClaimArgs, max int) ([]Le
 }
 
 func (s *Store) claim(ctx context.Context, a ClaimArgs, n int) ([]Lease, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
-		return nil, err
-	}
-	if err := validTTL("LeaseTTL", a.LeaseTTL); err != nil {
-		return nil, err
-	}
-	leaseIDs := make([]uuid.UUID, n)
-	for i := range leaseIDs {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, fmt.Errorf("roster: new lease id: %w", err)
-		}
-		leaseIDs[i] = id
-	}
-	now := s.now(a.Now).UnixMilli()
-	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
-	var leases []Lease
-	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
-		claimed, err := q.ExecutionClaim(ctx, engine.ClaimParams{
-			Namespace: a.Namespace, InstanceID: a.InstanceID,
-			NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: leaseIDs,
-		})
-		if errors.Is(err, engine.ErrNoRows) {
-			return notRegistered(key)
-		}
-		if err != nil {
-			return err
-		}
-		if len(claimed) == 0 {
-			return fmt.Errorf("%w: nothing claimable in namespace %q for the lanes and capabilities of %q",
-				ErrNoWork, a.Namespace, a.InstanceID)
-		}
-		leases = make([]Lease, len(claimed))
-		for i, c := range claimed {
-			leases[i] = leaseFromRow(c, a.InstanceID)
-		}
-		return nil
-	})
+	p, err := s.claimParams(a, n)
 	if err != nil {
 		return nil, err
 	}
-	s.cfg.observer.Claimed(len(leases))
+	leases, _, err := s.claimWith(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(leases) == 0 {
+		return nil, fmt.Errorf("%w: nothing claimable in namespace %q for the lanes and capabilities of %q",
+			ErrNoWork, a.Namespace, a.InstanceID)
+	}
 	return leases, nil
+}
+
+// claimParams validates a claim for n executions and gives each a fresh
+// lease id.
+func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
+	if err := s.check(); err != nil {
+		return engine.ClaimParams{}, err
+	}
+	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
+		return engine.ClaimParams{}, err
+	}
+	if err := validTTL("LeaseTTL", a.LeaseTTL); err != nil {
+		return engine.ClaimParams{}, err
+	}
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return engine.ClaimParams{}, err
+	}
+	p := engine.ClaimParams{
+		Namespace: a.Namespace, InstanceID: a.InstanceID,
+		NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: make([]uuid.UUID, n),
+	}
+	for i := range p.LeaseIDs {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return engine.ClaimParams{}, fmt.Errorf("roster: new lease id: %w", err)
+		}
+		p.LeaseIDs[i] = id
+	}
+	return p, nil
+}
+
+// claimWith runs a claim: the leases it took (none is not an error here)
+// and, when it took fewer than asked, the earliest RunAt of the worker's
+// scheduled work (zero: none). A claim that finds nothing writes nothing.
+func (s *Store) claimWith(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+	if err := s.check(); err != nil {
+		return nil, time.Time{}, err
+	}
+	res, err := s.eng.Claim(ctx, p)
+	if err != nil {
+		return nil, time.Time{}, s.observe(claimError(err, p))
+	}
+	return s.claimed(res, p.InstanceID)
+}
+
+// claimed maps what a claim took to leases and tells the Observer.
+func (s *Store) claimed(res engine.ClaimResult, instanceID string) ([]Lease, time.Time, error) {
+	leases := make([]Lease, len(res.Leases))
+	for i, c := range res.Leases {
+		leases[i] = leaseFromRow(c, instanceID)
+	}
+	if len(leases) > 0 {
+		s.cfg.observer.Claimed(len(leases))
+	}
+	var next time.Time
+	if res.NextRunAtMs != 0 {
+		next = msTime(res.NextRunAtMs)
+	}
+	return leases, next, nil
+}
+
+// claimError says what a claim's ErrNoRows means: the worker is not alive.
+func claimError(err error, p engine.ClaimParams) error {
+	if errors.Is(err, engine.ErrNoRows) {
+		return notRegistered(engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID})
+	}
+	return err
 }
 
 // CancelExecution cancels a waiting or running execution: it ends
@@ -321,7 +362,10 @@ func (s *Store) CancelExecution(ctx context.Context, a CancelExecutionArgs) erro
 	if err := validFreeText("Reason", a.Reason, maxFailReasonBytes); err != nil {
 		return err
 	}
-	now := s.now(a.Now).UnixMilli()
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return err
+	}
 	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		done, err := q.ExecutionCancel(ctx, a.ID, a.Reason, now)
 		if err != nil || done {
@@ -402,9 +446,12 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 	if err := validTTL("TTL", a.TTL); err != nil {
 		return time.Time{}, err
 	}
-	now := s.now(a.Now).UnixMilli()
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return time.Time{}, err
+	}
 	expires := now + a.TTL.Milliseconds()
-	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return leaseError(q.AttemptRenew(ctx, leaseRef(a.Lease), now, expires), a.Lease)
 	})
 	if err != nil {
@@ -422,8 +469,11 @@ func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
 	if err := validPayload("Result", a.Result); err != nil {
 		return err
 	}
-	now := s.now(a.Now).UnixMilli()
-	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return err
+	}
+	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return leaseError(q.LeaseComplete(ctx, leaseRef(a.Lease), now, a.Result), a.Lease)
 	})
 	if err == nil {
@@ -442,14 +492,47 @@ func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
 	if err := validFreeText("Reason", a.Reason, maxFailReasonBytes); err != nil {
 		return err
 	}
-	now := s.now(a.Now).UnixMilli()
-	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return err
+	}
+	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return leaseError(q.LeaseFail(ctx, leaseRef(a.Lease), now, a.Reason), a.Lease)
 	})
 	if err == nil {
 		s.cfg.observer.Failed()
+		s.work.signal() // a retry may be claimable
 	}
 	return s.observeLease(err)
+}
+
+// ReleaseArgs are the arguments of ReleaseLease.
+type ReleaseArgs struct {
+	Lease Lease
+	Now   time.Time
+}
+
+// ReleaseLease ends a lease without using up an attempt, for work its holder
+// claimed but never started: the execution waits again at once with its
+// RunAt, Attempts back to what it was before the claim, and its epoch still
+// increased (the released lease is fenced). A stale, expired or ended lease
+// is ErrLeaseLost.
+func (s *Store) ReleaseLease(ctx context.Context, a ReleaseArgs) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return err
+	}
+	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		return leaseError(q.LeaseRelease(ctx, leaseRef(a.Lease), now), a.Lease)
+	})
+	if err != nil {
+		return s.observeLease(err)
+	}
+	s.work.signal()
+	return nil
 }
 
 func leaseRef(l Lease) engine.LeaseRef {
@@ -488,8 +571,12 @@ func (s *Store) ListExpiredLeases(ctx context.Context, a ListExpiredLeasesArgs) 
 	if err != nil {
 		return ExpiredLeasePage{}, err
 	}
+	asOf, err := s.at("AsOf", a.AsOf)
+	if err != nil {
+		return ExpiredLeasePage{}, err
+	}
 	p := engine.ExpiredLeaseListParams{
-		Namespace: a.Namespace, AsOfMs: s.now(a.AsOf).UnixMilli(), AfterExpiresAtMs: math.MinInt64, Limit: limit + 1,
+		Namespace: a.Namespace, AsOfMs: asOf, AfterExpiresAtMs: math.MinInt64, Limit: limit + 1,
 	}
 	var afterID string
 	ok, err := decodeCursor(a.After, leasesCursor, &p.AfterExpiresAtMs, &afterID)
@@ -543,7 +630,10 @@ func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit i
 	if limit < 0 {
 		return 0, invalid("limit", "%d is negative", limit)
 	}
-	nowMs := s.now(now).UnixMilli()
+	nowMs, err := s.at("now", now)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for limit == 0 || total < limit {
 		batch := sweepBatchSize
@@ -568,6 +658,7 @@ func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit i
 		}
 	}
 	if total > 0 {
+		s.work.signal() // executions with attempts left wait again
 		s.cfg.observer.Reclaimed(total)
 		s.log.Info("roster: reclaimed expired leases", "count", total)
 	}

@@ -39,6 +39,9 @@ func (s *Store) Stats(ctx context.Context, at time.Time) (Stats, error) {
 	if err := s.check(); err != nil {
 		return Stats{}, err
 	}
+	if err := validTime("at", at); err != nil {
+		return Stats{}, err
+	}
 	at = s.now(at)
 	var rows engine.StatsRows
 	err := s.snapshot(ctx, func(ctx context.Context, q engine.Queries) error {

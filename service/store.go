@@ -176,7 +176,9 @@ type Store struct {
 }
 
 // notifier wakes every waiter once per signal: waiters take the current
-// channel, a signal closes it and installs a new one.
+// channel, a signal closes it and installs a new one. A waiter that takes
+// its channel before looking for work misses no signal sent after it
+// looked.
 type notifier struct {
 	mu sync.Mutex
 	ch chan struct{}
@@ -198,8 +200,8 @@ func (n *notifier) signal() {
 	defer n.mu.Unlock()
 	if n.ch != nil {
 		close(n.ch)
-		n.ch = nil
 	}
+	n.ch = make(chan struct{})
 }
 
 // Open opens the database at path: a file (created with mode 0600 if absent)
@@ -256,6 +258,15 @@ func (s *Store) now(t time.Time) time.Time {
 		t = s.cfg.now()
 	}
 	return t.UTC().Truncate(time.Millisecond)
+}
+
+// at validates a time argument and returns it, or the Store's clock when it
+// is zero, as Unix milliseconds.
+func (s *Store) at(field string, t time.Time) (int64, error) {
+	if err := validTime(field, t); err != nil {
+		return 0, err
+	}
+	return s.now(t).UnixMilli(), nil
 }
 
 // read runs fn with the engine's read queries.

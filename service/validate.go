@@ -79,6 +79,22 @@ func validTTL(field string, d time.Duration) error {
 	return nil
 }
 
+// The range of every time argument (SPEC §2): from the Unix epoch to the end
+// of year 9999, so that a millisecond count never wraps around.
+var (
+	minTime = time.Unix(0, 0).UTC()
+	maxTime = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// validTime checks a time argument against the range; zero (the Store's
+// clock) is always valid.
+func validTime(field string, t time.Time) error {
+	if t.IsZero() || (!t.Before(minTime) && t.Before(maxTime)) {
+		return nil
+	}
+	return invalid(field, "%s lies outside the years 1970 to 9999", t.UTC().Format(time.RFC3339Nano))
+}
+
 // pageLimit applies the list limit rule: 0 means 1000, above 10000 is clamped,
 // negative is invalid.
 func pageLimit(limit int) (int, error) {

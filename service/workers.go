@@ -133,7 +133,10 @@ func (s *Store) RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (Regis
 	if err := validTTL("TTL", a.TTL); err != nil {
 		return 0, err
 	}
-	now := s.now(a.Now).UnixMilli()
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return 0, err
+	}
 	w := engine.Worker{
 		Namespace: a.Namespace, InstanceID: a.InstanceID, WorkerID: a.WorkerID,
 		Lanes: lanes, Capabilities: caps, LastHeartbeatMs: now, TTLMs: a.TTL.Milliseconds(),
@@ -190,10 +193,13 @@ func (s *Store) HeartbeatWorker(ctx context.Context, a HeartbeatWorkerArgs) (tim
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return time.Time{}, err
 	}
-	now := s.now(a.Now).UnixMilli()
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return time.Time{}, err
+	}
 	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
 	var ttl int64
-	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
 		ttl, err = q.WorkerHeartbeat(ctx, key, now, s.cfg.heartbeatLog)
 		if errors.Is(err, engine.ErrNoRows) {
@@ -220,7 +226,10 @@ func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error 
 	if err := validText("Reason", a.Reason, maxReasonBytes); err != nil {
 		return err
 	}
-	now := s.now(a.Now).UnixMilli()
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return err
+	}
 	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
 	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		found, err := q.WorkerDelete(ctx, key)
@@ -311,7 +320,10 @@ func (s *Store) SweepExpiredWorkers(ctx context.Context, now time.Time) (int, er
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	nowMs := s.now(now).UnixMilli()
+	nowMs, err := s.at("now", now)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		var n int
@@ -413,7 +425,10 @@ func (s *Store) PruneWorkerEvents(ctx context.Context, before time.Time) (int, e
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	beforeMs := s.now(before).UnixMilli()
+	beforeMs, err := s.at("before", before)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		var n int

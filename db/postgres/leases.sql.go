@@ -11,6 +11,25 @@ import (
 	"github.com/google/uuid"
 )
 
+const attemptGetByLease = `-- name: AttemptGetByLease :one
+SELECT execution_id, epoch, state FROM attempts WHERE lease_id = $1
+`
+
+type AttemptGetByLeaseRow struct {
+	ExecutionID uuid.UUID
+	Epoch       int64
+	State       string
+}
+
+// AttemptGetByLease reads the execution, epoch and state of the attempt
+// holding a lease id (a claim whose outcome was unknown, looked up).
+func (q *Queries) AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (AttemptGetByLeaseRow, error) {
+	row := q.db.QueryRow(ctx, attemptGetByLease, leaseID)
+	var i AttemptGetByLeaseRow
+	err := row.Scan(&i.ExecutionID, &i.Epoch, &i.State)
+	return i, err
+}
+
 const attemptListExpired = `-- name: AttemptListExpired :many
 SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
 FROM attempts
@@ -256,7 +275,6 @@ WITH w AS (
     SELECT wk.lanes, wk.capabilities FROM workers AS wk
     WHERE wk.namespace = $1 AND wk.instance_id = $2
       AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
-    FOR SHARE
 ), candidates AS (
     SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS n
     FROM w
@@ -272,11 +290,17 @@ WITH w AS (
     ) AS c
     ORDER BY c.priority DESC, c.run_at_ms, c.id
     LIMIT cardinality($4::uuid[])
+), holder AS (
+    SELECT 1 AS alive FROM workers AS wk
+    WHERE wk.namespace = $1 AND wk.instance_id = $2
+      AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
+      AND EXISTS (SELECT 1 FROM candidates)
+    FOR KEY SHARE OF wk
 ), started AS (
     UPDATE executions AS x
     SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1
     FROM candidates
-    WHERE x.id = candidates.id AND x.state = 'waiting'
+    WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
     RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, candidates.n
 ), leases AS (
     SELECT s.id, s.attempts, s.epoch, s.lane, s.payload, s.n, CAST(($4::uuid[])[s.n] AS uuid) AS lease_id
@@ -310,13 +334,16 @@ type ExecutionClaimRow struct {
 }
 
 // ExecutionClaim gives an alive worker up to cardinality(@lease_ids) of the
-// best claimable executions, in one statement: it locks the worker row (FOR
-// SHARE: a concurrent MarkWorkerDead or sweep waits, so no lease outlives its
-// worker), seeks the claim index once per lane of the worker, each seek
-// locking its candidates FOR UPDATE SKIP LOCKED (concurrent claimers never
-// take the same execution and never wait for each other's rows), starts the
-// best under a new attempt and epoch, and records their leases. No row when
-// nothing is claimable or the worker is not alive.
+// best claimable executions, in one statement: it seeks the claim index once
+// per lane of the worker, each seek locking its candidates FOR UPDATE SKIP
+// LOCKED (concurrent claimers never take the same execution and never wait
+// for each other's rows), locks the worker row FOR KEY SHARE (a concurrent
+// MarkWorkerDead or sweep, which deletes it, waits, so no lease outlives its
+// worker; heartbeats do not), starts the best under a new attempt and epoch,
+// and records their leases. The worker row is locked only when there is
+// something to claim: a claim that finds nothing locks nothing, writes
+// nothing and takes no transaction id. No row when nothing is claimable or
+// the worker is not alive.
 func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) ([]ExecutionClaimRow, error) {
 	rows, err := q.db.Query(ctx, executionClaim,
 		arg.Namespace,
@@ -393,13 +420,17 @@ func (q *Queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, 
 
 const executionInsert = `-- name: ExecutionInsert :exec
 
-INSERT INTO executions (
-    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms
-) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8,
-    $9, $10
+WITH inserted AS (
+    INSERT INTO executions (
+        id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+        run_at_ms, retry_backoff_ms
+    ) VALUES (
+        $1, $2, $3, $4, $5, $6, $7, $8,
+        $9, $10
+    )
+    RETURNING namespace
 )
+SELECT roster_wake(inserted.namespace) FROM inserted
 `
 
 type ExecutionInsertParams struct {
@@ -416,7 +447,7 @@ type ExecutionInsertParams struct {
 }
 
 // Executions and their attempts (leases).
-// ExecutionInsert creates one waiting execution.
+// ExecutionInsert creates one waiting execution and wakes the namespace's workers.
 func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams) error {
 	_, err := q.db.Exec(ctx, executionInsert,
 		arg.ID,
@@ -867,16 +898,20 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionRequeueReclaimed = `-- name: ExecutionRequeueReclaimed :exec
-UPDATE executions
-SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
-    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST($1 AS bigint) + CASE
-        WHEN retry_backoff_ms = 0 THEN 0
-        WHEN attempts - 1 >= 27 THEN 86400000
-        ELSE least(retry_backoff_ms << (attempts - 1)::int, 86400000) END
-      ELSE run_at_ms END,
-    reclaim_count = reclaim_count + 1,
-    last_error = 'lease expired'
-WHERE state = 'running' AND id = ANY($2::uuid[])
+WITH requeued AS (
+    UPDATE executions
+    SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+        run_at_ms = CASE WHEN attempts < max_attempts THEN CAST($1 AS bigint) + CASE
+            WHEN retry_backoff_ms = 0 THEN 0
+            WHEN attempts - 1 >= 27 THEN 86400000
+            ELSE least(retry_backoff_ms << (attempts - 1)::int, 86400000) END
+          ELSE run_at_ms END,
+        reclaim_count = reclaim_count + 1,
+        last_error = 'lease expired'
+    WHERE state = 'running' AND id = ANY($2::uuid[])
+    RETURNING namespace, state
+)
+SELECT roster_wake(w.namespace) FROM (SELECT DISTINCT namespace FROM requeued WHERE state = 'waiting') AS w
 `
 
 type ExecutionRequeueReclaimedParams struct {
@@ -885,7 +920,8 @@ type ExecutionRequeueReclaimedParams struct {
 }
 
 // ExecutionRequeueReclaimed returns each execution of @ids to waiting while
-// attempts remain, else ends it failed; either way it counts the reclaim.
+// attempts remain (waking their namespaces' workers), else ends it failed;
+// either way it counts the reclaim.
 func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, arg ExecutionRequeueReclaimedParams) error {
 	_, err := q.db.Exec(ctx, executionRequeueReclaimed, arg.Now, arg.Ids)
 	return err
@@ -936,13 +972,13 @@ WITH input AS (
     FROM input
     WHERE a.execution_id = input.execution_id AND a.epoch = input.epoch AND a.state = 'running'
       AND a.expires_at_ms > $4::bigint AND a.revoked_at_ms IS NULL
-    RETURNING a.execution_id
+    RETURNING a.execution_id, a.epoch
 )
 UPDATE executions AS x SET state = 'completed', result = input.result
 FROM ended
-JOIN input ON input.execution_id = ended.execution_id
+JOIN input ON input.execution_id = ended.execution_id AND input.epoch = ended.epoch
 WHERE x.id = ended.execution_id AND x.state = 'running'
-RETURNING x.id
+RETURNING x.id, ended.epoch
 `
 
 type LeaseCompleteManyParams struct {
@@ -952,10 +988,16 @@ type LeaseCompleteManyParams struct {
 	Now          int64
 }
 
+type LeaseCompleteManyRow struct {
+	ID    uuid.UUID
+	Epoch int64
+}
+
 // LeaseCompleteMany completes many leases in one statement, each fenced as
-// LeaseComplete is (current epoch, running, unexpired, unrevoked), and
-// returns the executions it completed; the others' leases were lost.
-func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyParams) ([]uuid.UUID, error) {
+// LeaseComplete is (current epoch, running, unexpired, unrevoked) and given
+// the result of its own (execution, epoch), and returns the leases it
+// completed; the others were lost.
+func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyParams) ([]LeaseCompleteManyRow, error) {
 	rows, err := q.db.Query(ctx, leaseCompleteMany,
 		arg.ExecutionIds,
 		arg.Epochs,
@@ -966,13 +1008,13 @@ func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyPa
 		return nil, err
 	}
 	defer rows.Close()
-	items := []uuid.UUID{}
+	items := []LeaseCompleteManyRow{}
 	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
+		var i LeaseCompleteManyRow
+		if err := rows.Scan(&i.ID, &i.Epoch); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -983,41 +1025,110 @@ func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyPa
 const leaseFail = `-- name: LeaseFail :one
 WITH ended AS (
     UPDATE attempts AS a SET state = 'failed', ended_at_ms = $1::bigint
-    WHERE a.execution_id = $3 AND a.epoch = $4 AND a.state = 'running'
+    WHERE a.execution_id = $2 AND a.epoch = $3 AND a.state = 'running'
       AND a.expires_at_ms > $1::bigint AND a.revoked_at_ms IS NULL
     RETURNING a.execution_id
+), failed AS (
+    UPDATE executions AS x
+    SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
+        run_at_ms = CASE WHEN x.attempts < x.max_attempts THEN CAST($1 AS bigint) + CASE
+            WHEN x.retry_backoff_ms = 0 THEN 0
+            WHEN x.attempts - 1 >= 27 THEN 86400000
+            ELSE least(x.retry_backoff_ms << (x.attempts - 1)::int, 86400000) END
+          ELSE x.run_at_ms END,
+        last_error = $4
+    FROM ended
+    WHERE x.id = ended.execution_id AND x.state = 'running'
+    RETURNING x.id, x.state, x.namespace
 )
-UPDATE executions AS x
-SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
-    run_at_ms = CASE WHEN x.attempts < x.max_attempts THEN CAST($1 AS bigint) + CASE
-        WHEN x.retry_backoff_ms = 0 THEN 0
-        WHEN x.attempts - 1 >= 27 THEN 86400000
-        ELSE least(x.retry_backoff_ms << (x.attempts - 1)::int, 86400000) END
-      ELSE x.run_at_ms END,
-    last_error = $2
-FROM ended
-WHERE x.id = ended.execution_id AND x.state = 'running'
-RETURNING x.id
+SELECT failed.id FROM failed
+WHERE CASE WHEN failed.state = 'waiting' THEN roster_wake(failed.namespace) = 1 ELSE true END
 `
 
 type LeaseFailParams struct {
 	Now         int64
-	LastError   string
 	ExecutionID uuid.UUID
 	Epoch       int64
+	LastError   string
 }
 
 // LeaseFail ends the current, unexpired, unrevoked lease as failed, returns
-// its execution to waiting while attempts remain (else ends it failed) with
-// the reason, in one statement; no row when the lease is lost.
+// its execution to waiting while attempts remain (waking the namespace's
+// workers; else ends it failed) with the reason, in one statement; no row
+// when the lease is lost.
 func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, leaseFail,
 		arg.Now,
-		arg.LastError,
 		arg.ExecutionID,
 		arg.Epoch,
+		arg.LastError,
 	)
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const leaseRelease = `-- name: LeaseRelease :one
+WITH ended AS (
+    DELETE FROM attempts AS a
+    WHERE a.execution_id = $1 AND a.epoch = $2 AND a.state = 'running'
+      AND a.expires_at_ms > $3::bigint AND a.revoked_at_ms IS NULL
+    RETURNING a.execution_id
+), released AS (
+    UPDATE executions AS x SET state = 'waiting', attempts = x.attempts - 1
+    FROM ended
+    WHERE x.id = ended.execution_id AND x.state = 'running'
+    RETURNING x.id, x.namespace
+)
+SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1
+`
+
+type LeaseReleaseParams struct {
+	ExecutionID uuid.UUID
+	Epoch       int64
+	Now         int64
+}
+
+// LeaseRelease ends the current, unexpired, unrevoked lease without using up
+// its attempt: the attempt is deleted (it never ran), the execution waits
+// again with its RunAt and one attempt fewer, its epoch unchanged (the
+// released lease stays fenced), and the namespace's workers are woken. No
+// row when the lease is lost.
+func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, leaseRelease, arg.ExecutionID, arg.Epoch, arg.Now)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const workerNextRunAt = `-- name: WorkerNextRunAt :one
+SELECT CAST(coalesce((
+    SELECT min(n.run_at_ms) FROM unnest(wk.lanes) AS l (lane)
+    CROSS JOIN LATERAL (
+        SELECT e.run_at_ms FROM executions AS e
+        WHERE e.namespace = wk.namespace AND e.lane = l.lane AND e.state = 'waiting'
+          AND e.run_at_ms > $1::bigint
+        ORDER BY e.run_at_ms
+        LIMIT 1
+    ) AS n
+), 0) AS bigint) AS next_run_at_ms
+FROM workers AS wk
+WHERE wk.namespace = $2 AND wk.instance_id = $3
+  AND wk.last_heartbeat_ms + wk.ttl_ms > $1::bigint
+`
+
+type WorkerNextRunAtParams struct {
+	Now        int64
+	Namespace  string
+	InstanceID string
+}
+
+// WorkerNextRunAt reads, for an alive worker, the earliest RunAt after @now
+// among the waiting executions of its lanes (0: none), one seek per lane;
+// no row when the worker is not alive.
+func (q *Queries) WorkerNextRunAt(ctx context.Context, arg WorkerNextRunAtParams) (int64, error) {
+	row := q.db.QueryRow(ctx, workerNextRunAt, arg.Now, arg.Namespace, arg.InstanceID)
+	var next_run_at_ms int64
+	err := row.Scan(&next_run_at_ms)
+	return next_run_at_ms, err
 }

@@ -72,8 +72,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.attemptCheckRunningStmt, err = db.PrepareContext(ctx, attemptCheckRunning); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptCheckRunning: %w", err)
 	}
+	if q.attemptDeleteCurrentStmt, err = db.PrepareContext(ctx, attemptDeleteCurrent); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptDeleteCurrent: %w", err)
+	}
 	if q.attemptEndStmt, err = db.PrepareContext(ctx, attemptEnd); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptEnd: %w", err)
+	}
+	if q.attemptGetByLeaseStmt, err = db.PrepareContext(ctx, attemptGetByLease); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptGetByLease: %w", err)
 	}
 	if q.attemptInsertStmt, err = db.PrepareContext(ctx, attemptInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptInsert: %w", err)
@@ -138,8 +144,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionListByStateStmt, err = db.PrepareContext(ctx, executionListByState); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByState: %w", err)
 	}
+	if q.executionNextRunAtStmt, err = db.PrepareContext(ctx, executionNextRunAt); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionNextRunAt: %w", err)
+	}
 	if q.executionPickInLaneStmt, err = db.PrepareContext(ctx, executionPickInLane); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionPickInLane: %w", err)
+	}
+	if q.executionReleaseStmt, err = db.PrepareContext(ctx, executionRelease); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionRelease: %w", err)
 	}
 	if q.executionRequeueReclaimedStmt, err = db.PrepareContext(ctx, executionRequeueReclaimed); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionRequeueReclaimed: %w", err)
@@ -298,9 +310,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing attemptCheckRunningStmt: %w", cerr)
 		}
 	}
+	if q.attemptDeleteCurrentStmt != nil {
+		if cerr := q.attemptDeleteCurrentStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptDeleteCurrentStmt: %w", cerr)
+		}
+	}
 	if q.attemptEndStmt != nil {
 		if cerr := q.attemptEndStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing attemptEndStmt: %w", cerr)
+		}
+	}
+	if q.attemptGetByLeaseStmt != nil {
+		if cerr := q.attemptGetByLeaseStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptGetByLeaseStmt: %w", cerr)
 		}
 	}
 	if q.attemptInsertStmt != nil {
@@ -408,9 +430,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionListByStateStmt: %w", cerr)
 		}
 	}
+	if q.executionNextRunAtStmt != nil {
+		if cerr := q.executionNextRunAtStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionNextRunAtStmt: %w", cerr)
+		}
+	}
 	if q.executionPickInLaneStmt != nil {
 		if cerr := q.executionPickInLaneStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionPickInLaneStmt: %w", cerr)
+		}
+	}
+	if q.executionReleaseStmt != nil {
+		if cerr := q.executionReleaseStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionReleaseStmt: %w", cerr)
 		}
 	}
 	if q.executionRequeueReclaimedStmt != nil {
@@ -588,7 +620,9 @@ type Queries struct {
 	agentTerminateLiveOnHostStmt          *sql.Stmt
 	attemptCancelRunningStmt              *sql.Stmt
 	attemptCheckRunningStmt               *sql.Stmt
+	attemptDeleteCurrentStmt              *sql.Stmt
 	attemptEndStmt                        *sql.Stmt
+	attemptGetByLeaseStmt                 *sql.Stmt
 	attemptInsertStmt                     *sql.Stmt
 	attemptListExpiredStmt                *sql.Stmt
 	attemptListExpiredByNamespaceStmt     *sql.Stmt
@@ -610,7 +644,9 @@ type Queries struct {
 	executionListByNamespaceLaneStateStmt *sql.Stmt
 	executionListByNamespaceStateStmt     *sql.Stmt
 	executionListByStateStmt              *sql.Stmt
+	executionNextRunAtStmt                *sql.Stmt
 	executionPickInLaneStmt               *sql.Stmt
+	executionReleaseStmt                  *sql.Stmt
 	executionRequeueReclaimedStmt         *sql.Stmt
 	executionStartStmt                    *sql.Stmt
 	executionTopPriorityStmt              *sql.Stmt
@@ -657,7 +693,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		agentTerminateLiveOnHostStmt:          q.agentTerminateLiveOnHostStmt,
 		attemptCancelRunningStmt:              q.attemptCancelRunningStmt,
 		attemptCheckRunningStmt:               q.attemptCheckRunningStmt,
+		attemptDeleteCurrentStmt:              q.attemptDeleteCurrentStmt,
 		attemptEndStmt:                        q.attemptEndStmt,
+		attemptGetByLeaseStmt:                 q.attemptGetByLeaseStmt,
 		attemptInsertStmt:                     q.attemptInsertStmt,
 		attemptListExpiredStmt:                q.attemptListExpiredStmt,
 		attemptListExpiredByNamespaceStmt:     q.attemptListExpiredByNamespaceStmt,
@@ -679,7 +717,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionListByNamespaceLaneStateStmt: q.executionListByNamespaceLaneStateStmt,
 		executionListByNamespaceStateStmt:     q.executionListByNamespaceStateStmt,
 		executionListByStateStmt:              q.executionListByStateStmt,
+		executionNextRunAtStmt:                q.executionNextRunAtStmt,
 		executionPickInLaneStmt:               q.executionPickInLaneStmt,
+		executionReleaseStmt:                  q.executionReleaseStmt,
 		executionRequeueReclaimedStmt:         q.executionRequeueReclaimedStmt,
 		executionStartStmt:                    q.executionStartStmt,
 		executionTopPriorityStmt:              q.executionTopPriorityStmt,

@@ -27,6 +27,28 @@ func (q *Queries) AttemptCancelRunning(ctx context.Context, arg AttemptCancelRun
 	return err
 }
 
+const attemptDeleteCurrent = `-- name: AttemptDeleteCurrent :one
+DELETE FROM attempts
+WHERE execution_id = ?1 AND epoch = ?2 AND state = 'running'
+  AND expires_at_ms > ?3 AND revoked_at_ms IS NULL
+RETURNING attempt_index
+`
+
+type AttemptDeleteCurrentParams struct {
+	ExecutionID uuid.UUID
+	Epoch       int64
+	Now         int64
+}
+
+// AttemptDeleteCurrent deletes the current, unexpired, unrevoked attempt of an
+// execution whose lease is released (it never ran).
+func (q *Queries) AttemptDeleteCurrent(ctx context.Context, arg AttemptDeleteCurrentParams) (int64, error) {
+	row := q.queryRow(ctx, q.attemptDeleteCurrentStmt, attemptDeleteCurrent, arg.ExecutionID, arg.Epoch, arg.Now)
+	var attempt_index int64
+	err := row.Scan(&attempt_index)
+	return attempt_index, err
+}
+
 const attemptEnd = `-- name: AttemptEnd :one
 UPDATE attempts SET state = ?1, ended_at_ms = CAST(?2 AS INTEGER)
 WHERE execution_id = ?3 AND epoch = ?4 AND state = 'running'
@@ -52,6 +74,25 @@ func (q *Queries) AttemptEnd(ctx context.Context, arg AttemptEndParams) (int64, 
 	var attempt_index int64
 	err := row.Scan(&attempt_index)
 	return attempt_index, err
+}
+
+const attemptGetByLease = `-- name: AttemptGetByLease :one
+SELECT execution_id, epoch, state FROM attempts WHERE lease_id = ?1
+`
+
+type AttemptGetByLeaseRow struct {
+	ExecutionID uuid.UUID
+	Epoch       int64
+	State       string
+}
+
+// AttemptGetByLease reads the execution, epoch and state of the attempt
+// holding a lease id (a claim whose outcome was unknown, looked up).
+func (q *Queries) AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (AttemptGetByLeaseRow, error) {
+	row := q.queryRow(ctx, q.attemptGetByLeaseStmt, attemptGetByLease, leaseID)
+	var i AttemptGetByLeaseRow
+	err := row.Scan(&i.ExecutionID, &i.Epoch, &i.State)
+	return i, err
 }
 
 const attemptInsert = `-- name: AttemptInsert :exec
@@ -906,6 +947,28 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 	return items, nil
 }
 
+const executionNextRunAt = `-- name: ExecutionNextRunAt :one
+SELECT CAST(coalesce(min(e.run_at_ms), 0) AS INTEGER) AS next_run_at_ms FROM executions AS e
+WHERE e.namespace = ?1 AND e.lane = ?2
+  AND e.state IN ('waiting', 'running') AND e.state = 'waiting'
+  AND e.run_at_ms > ?3
+`
+
+type ExecutionNextRunAtParams struct {
+	Namespace string
+	Lane      string
+	Now       int64
+}
+
+// ExecutionNextRunAt finds the earliest RunAt after @now among one lane's
+// waiting executions (0: none), from the index of live executions.
+func (q *Queries) ExecutionNextRunAt(ctx context.Context, arg ExecutionNextRunAtParams) (int64, error) {
+	row := q.queryRow(ctx, q.executionNextRunAtStmt, executionNextRunAt, arg.Namespace, arg.Lane, arg.Now)
+	var next_run_at_ms int64
+	err := row.Scan(&next_run_at_ms)
+	return next_run_at_ms, err
+}
+
 const executionPickInLane = `-- name: ExecutionPickInLane :many
 SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting'
@@ -964,6 +1027,18 @@ func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLa
 		return nil, err
 	}
 	return items, nil
+}
+
+const executionRelease = `-- name: ExecutionRelease :exec
+UPDATE executions SET state = 'waiting', attempts = attempts - 1
+WHERE id = ?1 AND state = 'running'
+`
+
+// ExecutionRelease returns a running execution to waiting with one attempt
+// fewer, its RunAt and epoch unchanged.
+func (q *Queries) ExecutionRelease(ctx context.Context, id uuid.UUID) error {
+	_, err := q.exec(ctx, q.executionReleaseStmt, executionRelease, id)
+	return err
 }
 
 const executionRequeueReclaimed = `-- name: ExecutionRequeueReclaimed :exec

@@ -34,9 +34,10 @@ type Engine interface {
 	// rolled back (fn's error). Write fails with ErrOverloaded, having changed
 	// nothing, when it cannot start within the configured admission time.
 	Write(ctx context.Context, fn func(ctx context.Context, q Queries) error) error
-	// WriteOne is Write for an fn that runs exactly one statement, which is
-	// atomic by itself: an engine may run it without a transaction of its
-	// own (PostgreSQL saves the BEGIN and COMMIT round trips).
+	// WriteOne is Write for an fn whose writes are exactly one statement,
+	// which is atomic by itself (it may read before or after): an engine may
+	// run it without a transaction of its own (PostgreSQL saves the BEGIN
+	// and COMMIT round trips).
 	WriteOne(ctx context.Context, fn func(ctx context.Context, q Queries) error) error
 	// Close releases the database. Writes queued or started after Close
 	// began return ErrClosed.
@@ -45,11 +46,64 @@ type Engine interface {
 	// one, and the consistency rules the operations keep. It returns one
 	// line per problem (none: sound).
 	Check(ctx context.Context) ([]string, error)
-	// SharedCommit reports whether one Write of several statements commits
-	// cheaper than a WriteOne per statement: true where a commit costs a
-	// sync (SQLite), false where each statement in autocommit is cheaper
-	// than BEGIN ... COMMIT round trips (PostgreSQL).
-	SharedCommit() bool
+	// Claim moves up to len(p.LeaseIDs) of the best claimable executions for
+	// an alive worker to running under new attempts, best first, as
+	// Queries.ExecutionClaim does, and returns them only once their claim
+	// committed. A claim that finds nothing claimable writes nothing: it is
+	// a read (on PostgreSQL it takes no transaction id). A worker that is
+	// not alive is ErrNoRows.
+	Claim(ctx context.Context, p ClaimParams) (ClaimResult, error)
+	// Settle writes finished handlers' outcomes at now, each fenced on its
+	// own lease, then (claim not nil) claims as Claim does, each engine in its
+	// cheapest way. One outcome's lost lease or error never drops, fails or
+	// delays another, nor the claim.
+	Settle(ctx context.Context, nowMs int64, outcomes []Outcome, claim *ClaimParams) SettleResult
+	// Subscribe asks to hear when work may have become claimable in a
+	// namespace through another connection or process (PostgreSQL:
+	// LISTEN/NOTIFY; SQLite: a change check that writes nothing). It is a
+	// hint: a subscriber still polls now and then.
+	Subscribe(namespace string) Subscription
+}
+
+// Subscription hears about changes: C receives (coalesced) after a change
+// that may have made work claimable, or after the engine lost track of
+// changes (a listening connection re-established). Close ends it.
+type Subscription interface {
+	C() <-chan struct{}
+	Close()
+}
+
+// ClaimResult is what a claim took.
+type ClaimResult struct {
+	Leases []ClaimedLease
+	// NextRunAtMs is set when the claim took fewer executions than asked:
+	// the earliest RunAt after now among the waiting executions of the
+	// worker's lanes (0: none), when a worker should look again at the
+	// latest.
+	NextRunAtMs int64
+}
+
+// Outcome is a finished handler's result, for Settle.
+type Outcome struct {
+	Lease  LeaseRef
+	Fail   bool   // fail the attempt with Reason; else complete it with Result
+	Result []byte // nil is stored as no result
+	Reason string
+}
+
+// Size is the bytes an outcome carries, to bound a batch.
+func (o Outcome) Size() int { return len(o.Result) + len(o.Reason) }
+
+// SettleResult reports what Settle did.
+type SettleResult struct {
+	// Errs[i] is outcome i's: nil when it was written, ErrNoRows when its
+	// lease was lost (nothing written), else an error of its own (nothing
+	// written for it; a transient one may pass).
+	Errs []error
+	// Claim is what the claim took (only what committed); ClaimErr is the
+	// claim's own error (ErrNoRows: the worker is not alive).
+	Claim    ClaimResult
+	ClaimErr error
 }
 
 // Config is what service asks of an engine when it opens one.
@@ -110,7 +164,21 @@ var (
 	ErrReadOnly       = errors.New("roster: store is read-only")
 	ErrSchemaTooNew   = errors.New("roster: database schema is newer than this build")
 	ErrSchemaOutdated = errors.New("roster: database schema is outdated")
+	// ErrUnavailable: the database could not be reached, or the connection
+	// broke before the outcome was known (a write may or may not have been
+	// applied).
+	ErrUnavailable = errors.New("roster: database unavailable")
+	// ErrStorage: the storage refused the write (disk full, read-only file
+	// system, I/O error); nothing was written.
+	ErrStorage = errors.New("roster: storage refused the write")
 )
+
+// Transient reports whether err is a failure that may pass by itself: the
+// database unavailable, the storage refusing writes, or the write queue
+// full. A caller that can repeat its operation safely retries these.
+func Transient(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrStorage) || errors.Is(err, ErrOverloaded)
+}
 
 // ErrNoRows is what every engine returns when a query that reads or writes
 // one row found none. service says what that means for its operation
@@ -373,10 +441,11 @@ type Queries interface {
 	ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error)
 	// ExecutionClaim moves up to len(p.LeaseIDs) of the best claimable
 	// executions for an alive worker to running under new attempts, best
-	// first (none: an empty slice). A worker that is not alive is ErrNoRows.
-	// Two claims never take the same execution, on any engine. One statement
-	// where the engine can (WriteOne).
-	ExecutionClaim(ctx context.Context, p ClaimParams) ([]ClaimedLease, error)
+	// first (none: no leases), and when it took fewer than asked reads the
+	// worker's NextRunAtMs. A worker that is not alive is ErrNoRows. Two
+	// claims never take the same execution, on any engine. Its writes are
+	// one statement where the engine can (WriteOne).
+	ExecutionClaim(ctx context.Context, p ClaimParams) (ClaimResult, error)
 	// AttemptRenew extends the current, unexpired, unrevoked lease, or ErrNoRows.
 	AttemptRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) error
 	// LeaseComplete ends the current, unexpired, unrevoked lease and its
@@ -384,9 +453,22 @@ type Queries interface {
 	// statement where the engine can (WriteOne).
 	LeaseComplete(ctx context.Context, l LeaseRef, nowMs int64, result []byte) error
 	// LeaseCompleteMany is LeaseComplete for many leases (results[i] is
-	// leases[i]'s), in one statement where the engine can; it returns the
-	// executions it completed (the other leases were lost).
-	LeaseCompleteMany(ctx context.Context, leases []LeaseRef, results [][]byte, nowMs int64) ([]uuid.UUID, error)
+	// leases[i]'s), each fenced on its own (execution and epoch), in one
+	// statement where the engine can; it returns the leases it completed
+	// (the others were lost).
+	LeaseCompleteMany(ctx context.Context, leases []LeaseRef, results [][]byte, nowMs int64) ([]LeaseRef, error)
+	// LeaseRelease ends the current, unexpired, unrevoked lease without
+	// using up its attempt: the attempt is deleted, the execution waits
+	// again with its RunAt and one attempt fewer, and its epoch stays (the
+	// released lease is fenced). ErrNoRows when the lease is lost.
+	LeaseRelease(ctx context.Context, l LeaseRef, nowMs int64) error
+	// AttemptGetByLease reads the lease of the attempt holding leaseID and
+	// whether it is still running; ErrNoRows when no attempt holds it.
+	AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (l LeaseRef, running bool, err error)
+	// WorkerNextRunAt reads the earliest RunAt after now among the waiting
+	// executions of an alive worker's lanes (0: none); ErrNoRows when the
+	// worker is not alive.
+	WorkerNextRunAt(ctx context.Context, k WorkerKey, nowMs int64) (int64, error)
 	// LeaseFail ends the current, unexpired, unrevoked lease as failed: its
 	// execution waits again while attempts remain, else ends failed, with the
 	// reason; or returns ErrNoRows. One statement where the engine can.

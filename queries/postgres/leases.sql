@@ -1,14 +1,18 @@
 -- Executions and their attempts (leases).
 
 -- name: ExecutionInsert :exec
--- ExecutionInsert creates one waiting execution.
-INSERT INTO executions (
-    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms
-) VALUES (
-    @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
-    @run_at_ms, @retry_backoff_ms
-);
+-- ExecutionInsert creates one waiting execution and wakes the namespace's workers.
+WITH inserted AS (
+    INSERT INTO executions (
+        id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+        run_at_ms, retry_backoff_ms
+    ) VALUES (
+        @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
+        @run_at_ms, @retry_backoff_ms
+    )
+    RETURNING namespace
+)
+SELECT roster_wake(inserted.namespace) FROM inserted;
 
 -- name: ExecutionGet :one
 -- ExecutionGet reads one execution by id.
@@ -16,18 +20,20 @@ SELECT * FROM executions WHERE id = @id;
 
 -- name: ExecutionClaim :many
 -- ExecutionClaim gives an alive worker up to cardinality(@lease_ids) of the
--- best claimable executions, in one statement: it locks the worker row (FOR
--- SHARE: a concurrent MarkWorkerDead or sweep waits, so no lease outlives its
--- worker), seeks the claim index once per lane of the worker, each seek
--- locking its candidates FOR UPDATE SKIP LOCKED (concurrent claimers never
--- take the same execution and never wait for each other's rows), starts the
--- best under a new attempt and epoch, and records their leases. No row when
--- nothing is claimable or the worker is not alive.
+-- best claimable executions, in one statement: it seeks the claim index once
+-- per lane of the worker, each seek locking its candidates FOR UPDATE SKIP
+-- LOCKED (concurrent claimers never take the same execution and never wait
+-- for each other's rows), locks the worker row FOR KEY SHARE (a concurrent
+-- MarkWorkerDead or sweep, which deletes it, waits, so no lease outlives its
+-- worker; heartbeats do not), starts the best under a new attempt and epoch,
+-- and records their leases. The worker row is locked only when there is
+-- something to claim: a claim that finds nothing locks nothing, writes
+-- nothing and takes no transaction id. No row when nothing is claimable or
+-- the worker is not alive.
 WITH w AS (
     SELECT wk.lanes, wk.capabilities FROM workers AS wk
     WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
       AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
-    FOR SHARE
 ), candidates AS (
     SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS n
     FROM w
@@ -43,11 +49,17 @@ WITH w AS (
     ) AS c
     ORDER BY c.priority DESC, c.run_at_ms, c.id
     LIMIT cardinality(@lease_ids::uuid[])
+), holder AS (
+    SELECT 1 AS alive FROM workers AS wk
+    WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
+      AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
+      AND EXISTS (SELECT 1 FROM candidates)
+    FOR KEY SHARE OF wk
 ), started AS (
     UPDATE executions AS x
     SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1
     FROM candidates
-    WHERE x.id = candidates.id AND x.state = 'waiting'
+    WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
     RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, candidates.n
 ), leases AS (
     SELECT s.id, s.attempts, s.epoch, s.lane, s.payload, s.n, CAST((@lease_ids::uuid[])[s.n] AS uuid) AS lease_id
@@ -86,25 +98,71 @@ RETURNING x.id;
 
 -- name: LeaseFail :one
 -- LeaseFail ends the current, unexpired, unrevoked lease as failed, returns
--- its execution to waiting while attempts remain (else ends it failed) with
--- the reason, in one statement; no row when the lease is lost.
+-- its execution to waiting while attempts remain (waking the namespace's
+-- workers; else ends it failed) with the reason, in one statement; no row
+-- when the lease is lost.
 WITH ended AS (
     UPDATE attempts AS a SET state = 'failed', ended_at_ms = @now::bigint
     WHERE a.execution_id = @execution_id AND a.epoch = @epoch AND a.state = 'running'
       AND a.expires_at_ms > @now::bigint AND a.revoked_at_ms IS NULL
     RETURNING a.execution_id
+), failed AS (
+    UPDATE executions AS x
+    SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
+        run_at_ms = CASE WHEN x.attempts < x.max_attempts THEN CAST(@now AS bigint) + CASE
+            WHEN x.retry_backoff_ms = 0 THEN 0
+            WHEN x.attempts - 1 >= 27 THEN 86400000
+            ELSE least(x.retry_backoff_ms << (x.attempts - 1)::int, 86400000) END
+          ELSE x.run_at_ms END,
+        last_error = @last_error
+    FROM ended
+    WHERE x.id = ended.execution_id AND x.state = 'running'
+    RETURNING x.id, x.state, x.namespace
 )
-UPDATE executions AS x
-SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
-    run_at_ms = CASE WHEN x.attempts < x.max_attempts THEN CAST(@now AS bigint) + CASE
-        WHEN x.retry_backoff_ms = 0 THEN 0
-        WHEN x.attempts - 1 >= 27 THEN 86400000
-        ELSE least(x.retry_backoff_ms << (x.attempts - 1)::int, 86400000) END
-      ELSE x.run_at_ms END,
-    last_error = @last_error
-FROM ended
-WHERE x.id = ended.execution_id AND x.state = 'running'
-RETURNING x.id;
+SELECT failed.id FROM failed
+WHERE CASE WHEN failed.state = 'waiting' THEN roster_wake(failed.namespace) = 1 ELSE true END;
+
+-- name: LeaseRelease :one
+-- LeaseRelease ends the current, unexpired, unrevoked lease without using up
+-- its attempt: the attempt is deleted (it never ran), the execution waits
+-- again with its RunAt and one attempt fewer, its epoch unchanged (the
+-- released lease stays fenced), and the namespace's workers are woken. No
+-- row when the lease is lost.
+WITH ended AS (
+    DELETE FROM attempts AS a
+    WHERE a.execution_id = @execution_id AND a.epoch = @epoch AND a.state = 'running'
+      AND a.expires_at_ms > @now::bigint AND a.revoked_at_ms IS NULL
+    RETURNING a.execution_id
+), released AS (
+    UPDATE executions AS x SET state = 'waiting', attempts = x.attempts - 1
+    FROM ended
+    WHERE x.id = ended.execution_id AND x.state = 'running'
+    RETURNING x.id, x.namespace
+)
+SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1;
+
+-- name: AttemptGetByLease :one
+-- AttemptGetByLease reads the execution, epoch and state of the attempt
+-- holding a lease id (a claim whose outcome was unknown, looked up).
+SELECT execution_id, epoch, state FROM attempts WHERE lease_id = @lease_id;
+
+-- name: WorkerNextRunAt :one
+-- WorkerNextRunAt reads, for an alive worker, the earliest RunAt after @now
+-- among the waiting executions of its lanes (0: none), one seek per lane;
+-- no row when the worker is not alive.
+SELECT CAST(coalesce((
+    SELECT min(n.run_at_ms) FROM unnest(wk.lanes) AS l (lane)
+    CROSS JOIN LATERAL (
+        SELECT e.run_at_ms FROM executions AS e
+        WHERE e.namespace = wk.namespace AND e.lane = l.lane AND e.state = 'waiting'
+          AND e.run_at_ms > @now::bigint
+        ORDER BY e.run_at_ms
+        LIMIT 1
+    ) AS n
+), 0) AS bigint) AS next_run_at_ms
+FROM workers AS wk
+WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
+  AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint;
 
 -- name: AttemptRevokeHeldBy :exec
 -- AttemptRevokeHeldBy ends for good, at @now, every running lease of the
@@ -150,17 +208,22 @@ RETURNING execution_id;
 
 -- name: ExecutionRequeueReclaimed :exec
 -- ExecutionRequeueReclaimed returns each execution of @ids to waiting while
--- attempts remain, else ends it failed; either way it counts the reclaim.
-UPDATE executions
-SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
-    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(@now AS bigint) + CASE
-        WHEN retry_backoff_ms = 0 THEN 0
-        WHEN attempts - 1 >= 27 THEN 86400000
-        ELSE least(retry_backoff_ms << (attempts - 1)::int, 86400000) END
-      ELSE run_at_ms END,
-    reclaim_count = reclaim_count + 1,
-    last_error = 'lease expired'
-WHERE state = 'running' AND id = ANY(@ids::uuid[]);
+-- attempts remain (waking their namespaces' workers), else ends it failed;
+-- either way it counts the reclaim.
+WITH requeued AS (
+    UPDATE executions
+    SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+        run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(@now AS bigint) + CASE
+            WHEN retry_backoff_ms = 0 THEN 0
+            WHEN attempts - 1 >= 27 THEN 86400000
+            ELSE least(retry_backoff_ms << (attempts - 1)::int, 86400000) END
+          ELSE run_at_ms END,
+        reclaim_count = reclaim_count + 1,
+        last_error = 'lease expired'
+    WHERE state = 'running' AND id = ANY(@ids::uuid[])
+    RETURNING namespace, state
+)
+SELECT roster_wake(w.namespace) FROM (SELECT DISTINCT namespace FROM requeued WHERE state = 'waiting') AS w;
 
 -- name: ExecutionGetState :one
 -- ExecutionGetState reads the state of one execution.
@@ -239,8 +302,9 @@ LIMIT @max_rows;
 
 -- name: LeaseCompleteMany :many
 -- LeaseCompleteMany completes many leases in one statement, each fenced as
--- LeaseComplete is (current epoch, running, unexpired, unrevoked), and
--- returns the executions it completed; the others' leases were lost.
+-- LeaseComplete is (current epoch, running, unexpired, unrevoked) and given
+-- the result of its own (execution, epoch), and returns the leases it
+-- completed; the others were lost.
 WITH input AS (
     SELECT unnest(@execution_ids::uuid[]) AS execution_id,
            unnest(@epochs::bigint[]) AS epoch,
@@ -250,10 +314,10 @@ WITH input AS (
     FROM input
     WHERE a.execution_id = input.execution_id AND a.epoch = input.epoch AND a.state = 'running'
       AND a.expires_at_ms > @now::bigint AND a.revoked_at_ms IS NULL
-    RETURNING a.execution_id
+    RETURNING a.execution_id, a.epoch
 )
 UPDATE executions AS x SET state = 'completed', result = input.result
 FROM ended
-JOIN input ON input.execution_id = ended.execution_id
+JOIN input ON input.execution_id = ended.execution_id AND input.epoch = ended.epoch
 WHERE x.id = ended.execution_id AND x.state = 'running'
-RETURNING x.id;
+RETURNING x.id, ended.epoch;

@@ -88,6 +88,33 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     last_error = @last_error
 WHERE id = @id AND state = 'running';
 
+-- name: AttemptDeleteCurrent :one
+-- AttemptDeleteCurrent deletes the current, unexpired, unrevoked attempt of an
+-- execution whose lease is released (it never ran).
+DELETE FROM attempts
+WHERE execution_id = @execution_id AND epoch = @epoch AND state = 'running'
+  AND expires_at_ms > @now AND revoked_at_ms IS NULL
+RETURNING attempt_index;
+
+-- name: AttemptGetByLease :one
+-- AttemptGetByLease reads the execution, epoch and state of the attempt
+-- holding a lease id (a claim whose outcome was unknown, looked up).
+SELECT execution_id, epoch, state FROM attempts WHERE lease_id = @lease_id;
+
+-- name: ExecutionRelease :exec
+-- ExecutionRelease returns a running execution to waiting with one attempt
+-- fewer, its RunAt and epoch unchanged.
+UPDATE executions SET state = 'waiting', attempts = attempts - 1
+WHERE id = @id AND state = 'running';
+
+-- name: ExecutionNextRunAt :one
+-- ExecutionNextRunAt finds the earliest RunAt after @now among one lane's
+-- waiting executions (0: none), from the index of live executions.
+SELECT CAST(coalesce(min(e.run_at_ms), 0) AS INTEGER) AS next_run_at_ms FROM executions AS e
+WHERE e.namespace = @namespace AND e.lane = @lane
+  AND e.state IN ('waiting', 'running') AND e.state = 'waiting'
+  AND e.run_at_ms > @now;
+
 -- name: AttemptRevokeHeldBy :exec
 -- AttemptRevokeHeldBy ends for good, at @now, every running lease of each
 -- [namespace, instance_id] pair of a JSON array: the leases expire (and can be

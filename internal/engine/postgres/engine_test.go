@@ -538,5 +538,21 @@ func TestCheckFindsDamage(t *testing.T) {
 
 // The seam tests every engine passes (internal/engine/enginetest).
 func TestSeam(t *testing.T) {
-	enginetest.Run(t, func(t *testing.T) engine.Engine { return openAt(t, pgtest.Fresh(t)) })
+	enginetest.Run(t, enginetest.Harness{
+		Fresh: func(t *testing.T) string { return pgtest.Fresh(t) },
+		Open:  func(t *testing.T, loc string) engine.Engine { return openAt(t, loc) },
+		Exec: func(t *testing.T, loc, query string) {
+			conn, err := pgx.Connect(context.Background(), loc)
+			must(t, err)
+			defer conn.Close(context.Background())
+			_, err = conn.Exec(context.Background(), query)
+			must(t, err)
+		},
+		Refuse: `CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF NEW.result = 'boom'::bytea THEN RAISE EXCEPTION 'refused'; END IF;
+				RETURN NEW;
+			END $$;
+			CREATE TRIGGER refuse_boom BEFORE UPDATE ON executions FOR EACH ROW EXECUTE FUNCTION refuse_boom();`,
+	})
 }

@@ -1,8 +1,13 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,13 +34,25 @@ const (
 	codeProgramLimitExceeded = "54000"
 	codeCharacterNotInRepert = "22021" // e.g. a NUL byte in text
 	codeStringDataTooLong    = "22001"
+	codeDiskFull             = "53100"
+	codeIOError              = "58030"
+	codeTooManyConnections   = "53300"
+	codeQueryCanceled        = "57014" // a statement timeout, or a cancel request
+	codeAdminShutdown        = "57P01"
+	codeCrashShutdown        = "57P02"
+	codeCannotConnectNow     = "57P03"
+	codeLockNotAvailable     = "55P03"
+	codeReadOnlyTransaction  = "25006" // a standby, or a server in recovery
+	classConnectionException = "08"
 )
 
 // translate is the PostgreSQL engine's one translation of driver errors: no
 // rows becomes engine.ErrNoRows, a broken schema rule a
 // *engine.ConstraintError named by the constraint, a value PostgreSQL cannot
-// store engine.ErrInvalidInput. Anything else (serialization failures and
-// deadlocks included, which Write retries) is returned as it is.
+// store engine.ErrInvalidInput, a full disk or an I/O error engine.ErrStorage,
+// and a server that cannot be reached, is shutting down or restarting, or a
+// connection that broke, engine.ErrUnavailable. Anything else (serialization
+// failures and deadlocks included, which Write retries) is returned as it is.
 func translate(err error) error {
 	if err == nil {
 		return nil
@@ -45,7 +62,20 @@ func translate(err error) error {
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
+		if connectionLost(err) {
+			return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
+		}
 		return err
+	}
+	switch pe.Code {
+	case codeDiskFull, codeIOError:
+		return fmt.Errorf("%w: %w", engine.ErrStorage, err)
+	case codeTooManyConnections, codeQueryCanceled, codeAdminShutdown, codeCrashShutdown,
+		codeCannotConnectNow, codeLockNotAvailable, codeReadOnlyTransaction:
+		return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
+	}
+	if strings.HasPrefix(pe.Code, classConnectionException) {
+		return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
 	}
 	switch pe.Code {
 	case codeUniqueViolation:
@@ -68,3 +98,26 @@ func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == codeSerializationFailure || pe.Code == codeDeadlockDetected)
 }
+
+// connectionLost reports whether a driver error that carries no SQLSTATE is
+// the connection's: refused, reset, closed, cut short, or timed out. A
+// caller's own cancellation is not.
+func connectionLost(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.Timeout(err), pgconn.SafeToRetry(err),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	return strings.Contains(err.Error(), "conn closed")
+}
+
+// safeToRetry reports whether a write failed before anything reached the
+// server (a pooled connection found dead), so running it again cannot apply
+// it twice.
+func safeToRetry(err error) bool { return pgconn.SafeToRetry(err) }

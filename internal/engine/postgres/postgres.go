@@ -51,6 +51,13 @@ type Engine struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+
+	logs *engine.LogLimiter
+	// The listening connection (listen.go), open while someone subscribes.
+	hub          engine.Hub
+	listenMu     sync.Mutex
+	listenCancel context.CancelFunc
+	listenDone   chan struct{}
 }
 
 var (
@@ -112,6 +119,8 @@ func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, er
 	if e.local == nil {
 		e.local = time.Now
 	}
+	e.logs = engine.NewLogLimiter(10 * time.Second)
+	e.hub.OnFirst, e.hub.OnLast = e.startListening, e.stopListening
 	if e.cfg.Migrations == nil {
 		e.cfg.Migrations = postgresschema.FS
 	}
@@ -159,11 +168,12 @@ func (r redactedError) Error() string { return r.msg }
 // Is lets errors.Is see the sentinels of the wrapped error, not its text.
 func (r redactedError) Is(target error) bool { return errors.Is(r.err, target) }
 
-// Close stops the clock and closes the pool.
+// Close stops the clock and the listening connection, and closes the pool.
 func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return engine.ErrClosed
 	}
+	e.stopListening()
 	e.stopOnce.Do(func() { close(e.stop) })
 	<-e.done
 	e.pool.Close()
@@ -227,8 +237,13 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q engin
 	}
 	for try := 1; ; try++ {
 		err := e.writeOnce(ctx, fn, inTx)
-		if !retryable(err) || try == maxWriteTries {
+		switch {
+		case err == nil:
+			return nil
+		case !retryable(err) && !safeToRetry(err):
 			return err
+		case try == maxWriteTries:
+			return fmt.Errorf("%w: gave up after %d tries: %w", engine.ErrUnavailable, try, err)
 		}
 		e.cfg.Logger.Debug("roster: retrying a write", "try", try, "err", err)
 		time.Sleep(time.Duration(rand.Int64N(int64(try) * int64(time.Millisecond))))
@@ -294,10 +309,6 @@ func (e *Engine) Check(ctx context.Context) ([]string, error) {
 		{Problem: "agent states whose kept count is wrong", Count: e.q.AgentCheckCounts},
 	}, translate)
 }
-
-// SharedCommit is false: a statement in autocommit saves the BEGIN and
-// COMMIT round trips.
-func (e *Engine) SharedCommit() bool { return false }
 
 // Clock returns the fleet's clock: the local clock moved by the last measured
 // offset from the database server's.

@@ -226,30 +226,34 @@ func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, e
 	return st, translate(err)
 }
 
-// ExecutionClaim is one statement: the worker's liveness, the pick (FOR
-// UPDATE SKIP LOCKED), the start and the attempts. Only when it claims
-// nothing does a second query tell "not alive" from "no work".
-func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]engine.ClaimedLease, error) {
+// ExecutionClaim is one statement: the pick (FOR UPDATE SKIP LOCKED), the
+// worker's liveness, the start and the attempts. When it claims fewer than
+// asked, a read tells "not alive" from "no work" and finds the next RunAt.
+func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	rows, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
 		Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs, LeaseIds: p.LeaseIDs, ExpiresAtMs: p.ExpiresAtMs,
 	})
 	if err != nil {
-		return nil, translate(err)
+		return engine.ClaimResult{}, translate(err)
 	}
-	if len(rows) == 0 {
-		if _, err := x.q.WorkerGetAlive(ctx, pgdb.WorkerGetAliveParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs}); err != nil {
-			return nil, translate(err)
-		}
-		return nil, nil
-	}
-	out := make([]engine.ClaimedLease, len(rows))
-	for i, r := range rows {
-		out[i] = engine.ClaimedLease{
+	var res engine.ClaimResult
+	for _, r := range rows {
+		res.Leases = append(res.Leases, engine.ClaimedLease{
 			ExecutionID: r.ID, LeaseID: r.LeaseID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
 			Namespace: p.Namespace, Lane: r.Lane, Payload: r.Payload, ExpiresAtMs: p.ExpiresAtMs,
-		}
+		})
 	}
-	return out, nil
+	if len(res.Leases) < len(p.LeaseIDs) {
+		next, err := x.WorkerNextRunAt(ctx, engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID}, p.NowMs)
+		switch {
+		case err == nil:
+			res.NextRunAtMs = next
+		case len(res.Leases) == 0:
+			return engine.ClaimResult{}, err
+		}
+		// With leases claimed (committed), a failed read only loses the hint.
+	}
+	return res, nil
 }
 
 func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
@@ -262,14 +266,36 @@ func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int
 	return translate(err)
 }
 
-func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef, results [][]byte, nowMs int64) ([]uuid.UUID, error) {
+func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef, results [][]byte, nowMs int64) ([]engine.LeaseRef, error) {
 	p := pgdb.LeaseCompleteManyParams{Results: results, Now: nowMs}
 	for _, l := range leases {
 		p.ExecutionIds = append(p.ExecutionIds, l.ExecutionID)
 		p.Epochs = append(p.Epochs, l.Epoch)
 	}
-	ids, err := x.q.LeaseCompleteMany(ctx, p)
-	return ids, translate(err)
+	rows, err := x.q.LeaseCompleteMany(ctx, p)
+	if err != nil {
+		return nil, translate(err)
+	}
+	done := make([]engine.LeaseRef, len(rows))
+	for i, r := range rows {
+		done[i] = engine.LeaseRef{ExecutionID: r.ID, Epoch: r.Epoch}
+	}
+	return done, nil
+}
+
+func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
+	_, err := x.q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ExecutionID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	return translate(err)
+}
+
+func (x queries) AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (engine.LeaseRef, bool, error) {
+	r, err := x.q.AttemptGetByLease(ctx, leaseID)
+	return engine.LeaseRef{ExecutionID: r.ExecutionID, Epoch: r.Epoch}, r.State == "running", translate(err)
+}
+
+func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
+	next, err := x.q.WorkerNextRunAt(ctx, pgdb.WorkerNextRunAtParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
+	return next, translate(err)
 }
 
 func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {

@@ -500,5 +500,17 @@ func TestCheckFindsDamage(t *testing.T) {
 
 // The seam tests every engine passes (internal/engine/enginetest).
 func TestSeam(t *testing.T) {
-	enginetest.Run(t, func(t *testing.T) engine.Engine { return openMemory(t) })
+	enginetest.Run(t, enginetest.Harness{
+		Fresh: func(t *testing.T) string { return filepath.Join(t.TempDir(), "seam.db") },
+		Open:  func(t *testing.T, loc string) engine.Engine { return openAt(t, loc) },
+		Exec: func(t *testing.T, loc, query string) {
+			db, err := sql.Open("sqlite", loc)
+			must(t, err)
+			defer db.Close()
+			_, err = db.Exec(query)
+			must(t, err)
+		},
+		Refuse: `CREATE TRIGGER refuse_boom BEFORE UPDATE OF result ON executions
+			WHEN NEW.result = CAST('boom' AS BLOB) BEGIN SELECT RAISE(ABORT, 'refused'); END`,
+	})
 }

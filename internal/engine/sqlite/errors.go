@@ -25,8 +25,9 @@ var uniqueColumns = map[string]engine.Constraint{
 
 // translate is the SQLite engine's one translation of driver errors: no rows
 // becomes engine.ErrNoRows, a broken schema rule a *engine.ConstraintError, a
-// value over SQLite's size limit engine.ErrInvalidInput. Anything else is
-// returned as it is.
+// value over SQLite's size limit engine.ErrInvalidInput, a full disk, an I/O
+// error or a read-only file engine.ErrStorage, a lock held past the busy
+// timeout engine.ErrUnavailable. Anything else is returned as it is.
 func translate(err error) error {
 	if err == nil {
 		return nil
@@ -45,6 +46,13 @@ func translate(err error) error {
 		return &engine.ConstraintError{Constraint: engine.CheckViolation, Err: err}
 	case sqlite3.SQLITE_TOOBIG:
 		return fmt.Errorf("%w: a value exceeds SQLite's size limit", engine.ErrInvalidInput)
+	}
+	switch sqliteCode(err) & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CORRUPT,
+		sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOLFS:
+		return fmt.Errorf("%w: %w", engine.ErrStorage, err)
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL:
+		return fmt.Errorf("%w: the database stayed locked past the busy timeout: %w", engine.ErrUnavailable, err)
 	}
 	return err
 }

@@ -253,21 +253,59 @@ func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, e
 	return st, translate(err)
 }
 
-// ExecutionClaim seeks the claim index once per lane (a worker serves few
-// lanes), merges the candidates best first, and starts each with a
-// conditional UPDATE (state = 'waiting' in the statement that writes). The
-// single writer runs the whole claim in one transaction, so no other claim
-// can take a candidate between the pick and the start.
-func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]engine.ClaimedLease, error) {
+// ExecutionClaim picks the best candidates (pick), starts each with a
+// conditional UPDATE (state = 'waiting' in the statement that writes) and
+// records its attempt. The single writer runs the whole claim in one
+// transaction, so no other claim can take a candidate between the pick and
+// the start.
+func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+	want := len(p.LeaseIDs)
+	cands, lanes, err := x.pick(ctx, p, want)
+	if err != nil {
+		return engine.ClaimResult{}, err
+	}
+	var res engine.ClaimResult
+	for _, c := range cands {
+		if len(res.Leases) == want {
+			break
+		}
+		started, err := x.q.ExecutionStart(ctx, c.ID)
+		if err != nil {
+			return engine.ClaimResult{}, translate(err)
+		}
+		leaseID := p.LeaseIDs[len(res.Leases)]
+		if err := x.q.AttemptInsert(ctx, sqlitedb.AttemptInsertParams{
+			ExecutionID: c.ID, AttemptIndex: started.Attempts, Epoch: started.Epoch, LeaseID: leaseID,
+			Namespace: p.Namespace, InstanceID: p.InstanceID, ClaimedAtMs: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
+		}); err != nil {
+			return engine.ClaimResult{}, translate(err)
+		}
+		res.Leases = append(res.Leases, engine.ClaimedLease{
+			ExecutionID: c.ID, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
+			Namespace: started.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
+		})
+	}
+	if len(res.Leases) < want {
+		if res.NextRunAtMs, err = x.nextRunAt(ctx, p.Namespace, lanes, p.NowMs); err != nil {
+			return engine.ClaimResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// pick finds up to want of the best claimable executions for an alive
+// worker (ErrNoRows when it is not alive), best first, and returns the
+// worker's lanes. It seeks the claim index once per lane (a worker serves
+// few lanes) and merges the candidates. It only reads.
+func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) ([]sqlitedb.ExecutionPickInLaneRow, []string, error) {
 	w, err := x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
 	if err != nil {
-		return nil, translate(err)
+		return nil, nil, translate(err)
 	}
 	lanes, err := parseJSONArray(w.Lanes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	want := len(p.LeaseIDs)
 	var cands []sqlitedb.ExecutionPickInLaneRow
 	for _, lane := range lanes {
 		// A loose index scan of the lane: its waiting priorities highest
@@ -282,13 +320,13 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]en
 				break
 			}
 			if err != nil {
-				return nil, translate(err)
+				return nil, nil, translate(err)
 			}
 			rows, err := x.q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{
 				Namespace: p.Namespace, Lane: lane, Priority: prio, Now: p.NowMs, Capabilities: w.Capabilities, Limit: int64(want - got),
 			})
 			if err != nil {
-				return nil, translate(err)
+				return nil, nil, translate(err)
 			}
 			cands = append(cands, rows...)
 			got += len(rows)
@@ -307,28 +345,35 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) ([]en
 		}
 		return slices.Compare(a.ID[:], b.ID[:])
 	})
-	out := make([]engine.ClaimedLease, 0, min(want, len(cands)))
-	for _, c := range cands {
-		if len(out) == want {
-			break
-		}
-		started, err := x.q.ExecutionStart(ctx, c.ID)
+	return cands, lanes, nil
+}
+
+// nextRunAt is the earliest RunAt after now among the waiting executions of
+// the lanes (0: none), one seek per lane.
+func (x queries) nextRunAt(ctx context.Context, namespace string, lanes []string, nowMs int64) (int64, error) {
+	var next int64
+	for _, lane := range lanes {
+		at, err := x.q.ExecutionNextRunAt(ctx, sqlitedb.ExecutionNextRunAtParams{Namespace: namespace, Lane: lane, Now: nowMs})
 		if err != nil {
-			return nil, translate(err)
+			return 0, translate(err)
 		}
-		leaseID := p.LeaseIDs[len(out)]
-		if err := x.q.AttemptInsert(ctx, sqlitedb.AttemptInsertParams{
-			ExecutionID: c.ID, AttemptIndex: started.Attempts, Epoch: started.Epoch, LeaseID: leaseID,
-			Namespace: p.Namespace, InstanceID: p.InstanceID, ClaimedAtMs: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
-		}); err != nil {
-			return nil, translate(err)
+		if at > 0 && (next == 0 || at < next) {
+			next = at
 		}
-		out = append(out, engine.ClaimedLease{
-			ExecutionID: c.ID, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
-			Namespace: started.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
-		})
 	}
-	return out, nil
+	return next, nil
+}
+
+func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
+	w, err := x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
+	if err != nil {
+		return 0, translate(err)
+	}
+	lanes, err := parseJSONArray(w.Lanes)
+	if err != nil {
+		return 0, err
+	}
+	return x.nextRunAt(ctx, k.Namespace, lanes, nowMs)
 }
 
 func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
@@ -347,8 +392,8 @@ func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int
 
 // LeaseCompleteMany completes each lease in turn, in the writer's
 // transaction (the single writer makes one statement per lease cheap).
-func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef, results [][]byte, nowMs int64) ([]uuid.UUID, error) {
-	var done []uuid.UUID
+func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef, results [][]byte, nowMs int64) ([]engine.LeaseRef, error) {
+	var done []engine.LeaseRef
 	for i, l := range leases {
 		err := x.LeaseComplete(ctx, l, nowMs, results[i])
 		if err == engine.ErrNoRows {
@@ -357,9 +402,23 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 		if err != nil {
 			return nil, err
 		}
-		done = append(done, l.ExecutionID)
+		done = append(done, l)
 	}
 	return done, nil
+}
+
+func (x queries) AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (engine.LeaseRef, bool, error) {
+	r, err := x.q.AttemptGetByLease(ctx, leaseID)
+	return engine.LeaseRef{ExecutionID: r.ExecutionID, Epoch: r.Epoch}, r.State == "running", translate(err)
+}
+
+// LeaseRelease deletes the attempt, fenced in its DELETE, then returns the
+// execution to waiting, in the writer's transaction.
+func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
+	if _, err := x.q.AttemptDeleteCurrent(ctx, sqlitedb.AttemptDeleteCurrentParams{ExecutionID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs}); err != nil {
+		return translate(err)
+	}
+	return translate(x.q.ExecutionRelease(ctx, l.ExecutionID))
 }
 
 // LeaseFail ends the attempt, fenced in its UPDATE, then returns the

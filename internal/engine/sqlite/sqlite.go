@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -47,15 +48,24 @@ type Engine struct {
 	writerDone chan struct{}
 	closed     atomic.Bool
 	closeOnce  sync.Once
+	logs       *engine.LogLimiter // a failing disk fails every commit: log it now and then
+
+	// The change check (watch.go), running while someone subscribes.
+	path      string
+	hub       engine.Hub
+	watchMu   sync.Mutex
+	watchStop chan struct{}
+	watchDone chan struct{}
 }
 
 var _ engine.Engine = (*Engine)(nil)
 
-// writeOp is one operation waiting for the writer.
+// writeOp is one operation waiting for the writer. fn runs in the writer's
+// transaction (tx), inside a savepoint of its own when it shares it.
 type writeOp struct {
 	ctx    context.Context
 	queued time.Time
-	fn     func(ctx context.Context, q engine.Queries) error
+	fn     func(ctx context.Context, tx *sql.Tx, q queries) error
 	done   chan error // buffered: the writer never blocks on a reply
 }
 
@@ -68,9 +78,15 @@ func Open(ctx context.Context, path string, cfg engine.Config) (*Engine, error) 
 		queue:      make(chan *writeOp, max(cfg.QueueCapacity, 1)),
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+		logs:       engine.NewLogLimiter(10 * time.Second),
 	}
 	if cfg.Migrations == nil {
 		e.cfg.Migrations = sqliteschema.FS
+	}
+	if path != MemoryPath {
+		// A private in-memory database has no other connection to hear from.
+		e.path = path
+		e.hub.OnFirst, e.hub.OnLast = e.startWatching, e.stopWatching
 	}
 	if err := e.openDBs(path); err != nil {
 		return nil, err
@@ -234,6 +250,7 @@ func (e *Engine) Close() error {
 	err := engine.ErrClosed
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
+		e.stopWatching()
 		close(e.quit)
 		<-e.writerDone
 		err = e.closeDBs()
@@ -296,6 +313,11 @@ func (e *Engine) Snapshot(ctx context.Context, fn func(ctx context.Context, q en
 // queued, a write is waited for even if ctx ends: it either runs or is
 // skipped (returning ctx's error) before it starts.
 func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	return e.write(ctx, func(ctx context.Context, _ *sql.Tx, q queries) error { return fn(ctx, q) })
+}
+
+// write is Write for an fn that needs the transaction itself (savepoints).
+func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, q queries) error) error {
 	if e.closed.Load() {
 		return engine.ErrClosed
 	}
@@ -384,9 +406,6 @@ func (e *Engine) Check(ctx context.Context) ([]string, error) {
 	}, translate)
 	return append(problems, more...), err
 }
-
-// SharedCommit is true: a commit costs a sync, so statements belong together.
-func (e *Engine) SharedCommit() bool { return true }
 
 // QueueLen reports how many writes wait for the writer (tests).
 func (e *Engine) QueueLen() int { return len(e.queue) }
@@ -490,7 +509,7 @@ func (e *Engine) commit(batch []*writeOp) {
 		if !step("SAVEPOINT op") {
 			return
 		}
-		if err := op.fn(context.WithoutCancel(op.ctx), q); err != nil {
+		if err := op.fn(context.WithoutCancel(op.ctx), tx, q); err != nil {
 			results[i] = err
 			if !step("ROLLBACK TO op") {
 				return
@@ -519,8 +538,8 @@ func (e *Engine) commit(batch []*writeOp) {
 }
 
 // driverError wraps an unexpected driver error with the step that failed and
-// logs it: these are I/O failures, not caller mistakes.
+// logs it (rate-limited): these are I/O failures, not caller mistakes.
 func (e *Engine) driverError(step string, err error) error {
-	e.cfg.Logger.Error("roster: writer transaction failed", "step", step, "err", err)
+	e.logs.Log(e.cfg.Logger, slog.LevelError, "roster: writer transaction failed", "step", step, "err", err)
 	return fmt.Errorf("roster: %s: %w", step, translate(err))
 }

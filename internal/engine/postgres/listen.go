@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// listenPing is how long the listening connection may stay silent before it
+// is pinged: a connection whose peer vanished is noticed within it.
+const listenPing = 30 * time.Second
+
+// Subscribe hears the NOTIFYs that roster_wake sends on this schema's
+// channel. The first subscription opens one listening connection, outside
+// the pool; the last one's Close closes it.
+func (e *Engine) Subscribe(namespace string) engine.Subscription {
+	return e.hub.Subscribe(namespace)
+}
+
+// startListening runs the listener until stopListening (the hub calls both).
+func (e *Engine) startListening() {
+	e.listenMu.Lock()
+	defer e.listenMu.Unlock()
+	if e.closed.Load() || e.listenCancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e.listenCancel, e.listenDone = cancel, done
+	go func() {
+		defer close(done)
+		e.listen(ctx)
+	}()
+}
+
+// stopListening closes the listening connection and waits for its goroutine.
+func (e *Engine) stopListening() {
+	e.listenMu.Lock()
+	defer e.listenMu.Unlock()
+	if e.listenCancel == nil {
+		return
+	}
+	e.listenCancel()
+	<-e.listenDone
+	e.listenCancel, e.listenDone = nil, nil
+}
+
+// listen keeps one listening connection until ctx ends, opening it again
+// (with backoff) after a loss. Whenever it (re)opens, every subscriber is
+// woken: notifications sent while it was away are lost.
+func (e *Engine) listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := e.listenOnce(ctx, func() { backoff = 100 * time.Millisecond })
+		if ctx.Err() != nil {
+			return
+		}
+		e.hub.Signal("")
+		e.logs.Log(e.cfg.Logger, slog.LevelWarn, "roster: the connection listening for new work was lost; polling until it is back", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff)))):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// listenOnce opens a connection, LISTENs on the schema's channel and relays
+// each notification's namespace to the hub until the connection fails or
+// ctx ends.
+func (e *Engine) listenOnce(ctx context.Context, listening func()) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, e.pool.Config().ConnConfig.Copy())
+	cancel()
+	if err != nil {
+		return translate(err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	var channel string
+	if err := conn.QueryRow(ctx, "SELECT 'roster_' || md5(current_schema())").Scan(&channel); err != nil {
+		return fmt.Errorf("roster: listen: %w", translate(err))
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return fmt.Errorf("roster: listen: %w", translate(err))
+	}
+	listening()
+	e.hub.Signal("")
+	for {
+		wctx, cancel := context.WithTimeout(ctx, listenPing)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			e.hub.Signal(n.Payload)
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case wctx.Err() == nil:
+			return translate(err)
+		}
+		// Silence for listenPing: make sure the server is still there.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			return translate(err)
+		}
+	}
+}

@@ -1,0 +1,1 @@
+DROP FUNCTION roster_wake(TEXT);

@@ -1,0 +1,245 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// The claimer: it claims while handler slots are free and work may be
+// claimable (want), and otherwise waits for a reason to look again. A claim
+// that comes up short clears want, so an idle worker never claims in a loop:
+// only a wake-up sets it again (new work signalled by this Store, a change
+// heard from the engine, the earliest RunAt of scheduled work, the poll, or
+// a registration restored).
+
+func (w *runner) claimArgs() ClaimArgs {
+	return ClaimArgs{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID, LeaseTTL: w.leaseTTL}
+}
+
+// claimLoop runs until ctx ends (nil) or the Store closes (ErrClosed).
+func (w *runner) claimLoop(ctx context.Context, sub engine.Subscription) error {
+	var b backoff
+	for ctx.Err() == nil {
+		w.releaseOrphans()
+		signal := w.s.work.wait() // taken before the claim: no signal is missed
+		if n, gen := w.reserve(); n > 0 {
+			p, err := w.s.claimParams(w.claimArgs(), n)
+			if err != nil {
+				w.unreserve(n)
+				return err // only ErrClosed: the arguments were validated
+			}
+			leases, next, err := w.s.claimWith(context.WithoutCancel(ctx), p)
+			w.startAll(leases)
+			w.unreserve(n - len(leases))
+			switch {
+			case err == nil && len(leases) == n:
+				b.reset()
+				continue // there may be more
+			case err == nil:
+				b.reset()
+				if !w.noMoreWork(gen, next) {
+					continue
+				}
+			case errors.Is(err, ErrClosed):
+				return err
+			case errors.Is(err, ErrNotRegistered):
+				w.lapsed()
+			default:
+				w.failedClaim(p, err)
+				if !sleep(ctx, b.next()) {
+					return nil
+				}
+				continue
+			}
+		}
+		w.idle(ctx, sub, signal)
+	}
+	return nil
+}
+
+// idle waits for a reason to claim: a signal of this Store, a change heard
+// from the engine, a kick (a registration restored, a claim to retry), the
+// earliest RunAt it knows of, or the poll.
+func (w *runner) idle(ctx context.Context, sub engine.Subscription, signal <-chan struct{}) {
+	wait := jitter(w.s.cfg.workerPoll)
+	w.mu.Lock()
+	next := w.nextRunAt
+	w.mu.Unlock()
+	if !next.IsZero() {
+		if d := next.Sub(w.s.now(time.Time{})); d < wait {
+			wait = max(d, time.Millisecond)
+		}
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-signal:
+		w.wakeUp()
+	case <-sub.C():
+		w.wakeUp()
+	case <-w.kick:
+	case <-t.C:
+		w.wakeUp()
+	}
+}
+
+// reserve takes every free slot for a claim, when claiming is allowed: work
+// may be claimable, the worker is registered and not shutting down. It
+// returns the wake-up generation the claim answers (see noMoreWork).
+func (w *runner) reserve() (n int, gen uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.want || !w.registered || w.stopping || w.free == 0 {
+		return 0, w.wantGen
+	}
+	n = w.free
+	w.free = 0
+	return n, w.wantGen
+}
+
+// unreserve gives back slots a claim did not fill.
+func (w *runner) unreserve(n int) {
+	w.mu.Lock()
+	w.free += n
+	w.mu.Unlock()
+}
+
+// wakeUp records a reason to believe work may be claimable.
+func (w *runner) wakeUp() {
+	w.mu.Lock()
+	w.want = true
+	w.wantGen++
+	w.mu.Unlock()
+}
+
+// noMoreWork records a claim that came up short: nothing more is claimable
+// until a wake-up, or until next (the earliest RunAt of scheduled work). A
+// wake-up that came while the claim ran (gen moved on) may announce work the
+// claim could not see: want then stays set, and noMoreWork reports false
+// (claim again).
+func (w *runner) noMoreWork(gen uint64, next time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nextRunAt = next
+	if w.wantGen != gen {
+		return false
+	}
+	w.want = false
+	return true
+}
+
+// signalClaimer wakes the claimer.
+func (w *runner) signalClaimer() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// lapsed stops claims until the heart has registered again.
+func (w *runner) lapsed() {
+	w.mu.Lock()
+	w.registered = false
+	w.mu.Unlock()
+	select {
+	case w.relapse <- struct{}{}:
+	default:
+	}
+}
+
+// setRegistered records the registration; a restored one wakes the claimer.
+func (w *runner) setRegistered(v bool) {
+	w.mu.Lock()
+	was := w.registered
+	w.registered = v
+	if v && !was {
+		w.want = true
+		w.wantGen++
+	}
+	w.mu.Unlock()
+	if v && !was {
+		w.signalClaimer()
+	}
+}
+
+// failedClaim logs a claim that failed (rate-limited) and, when its outcome
+// is unknown (the connection broke), remembers its lease ids: the claim may
+// have committed, and a lease nobody runs would use up an attempt when it
+// expires. releaseOrphans releases them once the database answers.
+func (w *runner) failedClaim(p engine.ClaimParams, err error) {
+	w.warn("roster: worker: claiming failed; will retry", "err", err)
+	if !errors.Is(err, ErrUnavailable) {
+		return
+	}
+	w.mu.Lock()
+	w.orphans = append(w.orphans, orphanClaim{ids: p.LeaseIDs, expiresAt: msTime(p.ExpiresAtMs)})
+	w.mu.Unlock()
+}
+
+// orphanClaim is a claim whose outcome was unknown.
+type orphanClaim struct {
+	ids       []uuid.UUID
+	expiresAt time.Time // no lease of it outlives this
+}
+
+// releaseOrphans looks up the leases of claims whose outcome was unknown and
+// releases those that committed. What the database cannot answer yet is kept
+// for the next round, until the leases would have expired anyway.
+func (w *runner) releaseOrphans() {
+	w.mu.Lock()
+	orphans := w.orphans
+	w.orphans = nil
+	w.mu.Unlock()
+	var keep []orphanClaim
+	for _, o := range orphans {
+		if !w.s.now(time.Time{}).Before(o.expiresAt) {
+			continue
+		}
+		var left []uuid.UUID
+		for _, id := range o.ids {
+			if err := w.s.releaseUnknownClaim(id); transient(err) {
+				left = append(left, id)
+			} else if err != nil {
+				w.warn("roster: worker: releasing a lease of a claim whose outcome was unknown failed", "err", err)
+			}
+		}
+		if len(left) > 0 {
+			keep = append(keep, orphanClaim{ids: left, expiresAt: o.expiresAt})
+		}
+	}
+	if len(keep) > 0 {
+		w.mu.Lock()
+		w.orphans = append(w.orphans, keep...)
+		w.mu.Unlock()
+	}
+}
+
+// releaseUnknownClaim releases the lease leaseID if a claim whose outcome was
+// unknown did commit it and it still runs.
+func (s *Store) releaseUnknownClaim(leaseID uuid.UUID) error {
+	var ref engine.LeaseRef
+	var running bool
+	err := s.read(context.Background(), func(ctx context.Context, q engine.Queries) error {
+		var err error
+		ref, running, err = q.AttemptGetByLease(ctx, leaseID)
+		return err
+	})
+	switch {
+	case errors.Is(err, engine.ErrNoRows):
+		return nil // the claim did not commit
+	case err != nil:
+		return err
+	case !running:
+		return nil
+	}
+	err = s.ReleaseLease(context.Background(), ReleaseArgs{Lease: Lease{ExecutionID: ref.ExecutionID, Epoch: ref.Epoch}})
+	if errors.Is(err, ErrLeaseLost) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,208 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// A job is one claimed execution being handled: the handler runs in a
+// goroutine of its own, and a keeper renews the lease until the outcome is
+// written or dropped. The keeper ends the handler's context when the
+// database says the lease is lost, and at the lease's expiry by the Store's
+// clock when no renewal succeeded in time (the database away), so that a
+// handler never runs while another worker may hold its execution.
+type job struct {
+	w      *runner
+	lease  Lease
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	settled    chan struct{} // closed once the outcome was written or dropped
+	settleOnce sync.Once
+
+	mu      sync.Mutex
+	expires time.Time // by the Store's clock: the last renewal that succeeded
+	lost    bool      // the database said the lease is lost: the outcome is dropped
+}
+
+// keeperTick bounds the keeper's sleep, so that a jump of the Store's clock
+// past the lease's expiry is noticed within it.
+const keeperTick = time.Second
+
+// errLeaseExpired ends a handler's context at the lease's expiry.
+var errLeaseExpired = errors.New("roster: lease expired before it could be renewed")
+
+// startAll starts a handler for each lease.
+func (w *runner) startAll(leases []Lease) {
+	for _, l := range leases {
+		w.start(l)
+	}
+}
+
+// start runs the handler of a lease whose claim committed, unless shutdown
+// began: then the lease is released, so that its execution waits again at
+// once without using up an attempt.
+func (w *runner) start(l Lease) {
+	w.mu.Lock()
+	if w.stopping {
+		w.free++
+		w.mu.Unlock()
+		w.release(l)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	j := &job{w: w, lease: l, ctx: ctx, cancel: cancel, settled: make(chan struct{}), expires: l.ExpiresAt}
+	w.jobs[j] = struct{}{}
+	w.handlers.Add(1)
+	w.mu.Unlock()
+	go j.keep()
+	go j.run()
+}
+
+// release gives back a lease claimed but never started, retrying transient
+// failures until the lease would have expired or shutdownGrace passed.
+func (w *runner) release(l Lease) {
+	deadline := time.Now().Add(shutdownGrace)
+	var b backoff
+	for {
+		err := w.s.ReleaseLease(context.Background(), ReleaseArgs{Lease: l})
+		switch {
+		case err == nil, errors.Is(err, ErrLeaseLost), errors.Is(err, ErrClosed):
+			return
+		case !transient(err) || time.Now().After(deadline) || !w.s.now(time.Time{}).Before(l.ExpiresAt):
+			w.warn("roster: worker: releasing an unstarted lease failed; it will expire and be reclaimed", "execution", l.ExecutionID, "err", err)
+			return
+		}
+		time.Sleep(b.next())
+	}
+}
+
+// run calls the handler, frees its slot, and hands the outcome to the
+// settler, or drops it when the lease is known lost.
+func (j *job) run() {
+	w := j.w
+	defer w.handlers.Done()
+	result, herr := w.call(j.ctx, j.lease)
+	w.mu.Lock()
+	delete(w.jobs, j)
+	w.free++
+	w.mu.Unlock()
+	if j.isLost() {
+		w.log.Warn("roster: worker: the lease was lost; the handler's outcome is dropped", "execution", j.lease.ExecutionID, "handler_err", herr)
+		j.settle()
+		return
+	}
+	w.settler.add(j, result, herr)
+}
+
+// call runs the handler, turning a panic into an error.
+func (w *runner) call(ctx context.Context, l Lease) (result []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Warn("roster: worker: handler panicked", "execution", l.ExecutionID, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return w.a.Handler(ctx, l)
+}
+
+// settle records that the outcome was written or dropped: the keeper stops
+// and the handler's context is released.
+func (j *job) settle() {
+	j.settleOnce.Do(func() {
+		close(j.settled)
+		j.cancel(context.Canceled)
+	})
+}
+
+func (j *job) isSettled() bool {
+	select {
+	case <-j.settled:
+		return true
+	default:
+		return false
+	}
+}
+
+func (j *job) isLost() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lost
+}
+
+// lose records that the database found the lease lost, and ends the
+// handler's context.
+func (j *job) lose() {
+	j.mu.Lock()
+	j.lost = true
+	j.mu.Unlock()
+	j.cancel(ErrLeaseLost)
+}
+
+func (j *job) expiry() time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.expires
+}
+
+// keep renews the lease at about LeaseTTL/3 until the outcome is settled.
+// A renewal that fails for a transient reason is tried again sooner; the
+// lease's expiry by the Store's clock ends the handler's context whatever
+// the database says (or cannot say).
+func (j *job) keep() {
+	w := j.w
+	s := w.s
+	every := max(w.leaseTTL/3, time.Millisecond)
+	nextRenew := s.now(time.Time{}).Add(every)
+	var b backoff
+	for {
+		if j.isSettled() {
+			return
+		}
+		now := s.now(time.Time{})
+		expires := j.expiry()
+		if !now.Before(expires) {
+			w.log.Warn("roster: worker: the lease expired before it could be renewed; cancelling its handler",
+				"execution", j.lease.ExecutionID, "expired_at", expires)
+			j.cancel(errLeaseExpired)
+			return
+		}
+		if !now.Before(nextRenew) {
+			renewed, err := s.RenewLease(context.Background(), RenewLeaseArgs{Lease: j.lease, TTL: w.leaseTTL, Now: now})
+			switch {
+			case err == nil:
+				j.mu.Lock()
+				j.expires = renewed
+				j.mu.Unlock()
+				b.reset()
+				nextRenew = now.Add(every)
+			case j.isSettled():
+				return // the outcome was written meanwhile
+			case errors.Is(err, ErrLeaseLost):
+				w.log.Info("roster: worker: lease lost; cancelling its handler", "execution", j.lease.ExecutionID)
+				j.lose()
+				return
+			case errors.Is(err, ErrClosed):
+				j.cancel(ErrClosed)
+				return
+			default:
+				w.warn("roster: worker: renewing a lease failed; will retry", "execution", j.lease.ExecutionID, "err", err)
+				nextRenew = now.Add(min(every, b.next()))
+			}
+			continue
+		}
+		t := time.NewTimer(min(nextRenew.Sub(now), expires.Sub(now), keeperTick))
+		select {
+		case <-j.settled:
+		case <-w.quit:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}

@@ -1,0 +1,304 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// The settler writes finished handlers' outcomes: everything that finished
+// while the previous batch was being written goes into the next one, with a
+// claim for the slots free at that moment, in one engine Settle (SQLite: one
+// commit; PostgreSQL: a statement per part). Each outcome is fenced on its
+// own lease; one that fails for a transient reason is tried again with
+// backoff (its lease still renewed by its keeper) until it is written or its
+// lease is found lost.
+
+// Bounds of one batch of outcomes: a count, and bytes of results and reasons
+// (one outcome is always taken, whatever its size).
+const (
+	maxSettleBatch = 256
+	maxSettleBytes = 64 << 20
+)
+
+// pendingOutcome is an outcome waiting to be written.
+type pendingOutcome struct {
+	j       *job
+	outcome engine.Outcome
+	tries   int
+	due     time.Time // wall clock: not tried again before
+}
+
+type settler struct {
+	w    *runner
+	wake chan struct{} // buffered 1
+
+	mu        sync.Mutex
+	queue     []*pendingOutcome
+	finishing bool      // shutdown: write what is left, until deadline
+	deadline  time.Time // of finishing
+	closed    bool      // outcomes arriving now are dropped
+}
+
+func newSettler(w *runner) *settler {
+	return &settler{w: w, wake: make(chan struct{}, 1)}
+}
+
+// add queues a finished handler's outcome.
+func (st *settler) add(j *job, result []byte, herr error) {
+	o := outcomeOf(j.lease, result, herr)
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		st.w.log.Warn("roster: worker: a handler returned after shutdown; its outcome is dropped", "execution", j.lease.ExecutionID)
+		j.settle()
+		return
+	}
+	st.queue = append(st.queue, &pendingOutcome{j: j, outcome: o})
+	st.mu.Unlock()
+	st.poke()
+}
+
+func (st *settler) poke() {
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+// finish asks the settler to write what is left, for at most shutdownGrace,
+// and then to stop.
+func (st *settler) finish() {
+	st.mu.Lock()
+	st.finishing = true
+	st.deadline = time.Now().Add(shutdownGrace)
+	st.mu.Unlock()
+	st.poke()
+}
+
+// run writes batches until finish's work is done.
+func (st *settler) run() {
+	for {
+		batch, wait, done := st.take()
+		if done {
+			return
+		}
+		if len(batch) > 0 {
+			st.write(batch)
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-st.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// take removes the outcomes due now (bounded by count and bytes) from the
+// queue; else it says how long to wait for the next one to be due, or that
+// the settler is done (finishing with nothing left, or past its deadline:
+// what is left is dropped, its leases expire and are reclaimed).
+func (st *settler) take() (batch []*pendingOutcome, wait time.Duration, done bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := time.Now()
+	if st.finishing && (len(st.queue) == 0 || now.After(st.deadline)) {
+		st.closed = true
+		for _, p := range st.queue {
+			st.w.log.Warn("roster: worker: shutdown could not write an outcome in time; its lease will expire and be reclaimed",
+				"execution", p.j.lease.ExecutionID)
+			p.j.settle()
+		}
+		st.queue = nil
+		return nil, 0, true
+	}
+	wait = time.Hour
+	size := 0
+	rest := st.queue[:0]
+	for _, p := range st.queue {
+		switch {
+		case p.due.After(now):
+			wait = min(wait, p.due.Sub(now))
+			rest = append(rest, p)
+		case len(batch) > 0 && (len(batch) == maxSettleBatch || size+p.outcome.Size() > maxSettleBytes):
+			wait = 0
+			rest = append(rest, p)
+		default:
+			batch = append(batch, p)
+			size += p.outcome.Size()
+		}
+	}
+	clear(st.queue[len(rest):])
+	st.queue = rest
+	if st.finishing {
+		wait = min(wait, time.Until(st.deadline))
+	}
+	return batch, max(wait, 0), false
+}
+
+// requeue puts outcomes back to be tried again.
+func (st *settler) requeue(ps []*pendingOutcome) {
+	if len(ps) == 0 {
+		return
+	}
+	st.mu.Lock()
+	st.queue = append(st.queue, ps...)
+	st.mu.Unlock()
+	st.poke()
+}
+
+// write settles one batch, with a claim for the slots free now, and sorts
+// each outcome: written, dropped (lease lost), or kept to be tried again.
+func (st *settler) write(batch []*pendingOutcome) {
+	w := st.w
+	var claim *engine.ClaimParams
+	n, gen := w.reserve()
+	if n > 0 {
+		p, err := w.s.claimParams(w.claimArgs(), n)
+		if err != nil {
+			w.unreserve(n)
+			n = 0
+		} else {
+			claim = &p
+		}
+	}
+	outcomes := make([]engine.Outcome, len(batch))
+	for i, p := range batch {
+		outcomes[i] = p.outcome
+	}
+	errs, leases, next, claimErr := w.s.settle(outcomes, claim)
+	var again []*pendingOutcome
+	for i, p := range batch {
+		err := errs[i]
+		switch {
+		case err == nil:
+			p.j.settle()
+		case errors.Is(err, ErrLeaseLost):
+			w.warn("roster: worker: the lease was lost before the outcome was written; dropped",
+				"execution", p.j.lease.ExecutionID, "err", err)
+			p.j.settle()
+		case errors.Is(err, ErrClosed):
+			p.j.settle()
+		case transient(err):
+			w.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
+			p.tries++
+			b := backoff{n: p.tries - 1}
+			p.due = time.Now().Add(b.next())
+			again = append(again, p)
+		case !p.outcome.Fail:
+			// The database refused this result (a rule of its own): record
+			// why, as the attempt's failure, rather than lose the outcome.
+			w.log.Error("roster: worker: the database refused a result; failing the attempt instead",
+				"execution", p.j.lease.ExecutionID, "err", err)
+			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
+				Reason: failReason(fmt.Errorf("roster: the handler's result could not be written: %w", err))}
+			p.tries, p.due = 0, time.Time{}
+			again = append(again, p)
+		default:
+			w.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
+				"execution", p.j.lease.ExecutionID, "err", err)
+			p.j.settle()
+		}
+	}
+	st.requeue(again)
+	if claim == nil {
+		return
+	}
+	w.startAll(leases)
+	w.unreserve(n - len(leases))
+	switch {
+	case claimErr == nil && len(leases) < n:
+		if !w.noMoreWork(gen, next) {
+			w.signalClaimer()
+		}
+	case claimErr == nil:
+	case errors.Is(claimErr, ErrNotRegistered):
+		w.lapsed()
+	default:
+		w.failedClaim(*claim, claimErr)
+		w.signalClaimer() // the claimer retries with its own backoff
+	}
+}
+
+// outcomeOf turns a handler's return into the outcome to write: a result
+// over the size limit fails the attempt instead.
+func outcomeOf(l Lease, result []byte, herr error) engine.Outcome {
+	o := engine.Outcome{Lease: leaseRef(l)}
+	if herr == nil && len(result) > maxPayloadBytes {
+		herr = fmt.Errorf("the handler's result of %d bytes exceeds the limit of 16 MiB", len(result))
+	}
+	if herr != nil {
+		o.Fail, o.Reason = true, failReason(herr)
+	} else {
+		o.Result = result
+	}
+	return o
+}
+
+// settle writes outcomes (each fenced on its own lease) and, when claim is
+// set, claims; it returns each outcome's error (nil: written; ErrLeaseLost:
+// its lease was lost, nothing written), the leases claimed, the earliest
+// RunAt when the claim came up short, and the claim's error.
+func (s *Store) settle(outcomes []engine.Outcome, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error) {
+	errs = make([]error, len(outcomes))
+	if err := s.check(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs, nil, time.Time{}, err
+	}
+	res := s.eng.Settle(context.Background(), s.now(time.Time{}).UnixMilli(), outcomes, claim)
+	requeued := false
+	for i, err := range res.Errs {
+		o := outcomes[i]
+		switch {
+		case err == nil && o.Fail:
+			s.cfg.observer.Failed()
+			requeued = true
+		case err == nil:
+			s.cfg.observer.Completed()
+		case errors.Is(err, engine.ErrNoRows):
+			s.cfg.observer.LeaseLost()
+			errs[i] = fmt.Errorf("%w: execution %s epoch %d is not the current, unexpired lease",
+				ErrLeaseLost, o.Lease.ExecutionID, o.Lease.Epoch)
+		default:
+			errs[i] = s.observe(err)
+		}
+	}
+	if requeued {
+		s.work.signal() // a retry may be claimable
+	}
+	if claim == nil {
+		return errs, nil, time.Time{}, nil
+	}
+	if res.ClaimErr != nil {
+		return errs, nil, time.Time{}, s.observe(claimError(res.ClaimErr, *claim))
+	}
+	leases, next, _ = s.claimed(res.Claim, claim.InstanceID)
+	return errs, leases, next, nil
+}
+
+// failReason is an error's text cut to a valid fail reason.
+func failReason(err error) string {
+	msg := []rune(err.Error())
+	out := make([]rune, 0, len(msg))
+	size := 0
+	for _, r := range msg {
+		if r == 0 {
+			r = '?'
+		}
+		n := len(string(r))
+		if size+n > maxFailReasonBytes {
+			break
+		}
+		size += n
+		out = append(out, r)
+	}
+	return string(out)
+}
