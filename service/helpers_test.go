@@ -2,12 +2,14 @@ package service
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rosterdb/roster/internal/pgtest"
 )
 
@@ -38,6 +40,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 // behavioural test of SPEC sections 2-6 runs once per backend.
 type backend struct {
 	name string
+	// postgres: the engine is PostgreSQL (else SQLite).
+	postgres bool
 	// shared: several Stores may open one location (a file, a server);
 	// a private in-memory database is not shared.
 	shared bool
@@ -53,7 +57,7 @@ func backends() []backend {
 		{name: "sqlite-file", shared: true, fresh: func(t testing.TB) string {
 			return filepath.Join(t.TempDir(), "roster.db")
 		}},
-		{name: "postgres", shared: true, fresh: pgtest.Fresh},
+		{name: "postgres", postgres: true, shared: true, fresh: pgtest.Fresh},
 	}
 }
 
@@ -118,4 +122,72 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// exec runs SQL on the database at loc outside roster (fixtures, faults).
+func (b backend) exec(t testing.TB, loc, query string) {
+	t.Helper()
+	if b.postgres {
+		conn, err := pgx.Connect(context.Background(), loc)
+		must(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(context.Background(), query)
+		must(t, err)
+		return
+	}
+	db, err := sql.Open("sqlite", loc)
+	must(t, err)
+	defer db.Close()
+	_, err = db.Exec(query)
+	must(t, err)
+}
+
+// openImpatient opens a Store at loc that gives up quickly on a lock held
+// elsewhere (SQLite's busy timeout, PostgreSQL's lock_timeout), so that
+// blockWrites makes its writes fail with ErrUnavailable at once.
+func (b backend) openImpatient(t testing.TB, loc string, opts ...Option) (*Store, *fakeClock) {
+	t.Helper()
+	if b.postgres {
+		return b.open(t, loc+"&lock_timeout=50", opts...)
+	}
+	return b.open(t, loc, append([]Option{WithBusyTimeout(20 * time.Millisecond)}, opts...)...)
+}
+
+// blockWrites makes the database at loc refuse every write for a while, as a
+// database that is locked or away does: another connection holds the write
+// lock (SQLite: BEGIN IMMEDIATE) or EXCLUSIVE locks on roster's tables
+// (PostgreSQL; reads still work on both). A Store opened with openImpatient
+// then fails each write with ErrUnavailable. The returned function ends it.
+func (b backend) blockWrites(t testing.TB, loc string) (unblock func()) {
+	t.Helper()
+	ctx := context.Background()
+	var once sync.Once
+	if b.postgres {
+		conn, err := pgx.Connect(ctx, loc)
+		must(t, err)
+		_, err = conn.Exec(ctx, "BEGIN; LOCK TABLE workers, worker_events, executions, attempts, agents IN EXCLUSIVE MODE")
+		must(t, err)
+		unblock = func() {
+			once.Do(func() {
+				_, _ = conn.Exec(ctx, "ROLLBACK")
+				_ = conn.Close(ctx)
+			})
+		}
+	} else {
+		db, err := sql.Open("sqlite", loc)
+		must(t, err)
+		conn, err := db.Conn(ctx)
+		must(t, err)
+		_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+		must(t, err)
+		unblock = func() {
+			once.Do(func() {
+				_, _ = conn.ExecContext(ctx, "ROLLBACK")
+				_ = conn.Close()
+				_ = db.Close()
+			})
+		}
+	}
+	t.Cleanup(unblock)
+	return unblock
 }

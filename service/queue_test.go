@@ -368,3 +368,169 @@ func TestScheduledHigherPriorityDoesNotBlock(t *testing.T) {
 		}
 	})
 }
+
+// ReleaseLease gives back a claimed execution that never ran: it waits again
+// at once with its RunAt, without having used an attempt, and the released
+// lease is fenced like any stale one.
+func TestReleaseLease(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		runAt := t0.Add(10 * time.Second)
+		id := create(t, s, CreateExecutionArgs{MaxAttempts: 1, RunAt: runAt, Now: t0})
+		l := claim(t, s, "i", t0.Add(20*time.Second))
+		must(t, s.ReleaseLease(ctx, ReleaseArgs{Lease: l, Now: t0.Add(21 * time.Second)}))
+		e := getExecution(t, s, id)
+		if e.State != ExecutionWaiting || e.Attempts != 0 || !e.RunAt.Equal(runAt) || e.LastError != "" {
+			t.Fatalf("released: %+v", e)
+		}
+		// The released lease is fenced.
+		now := t0.Add(22 * time.Second)
+		wantErr(t, s.ReleaseLease(ctx, ReleaseArgs{Lease: l, Now: now}), ErrLeaseLost)
+		wantErr(t, s.CompleteExecution(ctx, CompleteArgs{Lease: l, Now: now}), ErrLeaseLost)
+		wantErr(t, s.FailExecution(ctx, FailArgs{Lease: l, Now: now}), ErrLeaseLost)
+		_, err := s.RenewLease(ctx, RenewLeaseArgs{Lease: l, TTL: time.Minute, Now: now})
+		wantErr(t, err, ErrLeaseLost)
+		// The next claim takes it under a new epoch, as its first attempt.
+		again := claim(t, s, "i", now)
+		if again.ExecutionID != id || again.Epoch != l.Epoch+1 || again.AttemptIndex != 1 {
+			t.Fatalf("claim after release: %+v (released %+v)", again, l)
+		}
+		// An expired lease cannot be released, nor one revoked by a death,
+		// whatever Now says; an unknown execution is a lost lease too.
+		wantErr(t, s.ReleaseLease(ctx, ReleaseArgs{Lease: again, Now: again.ExpiresAt}), ErrLeaseLost)
+		must(t, s.MarkWorkerDead(ctx, MarkWorkerDeadArgs{Namespace: "ns", InstanceID: "i", Now: now.Add(time.Second)}))
+		wantErr(t, s.ReleaseLease(ctx, ReleaseArgs{Lease: again, Now: now}), ErrLeaseLost)
+		wantErr(t, s.ReleaseLease(ctx, ReleaseArgs{Lease: Lease{ExecutionID: uuid.New(), Epoch: 1}, Now: now}), ErrLeaseLost)
+		wantErr(t, s.ReleaseLease(ctx, ReleaseArgs{Lease: again, Now: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}), ErrInvalidInput)
+	})
+}
+
+// Every time argument lies between the years 1970 and 9999: a time beyond it
+// is refused, never wrapped around (RunAt in year 2^62 seconds was claimable
+// at once).
+func TestTimesOutOfRange(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		id := create(t, s, CreateExecutionArgs{Now: t0})
+		l := claim(t, s, "i", t0)
+		for _, bad := range []time.Time{
+			time.Unix(1<<62, 0),
+			time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC),
+		} {
+			calls := map[string]func() error{
+				"CreateExecution.RunAt": func() error {
+					_, err := s.CreateExecution(ctx, CreateExecutionArgs{Namespace: "ns", Lane: "default", RunAt: bad})
+					return err
+				},
+				"CreateExecution.Now": func() error {
+					_, err := s.CreateExecution(ctx, CreateExecutionArgs{Namespace: "ns", Lane: "default", Now: bad})
+					return err
+				},
+				"RegisterWorker": func() error {
+					_, err := s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "j", TTL: time.Hour, Now: bad})
+					return err
+				},
+				"HeartbeatWorker": func() error {
+					_, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "i", Now: bad})
+					return err
+				},
+				"MarkWorkerDead": func() error {
+					return s.MarkWorkerDead(ctx, MarkWorkerDeadArgs{Namespace: "ns", InstanceID: "i", Now: bad})
+				},
+				"SweepExpiredWorkers": func() error { _, err := s.SweepExpiredWorkers(ctx, bad); return err },
+				"PruneWorkerEvents":   func() error { _, err := s.PruneWorkerEvents(ctx, bad); return err },
+				"ClaimExecution": func() error {
+					_, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: bad})
+					return err
+				},
+				"RenewLease": func() error {
+					_, err := s.RenewLease(ctx, RenewLeaseArgs{Lease: l, TTL: time.Minute, Now: bad})
+					return err
+				},
+				"CompleteExecution":    func() error { return s.CompleteExecution(ctx, CompleteArgs{Lease: l, Now: bad}) },
+				"FailExecution":        func() error { return s.FailExecution(ctx, FailArgs{Lease: l, Now: bad}) },
+				"ReleaseLease":         func() error { return s.ReleaseLease(ctx, ReleaseArgs{Lease: l, Now: bad}) },
+				"CancelExecution":      func() error { return s.CancelExecution(ctx, CancelExecutionArgs{ID: id, Now: bad}) },
+				"ListExpiredLeases":    func() error { _, err := s.ListExpiredLeases(ctx, ListExpiredLeasesArgs{AsOf: bad}); return err },
+				"ReclaimExpiredLeases": func() error { _, err := s.ReclaimExpiredLeases(ctx, bad, 0); return err },
+				"Sweep":                func() error { _, err := s.Sweep(ctx, bad, 0); return err },
+				"Stats":                func() error { _, err := s.Stats(ctx, bad); return err },
+				"InsertAgent": func() error {
+					a := agent("x")
+					a.SpawnedAt = bad
+					return s.InsertAgent(ctx, a)
+				},
+				"UpdateAgentState": func() error {
+					return s.UpdateAgentState(ctx, UpdateAgentStateArgs{ID: "x", State: AgentRunning, At: bad})
+				},
+				"TerminateLiveAgents":       func() error { _, err := s.TerminateLiveAgents(ctx, bad); return err },
+				"TerminateLiveAgentsOnHost": func() error { _, err := s.TerminateLiveAgentsOnHost(ctx, "h", bad); return err },
+			}
+			for name, call := range calls {
+				if err := call(); !errors.Is(err, ErrInvalidInput) {
+					t.Errorf("%s at %v: %v, want ErrInvalidInput", name, bad, err)
+				}
+			}
+		}
+		// Nothing was written: the one execution is still running, alone.
+		page, err := s.ListExecutions(ctx, ListExecutionsArgs{})
+		must(t, err)
+		if len(page.Executions) != 1 || page.Executions[0].State != ExecutionRunning {
+			t.Fatalf("after the refused calls: %+v", page.Executions)
+		}
+	})
+}
+
+// While the database refuses writes (its locks held elsewhere past the
+// Store's wait), every write returns ErrUnavailable, never a driver error,
+// and reads go on.
+func TestWritesUnavailableWhileLocked(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		loc := b.fresh(t)
+		s, _ := b.openImpatient(t, loc)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		id := create(t, s, CreateExecutionArgs{Now: t0})
+		l := claim(t, s, "i", t0)
+		b.blockWrites(t, loc)
+		calls := map[string]func() error{
+			"CreateExecution": func() error {
+				_, err := s.CreateExecution(ctx, CreateExecutionArgs{Namespace: "ns", Lane: "default", Now: t0})
+				return err
+			},
+			"RegisterWorker": func() error {
+				_, err := s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "j", TTL: time.Hour, Now: t0})
+				return err
+			},
+			"HeartbeatWorker": func() error {
+				_, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "i", Now: t0})
+				return err
+			},
+			"RenewLease": func() error {
+				_, err := s.RenewLease(ctx, RenewLeaseArgs{Lease: l, TTL: time.Minute, Now: t0})
+				return err
+			},
+			"CompleteExecution": func() error { return s.CompleteExecution(ctx, CompleteArgs{Lease: l, Now: t0}) },
+			"FailExecution":     func() error { return s.FailExecution(ctx, FailArgs{Lease: l, Now: t0}) },
+			"ReleaseLease":      func() error { return s.ReleaseLease(ctx, ReleaseArgs{Lease: l, Now: t0}) },
+			"CancelExecution":   func() error { return s.CancelExecution(ctx, CancelExecutionArgs{ID: id, Now: t0}) },
+			"MarkWorkerDead": func() error {
+				return s.MarkWorkerDead(ctx, MarkWorkerDeadArgs{Namespace: "ns", InstanceID: "i", Now: t0})
+			},
+			"InsertAgent": func() error { return s.InsertAgent(ctx, agent("x")) },
+		}
+		for name, call := range calls {
+			if err := call(); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("%s: %v, want ErrUnavailable", name, err)
+			}
+		}
+		if e, err := s.GetExecution(ctx, id); err != nil || e.State != ExecutionRunning {
+			t.Fatalf("a read while writes are refused: %+v, %v", e, err)
+		}
+	})
+}

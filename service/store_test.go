@@ -69,6 +69,7 @@ func TestErrClosed(t *testing.T) {
 			},
 			"CompleteExecution":    func() error { return s.CompleteExecution(ctx, CompleteArgs{}) },
 			"FailExecution":        func() error { return s.FailExecution(ctx, FailArgs{}) },
+			"ReleaseLease":         func() error { return s.ReleaseLease(ctx, ReleaseArgs{}) },
 			"ListExpiredLeases":    func() error { _, err := s.ListExpiredLeases(ctx, ListExpiredLeasesArgs{}); return err },
 			"ReclaimExpiredLeases": func() error { _, err := s.ReclaimExpiredLeases(ctx, time.Time{}, 0); return err },
 			"InsertAgent":          func() error { return s.InsertAgent(ctx, agent("a")) },
@@ -171,7 +172,12 @@ func TestReadOnlyStore(t *testing.T) {
 				_, err := r.CreateExecution(ctx, CreateExecutionArgs{Namespace: "ns", Lane: "l"})
 				return err
 			},
-			"InsertAgent":         func() error { return r.InsertAgent(ctx, agent("b")) },
+			"InsertAgent":  func() error { return r.InsertAgent(ctx, agent("b")) },
+			"ReleaseLease": func() error { return r.ReleaseLease(ctx, ReleaseArgs{}) },
+			"ClaimExecution": func() error {
+				_, err := r.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Hour})
+				return err
+			},
 			"CancelExecution":     func() error { return r.CancelExecution(ctx, CancelExecutionArgs{ID: uuid.New()}) },
 			"TerminateLiveAgents": func() error { _, err := r.TerminateLiveAgents(ctx, time.Time{}); return err },
 			"UpdateAgentState": func() error {

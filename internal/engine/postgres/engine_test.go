@@ -219,6 +219,15 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: "x", Now: 5, ExecutionID: id, Epoch: 1})
 			return err
 		},
+		"LeaseRelease": func(q *pgdb.Queries) error {
+			_, err := q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ExecutionID: id, Epoch: 1, Now: 5})
+			return err
+		},
+		"AttemptGetByLease": func(q *pgdb.Queries) error { _, err := q.AttemptGetByLease(ctx, id); return err },
+		"WorkerNextRunAt": func(q *pgdb.Queries) error {
+			_, err := q.WorkerNextRunAt(ctx, pgdb.WorkerNextRunAtParams{Namespace: "ns1", InstanceID: "i1", Now: 5})
+			return err
+		},
 		"WorkerHeartbeat logged": func(q *pgdb.Queries) error {
 			_, err := q.WorkerHeartbeat(ctx, pgdb.WorkerHeartbeatParams{Now: 5, Namespace: "ns1", InstanceID: "i1", LogEvent: true})
 			return err
@@ -555,4 +564,35 @@ func TestSeam(t *testing.T) {
 			END $$;
 			CREATE TRIGGER refuse_boom BEFORE UPDATE ON executions FOR EACH ROW EXECUTE FUNCTION refuse_boom();`,
 	})
+}
+
+// A claim that finds nothing claimable takes no transaction id (so it writes
+// no WAL and idle workers never push the database toward a wraparound
+// vacuum); one that claims does.
+func TestIdleClaimTakesNoTransactionID(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		INSERT INTO workers VALUES ('ns', 'i', 'w', '{default}', '{}', 1, 1000000, 1);
+		INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
+			VALUES (gen_random_uuid(), 'ns', 'default', 0, '', 1, 1, 500000), (gen_random_uuid(), 'ns', 'other', 0, '', 1, 1, 1)`)
+	must(t, err)
+	claimIn := func(now int64) (claimed int, xid *int64) {
+		tx, err := e.pool.Begin(ctx)
+		must(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := queries{pgdb.New(tx)}.ExecutionClaim(ctx, engine.ClaimParams{
+			Namespace: "ns", InstanceID: "i", NowMs: now, ExpiresAtMs: now + 1000, LeaseIDs: []uuid.UUID{uuid.New()},
+		})
+		must(t, err)
+		must(t, tx.QueryRow(ctx, "SELECT pg_current_xact_id_if_assigned()::text::bigint").Scan(&xid))
+		return len(rows.Leases), xid
+	}
+	// Nothing claimable yet (the one execution of its lane runs at 500000).
+	if n, xid := claimIn(100); n != 0 || xid != nil {
+		t.Fatalf("an idle claim claimed %d and took transaction id %v", n, *xid)
+	}
+	if n, xid := claimIn(600000); n != 1 || xid == nil {
+		t.Fatalf("a claim that claimed %d took transaction id %v", n, xid)
+	}
 }

@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rosterdb/roster/internal/engine"
 	"github.com/rosterdb/roster/internal/engine/enginetest"
 	sqliteschema "github.com/rosterdb/roster/schema/sqlite"
@@ -514,3 +516,40 @@ func TestSeam(t *testing.T) {
 			WHEN NEW.result = CAST('boom' AS BLOB) BEGIN SELECT RAISE(ABORT, 'refused'); END`,
 	})
 }
+
+// A claim that finds nothing claimable writes nothing: no commit, and another
+// connection sees no change (PRAGMA data_version).
+func TestIdleClaimWritesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idle.db")
+	var commits atomicCounter
+	e := openAt(t, path, func(c *engine.Config) { c.Observer = &commits })
+	ctx := context.Background()
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		return q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: "i", WorkerID: "w", Lanes: []string{"default"}, LastHeartbeatMs: 1, TTLMs: 1000000})
+	}))
+	other, err := sql.Open("sqlite", path)
+	must(t, err)
+	defer other.Close()
+	other.SetMaxOpenConns(1)
+	version := func() (v int64) {
+		must(t, other.QueryRow("PRAGMA data_version").Scan(&v))
+		return v
+	}
+	before, commitsBefore := version(), commits.n.Load()
+	for range 100 {
+		res, err := e.Claim(ctx, engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}})
+		must(t, err)
+		if len(res.Leases) != 0 {
+			t.Fatal("claimed from an empty queue")
+		}
+	}
+	if after := version(); after != before || commits.n.Load() != commitsBefore {
+		t.Fatalf("100 idle claims: data_version %d -> %d, %d commits", before, after, commits.n.Load()-commitsBefore)
+	}
+}
+
+// atomicCounter is an engine.Observer counting commits.
+type atomicCounter struct{ n atomic.Int64 }
+
+func (c *atomicCounter) WriteWaited(time.Duration)    {}
+func (c *atomicCounter) Committed(time.Duration, int) { c.n.Add(1) }

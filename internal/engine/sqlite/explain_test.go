@@ -199,6 +199,16 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 			_, err := q.AttemptEnd(ctx, sqlitedb.AttemptEndParams{State: "completed", Now: 1, ExecutionID: id, Epoch: 1})
 			return err
 		},
+		"AttemptDeleteCurrent": func(q *sqlitedb.Queries) error {
+			_, err := q.AttemptDeleteCurrent(ctx, sqlitedb.AttemptDeleteCurrentParams{ExecutionID: id, Epoch: 1, Now: 1})
+			return err
+		},
+		"ExecutionRelease":  func(q *sqlitedb.Queries) error { return q.ExecutionRelease(ctx, id) },
+		"AttemptGetByLease": func(q *sqlitedb.Queries) error { _, err := q.AttemptGetByLease(ctx, id); return err },
+		"ExecutionNextRunAt": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionNextRunAt(ctx, sqlitedb.ExecutionNextRunAtParams{Namespace: "n", Lane: "l", Now: 5})
+			return err
+		},
 		"AttemptListExpired": func(q *sqlitedb.Queries) error {
 			_, err := q.AttemptListExpired(ctx, sqlitedb.AttemptListExpiredParams{AsOf: 5, AfterExpiresAtMs: 1, AfterExecutionID: id.String(), Limit: 10})
 			return err

@@ -1,0 +1,410 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// The runtime's promises under faults (SPEC §4), each on every engine where
+// the fault applies. The faults here are real: another connection holding
+// the database's write locks, a clock that jumps, a database rule that
+// refuses a row. The fault suite (internal/faults) adds real processes and
+// servers restarted, killed and taken away.
+
+// faultEngine fails the first settleFails Settle calls with ErrUnavailable,
+// as a connection lost mid-write would, and passes everything else to the
+// real engine.
+type faultEngine struct {
+	engine.Engine
+	settleFails atomic.Int64
+	settles     atomic.Int64
+}
+
+func (f *faultEngine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
+	f.settles.Add(1)
+	if f.settleFails.Add(-1) >= 0 {
+		res := engine.SettleResult{Errs: make([]error, len(outcomes)), ClaimErr: engine.ErrUnavailable}
+		for i := range res.Errs {
+			res.Errs[i] = engine.ErrUnavailable
+		}
+		return res
+	}
+	return f.Engine.Settle(ctx, nowMs, outcomes, claim)
+}
+
+// An outcome whose write fails is retried until it is written, and its lease
+// is renewed meanwhile: here the writes fail for three lease TTLs, so the
+// outcome is written only because the renewals went on.
+func TestRunWorkerRetriesOutcomeWhileRenewing(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s := realStore(t, b)
+		fe := &faultEngine{Engine: s.eng}
+		fe.settleFails.Store(1 << 30)
+		s.eng = fe
+		id := create(t, s, CreateExecutionArgs{})
+		stop := runWorker(t, s, WorkerArgs{LeaseTTL: 300 * time.Millisecond, Handler: func(context.Context, Lease) ([]byte, error) {
+			return []byte("kept"), nil
+		}})
+		eventually(t, "several failed tries", func() bool { return fe.settles.Load() >= 4 })
+		time.Sleep(900 * time.Millisecond) // three lease TTLs
+		if e := getExecution(t, s, id); e.State != ExecutionRunning {
+			t.Fatalf("while the outcome cannot be written: %+v", e)
+		}
+		fe.settleFails.Store(0)
+		eventually(t, "the outcome written", func() bool { return getExecution(t, s, id).State == ExecutionCompleted })
+		must(t, stop())
+		if e := getExecution(t, s, id); string(e.Result) != "kept" || e.ReclaimCount != 0 {
+			t.Fatalf("after the faults: %+v", e)
+		}
+	})
+}
+
+// The database refusing writes (locked elsewhere) delays an outcome, never
+// drops it.
+func TestRunWorkerOutcomeSurvivesLockedDatabase(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		s, _ := b.openImpatient(t, loc, WithClock(time.Now))
+		id := create(t, s, CreateExecutionArgs{})
+		started, finish := make(chan struct{}), make(chan struct{})
+		stop := runWorker(t, s, WorkerArgs{TTL: 10 * time.Second, Handler: func(context.Context, Lease) ([]byte, error) {
+			close(started)
+			<-finish
+			return []byte("done"), nil
+		}})
+		<-started
+		unblock := b.blockWrites(t, loc)
+		close(finish)
+		time.Sleep(500 * time.Millisecond) // the settler tries and fails
+		if e := getExecution(t, s, id); e.State != ExecutionRunning {
+			t.Fatalf("while writes are refused: %+v", e)
+		}
+		unblock()
+		eventually(t, "the outcome written", func() bool { return getExecution(t, s, id).State == ExecutionCompleted })
+		must(t, stop())
+		if e := getExecution(t, s, id); string(e.Result) != "done" {
+			t.Fatalf("result %q", e.Result)
+		}
+	})
+}
+
+// A handler's context ends at its lease's expiry by the Store's clock when no
+// renewal gets through, although the database cannot say so; the late
+// outcome is not written.
+func TestRunWorkerCancelsAtExpiryWhenAway(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		s, _ := b.openImpatient(t, loc, WithClock(time.Now))
+		id := create(t, s, CreateExecutionArgs{MaxAttempts: 2})
+		type ended struct {
+			at    time.Time
+			cause error
+			l     Lease
+		}
+		started, done := make(chan Lease, 1), make(chan ended, 1)
+		stop := runWorker(t, s, WorkerArgs{TTL: 10 * time.Second, LeaseTTL: 600 * time.Millisecond, Handler: func(ctx context.Context, l Lease) ([]byte, error) {
+			started <- l
+			<-ctx.Done()
+			done <- ended{at: time.Now(), cause: context.Cause(ctx), l: l}
+			return []byte("too late"), nil
+		}})
+		l := <-started
+		unblock := b.blockWrites(t, loc)
+		var e ended
+		select {
+		case e = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the handler ran on past its lease")
+		}
+		if !errors.Is(e.cause, errLeaseExpired) {
+			t.Fatalf("cause %v, want the lease's expiry", e.cause)
+		}
+		if e.at.Before(l.ExpiresAt) || e.at.After(l.ExpiresAt.Add(keeperTick+500*time.Millisecond)) {
+			t.Fatalf("cancelled at %v, the lease expired at %v", e.at, l.ExpiresAt)
+		}
+		unblock()
+		time.Sleep(300 * time.Millisecond)
+		must(t, stop())
+		if x := getExecution(t, s, id); x.State != ExecutionRunning || x.Result != nil {
+			t.Fatalf("the expired lease's outcome was written: %+v", x)
+		}
+	})
+}
+
+// A lapsed registration (the clock jumped past the worker's TTL, with an
+// hour of lease left) is not a lost lease: RunWorker registers again, the
+// handler goes on and its outcome is written.
+func TestRunWorkerLapseKeepsLeases(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, clock := b.newStore(t)
+		id := create(t, s, CreateExecutionArgs{})
+		started, finish := make(chan struct{}), make(chan struct{})
+		var cancelled atomic.Bool
+		stop := runWorker(t, s, WorkerArgs{TTL: 900 * time.Millisecond, LeaseTTL: time.Hour, Handler: func(hctx context.Context, l Lease) ([]byte, error) {
+			close(started)
+			select {
+			case <-finish:
+			case <-hctx.Done():
+				cancelled.Store(true)
+			}
+			return []byte("kept"), nil
+		}})
+		<-started
+		before, err := s.GetWorker(ctx, "ns", "i")
+		must(t, err)
+		clock.Advance(2 * time.Second)
+		eventually(t, "the worker to register again", func() bool {
+			w, err := s.GetWorker(ctx, "ns", "i")
+			return err == nil && w.RegisteredAt.After(before.RegisteredAt)
+		})
+		if cancelled.Load() {
+			t.Fatal("the lapse cancelled a handler whose lease holds")
+		}
+		close(finish)
+		eventually(t, "the outcome", func() bool { return getExecution(t, s, id).State == ExecutionCompleted })
+		must(t, stop())
+		if e := getExecution(t, s, id); string(e.Result) != "kept" || cancelled.Load() {
+			t.Fatalf("after the lapse: %+v (cancelled %v)", e, cancelled.Load())
+		}
+	})
+}
+
+// The database refusing everything for longer than the worker's TTL is not an
+// error of the run: RunWorker keeps going, recovers by itself, and runs work
+// created after the outage; Ready is called once.
+func TestRunWorkerRecoversFromAnOutage(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		s, _ := b.openImpatient(t, loc, WithClock(time.Now))
+		var readies atomic.Int64
+		handled := make(chan uuid.UUID, 4)
+		stop := runWorker(t, s, WorkerArgs{TTL: 600 * time.Millisecond, Ready: func() { readies.Add(1) },
+			Handler: func(_ context.Context, l Lease) ([]byte, error) {
+				handled <- l.ExecutionID
+				return nil, nil
+			}})
+		unblock := b.blockWrites(t, loc)
+		time.Sleep(1500 * time.Millisecond) // longer than the TTL: the registration lapses
+		unblock()
+		id := create(t, s, CreateExecutionArgs{})
+		select {
+		case got := <-handled:
+			if got != id {
+				t.Fatalf("handled %s, created %s", got, id)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the worker did not recover from the outage")
+		}
+		must(t, stop())
+		if n := readies.Load(); n != 1 {
+			t.Fatalf("Ready called %d times", n)
+		}
+	})
+}
+
+// A database rule refusing one outcome fails that attempt alone, with the
+// reason; the outcomes written beside it are untouched.
+func TestRunWorkerRefusedOutcomeAlone(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		s, _ := b.open(t, loc, WithClock(time.Now))
+		if b.postgres {
+			b.exec(t, loc, `CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN
+					IF NEW.result = 'boom'::bytea THEN RAISE EXCEPTION 'refused'; END IF;
+					RETURN NEW;
+				END $$;
+				CREATE TRIGGER refuse_boom BEFORE UPDATE ON executions FOR EACH ROW EXECUTE FUNCTION refuse_boom()`)
+		} else {
+			b.exec(t, loc, `CREATE TRIGGER refuse_boom BEFORE UPDATE OF result ON executions
+				WHEN NEW.result = CAST('boom' AS BLOB) BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+		}
+		var ids []uuid.UUID
+		for _, p := range []string{"fine", "boom", "fine"} {
+			ids = append(ids, create(t, s, CreateExecutionArgs{Payload: []byte(p)}))
+		}
+		release := make(chan struct{})
+		var mu sync.Mutex
+		waiting := 0
+		stop := runWorker(t, s, WorkerArgs{Concurrency: 3, Handler: func(_ context.Context, l Lease) ([]byte, error) {
+			mu.Lock()
+			waiting++
+			if waiting == 3 {
+				close(release) // all three finish together: one batch
+			}
+			mu.Unlock()
+			<-release
+			return l.Payload, nil
+		}})
+		eventually(t, "every outcome", func() bool {
+			return getExecution(t, s, ids[0]).State == ExecutionCompleted && getExecution(t, s, ids[1]).State == ExecutionFailed &&
+				getExecution(t, s, ids[2]).State == ExecutionCompleted
+		})
+		must(t, stop())
+		if e := getExecution(t, s, ids[1]); !strings.Contains(e.LastError, "could not be written") || !strings.Contains(e.LastError, "refused") {
+			t.Fatalf("the refused outcome: %+v", e)
+		}
+	})
+}
+
+// An idle worker writes nothing and does not spin: with nothing to claim, its
+// claims are reads, and it looks only when woken or polled.
+func TestRunWorkerIdleWritesNothing(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		obs := &countingObserver{}
+		s := realStore(t, b, WithObserver(obs))
+		fe := &claimCounter{Engine: s.eng}
+		s.eng = fe
+		stop := runWorker(t, s, WorkerArgs{TTL: time.Hour, Handler: func(context.Context, Lease) ([]byte, error) { return nil, nil }})
+		time.Sleep(200 * time.Millisecond) // registered and settled into idleness
+		commits, claims := obs.commits.Load(), fe.claims.Load()
+		time.Sleep(2 * time.Second)
+		if n := fe.claims.Load() - claims; n > 3 {
+			t.Errorf("%d claims in 2 s of idleness (the poll is 1 s)", n)
+		}
+		if !b.postgres {
+			// PostgreSQL reports every statement in autocommit as a commit;
+			// its idle claim is shown to take no transaction id in the
+			// engine's tests.
+			if n := obs.commits.Load() - commits; n != 0 {
+				t.Errorf("%d commits in 2 s of idleness", n)
+			}
+		}
+		must(t, stop())
+	})
+}
+
+// claimCounter counts the engine's claims.
+type claimCounter struct {
+	engine.Engine
+	claims atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+	c.claims.Add(1)
+	return c.Engine.Claim(ctx, p)
+}
+
+// countingObserver counts commits.
+type countingObserver struct {
+	nopObserver
+	commits atomic.Int64
+}
+
+func (o *countingObserver) Committed(time.Duration, int) { o.commits.Add(1) }
+
+// Work added through another Store on the same database wakes an idle worker
+// (LISTEN/NOTIFY, or the SQLite change check): with an hour's poll, nothing
+// else could.
+func TestRunWorkerWakesAcrossStores(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		worker, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+		producer, _ := b.open(t, loc, WithClock(time.Now))
+		got := make(chan uuid.UUID, 2)
+		stop := runWorker(t, worker, WorkerArgs{Handler: func(_ context.Context, l Lease) ([]byte, error) {
+			got <- l.ExecutionID
+			return nil, nil
+		}})
+		time.Sleep(100 * time.Millisecond) // idle
+		for range 2 {
+			id := create(t, producer, CreateExecutionArgs{})
+			select {
+			case g := <-got:
+				if g != id {
+					t.Fatalf("handled %s, created %s", g, id)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the worker did not hear of work added by another Store")
+			}
+		}
+		must(t, stop())
+	})
+}
+
+// A worker sleeping on scheduled work wakes at its RunAt, not at the poll.
+func TestRunWorkerWakesAtRunAt(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s := realStore(t, b, withWorkerPoll(time.Hour))
+		started := make(chan time.Time, 1)
+		stop := runWorker(t, s, WorkerArgs{Handler: func(context.Context, Lease) ([]byte, error) {
+			started <- time.Now()
+			return nil, nil
+		}})
+		runAt := time.Now().Add(400 * time.Millisecond)
+		create(t, s, CreateExecutionArgs{RunAt: runAt})
+		select {
+		case at := <-started:
+			if at.Before(runAt.Truncate(time.Millisecond)) || at.After(runAt.Add(time.Second)) {
+				t.Fatalf("started at %v, RunAt %v", at, runAt)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the worker did not wake at RunAt")
+		}
+		must(t, stop())
+	})
+}
+
+// A handler that ignores its cancelled context holds shutdown for 5 s after
+// the drain timeout at most; its lease ends with the mark-dead.
+func TestRunWorkerShutdownAbandonsStragglers(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := realStore(t, b)
+		id := create(t, s, CreateExecutionArgs{})
+		started, gone := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(gone) })
+		stop := runWorker(t, s, WorkerArgs{DrainTimeout: 50 * time.Millisecond, Handler: func(context.Context, Lease) ([]byte, error) {
+			close(started)
+			<-gone // ignores its context
+			return []byte("late"), nil
+		}})
+		<-started
+		began := time.Now()
+		must(t, stop())
+		if d := time.Since(began); d > 50*time.Millisecond+shutdownGrace+2*time.Second {
+			t.Fatalf("shutdown took %v", d)
+		}
+		_, err := s.GetWorker(ctx, "ns", "i")
+		wantErr(t, err, ErrNotRegistered)
+		page, err := s.ListExpiredLeases(ctx, ListExpiredLeasesArgs{})
+		must(t, err)
+		if len(page.Leases) != 1 || page.Leases[0].ExecutionID != id {
+			t.Fatalf("the straggler's lease did not end with the mark-dead: %+v", page.Leases)
+		}
+	})
+}
+
+// Once shutdown began, a lease claimed is released, not started: its
+// execution waits again without having used an attempt.
+func TestRunWorkerShutdownReleasesUnstarted(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s := realStore(t, b)
+		id := create(t, s, CreateExecutionArgs{})
+		_, err := s.RegisterWorker(context.Background(), RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"default"}, TTL: time.Hour})
+		must(t, err)
+		l, err := s.ClaimExecution(context.Background(), ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Hour})
+		must(t, err)
+		var ran atomic.Bool
+		w, err := newRunner(s, WorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"default"}, TTL: time.Hour,
+			Handler: func(context.Context, Lease) ([]byte, error) { ran.Store(true); return nil, nil }})
+		must(t, err)
+		w.stopping = true
+		w.start(l)
+		if !waitFor(&w.handlers, time.Second) || ran.Load() {
+			t.Fatal("a handler started after shutdown began")
+		}
+		if e := getExecution(t, s, id); e.State != ExecutionWaiting || e.Attempts != 0 {
+			t.Fatalf("the unstarted lease was not released: %+v", e)
+		}
+	})
+}
