@@ -95,6 +95,13 @@ func Open(ctx context.Context, path string, cfg engine.Config) (*Engine, error) 
 		_ = e.closeDBs()
 		return nil, err
 	}
+	if e.writer != nil && e.writer != e.reader {
+		// The writer polls for the write lock itself (begin).
+		if _, err := e.writer.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", writerPoll.Milliseconds())); err != nil {
+			_ = e.closeDBs()
+			return nil, fmt.Errorf("roster: open: %w", translate(err))
+		}
+	}
 	if e.writer != nil {
 		go e.runWriter()
 	} else {
@@ -482,7 +489,7 @@ func (e *Engine) commit(batch []*writeOp) {
 		}
 	}
 	bg := context.Background()
-	tx, err := e.writer.BeginTx(bg, nil)
+	tx, err := e.begin()
 	if err != nil {
 		reply(e.driverError("begin", err))
 		return
@@ -537,9 +544,32 @@ func (e *Engine) commit(batch []*writeOp) {
 	reply(nil)
 }
 
+// writerPoll bounds the writer's own wait for the write lock in one try; it
+// polls again after a jittered pause of about as long.
+const writerPoll = time.Millisecond
+
+// begin starts the writer's BEGIN IMMEDIATE transaction, waiting for the
+// write lock up to the busy timeout. SQLite's busy handler polls a held lock
+// at intervals that grow to 100 ms: against other processes writing back to
+// back, whose lock is free only for moments between their transactions, a
+// writer polling that rarely can starve for seconds. The writer's connection
+// waits writerPoll per try instead (PRAGMA busy_timeout at Open), and begin
+// tries again about every millisecond.
+func (e *Engine) begin() (*sql.Tx, error) {
+	deadline := time.Now().Add(e.cfg.BusyTimeout)
+	for {
+		tx, err := e.writer.BeginTx(context.Background(), nil)
+		if err == nil || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return tx, err
+		}
+		time.Sleep(writerPoll/2 + time.Duration(rand.Int64N(int64(writerPoll))))
+	}
+}
+
 // driverError wraps an unexpected driver error with the step that failed and
 // logs it (rate-limited): these are I/O failures, not caller mistakes.
 func (e *Engine) driverError(step string, err error) error {
+	err = fmt.Errorf("roster: %s: %w", step, translate(err))
 	e.logs.Log(e.cfg.Logger, slog.LevelError, "roster: writer transaction failed", "step", step, "err", err)
-	return fmt.Errorf("roster: %s: %w", step, translate(err))
+	return err
 }
