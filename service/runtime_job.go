@@ -81,17 +81,21 @@ func (w *runner) release(l Lease) {
 	}
 }
 
-// run calls the handler, frees its slot, and hands the outcome to the
-// settler, or drops it when the lease is known lost.
+// run calls the handler and hands the outcome to the settler, which frees
+// the handler's slot as it writes the outcome (claiming for it in the same
+// write); an outcome dropped because the lease is known lost frees it here.
 func (j *job) run() {
 	w := j.w
 	defer w.handlers.Done()
 	result, herr := w.call(j.ctx, j.lease)
+	lost := j.isLost()
 	w.mu.Lock()
 	delete(w.jobs, j)
-	w.free++
+	if lost {
+		w.free++
+	}
 	w.mu.Unlock()
-	if j.isLost() {
+	if lost {
 		w.log.Warn("roster: worker: the lease was lost; the handler's outcome is dropped", "execution", j.lease.ExecutionID, "handler_err", herr)
 		j.settle()
 		return

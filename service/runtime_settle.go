@@ -31,6 +31,7 @@ type pendingOutcome struct {
 	outcome engine.Outcome
 	tries   int
 	due     time.Time // wall clock: not tried again before
+	freed   bool      // its handler's slot was freed (at its first write)
 }
 
 type settler struct {
@@ -55,6 +56,7 @@ func (st *settler) add(j *job, result []byte, herr error) {
 	if st.closed {
 		st.mu.Unlock()
 		st.w.log.Warn("roster: worker: a handler returned after shutdown; its outcome is dropped", "execution", j.lease.ExecutionID)
+		st.w.unreserve(1)
 		j.settle()
 		return
 	}
@@ -153,10 +155,19 @@ func (st *settler) requeue(ps []*pendingOutcome) {
 	st.poke()
 }
 
-// write settles one batch, with a claim for the slots free now, and sorts
-// each outcome: written, dropped (lease lost), or kept to be tried again.
+// write settles one batch, with a claim for the slots free now (those of
+// the batch's handlers among them), and sorts each outcome: written, dropped
+// (lease lost), or kept to be tried again.
 func (st *settler) write(batch []*pendingOutcome) {
 	w := st.w
+	freed := 0
+	for _, p := range batch {
+		if !p.freed {
+			p.freed = true
+			freed++
+		}
+	}
+	w.unreserve(freed)
 	var claim *engine.ClaimParams
 	n, gen := w.reserve()
 	if n > 0 {

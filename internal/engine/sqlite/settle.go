@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/rosterdb/roster/internal/engine"
 )
@@ -43,13 +44,46 @@ func (e *Engine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimR
 }
 
 // Settle writes every outcome and the claim in one write (one commit, shared
-// with the writes queued beside it), each in a savepoint of its own, so that
-// one outcome's error rolls back that outcome only.
+// with the writes queued beside it). An outcome whose lease is lost writes
+// nothing and affects nothing else. Should any statement fail for another
+// reason, the write is rolled back and done again with each outcome, and the
+// claim, in a savepoint of its own, so that the error rolls back that part
+// only. (Savepoints are kept off the common path: each one copies the pages
+// it changes to a sub-journal.)
 func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
-	res := engine.SettleResult{Errs: make([]error, len(outcomes))}
+	res := e.settle(ctx, nowMs, outcomes, claim, false)
+	if res.isolate {
+		res = e.settle(ctx, nowMs, outcomes, claim, true)
+	}
+	return res.SettleResult
+}
+
+// errIsolate rolls back a settle without savepoints that met an error.
+var errIsolate = errors.New("roster: settle again with a savepoint per part")
+
+type settleResult struct {
+	engine.SettleResult
+	isolate bool // the write without savepoints met an error: do it again with them
+}
+
+func (e *Engine) settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams, isolated bool) settleResult {
+	res := settleResult{SettleResult: engine.SettleResult{Errs: make([]error, len(outcomes))}}
+	// part runs one outcome, or the claim: in its own savepoint when
+	// isolated; else an error other than ErrNoRows (which wrote nothing)
+	// rolls back the whole write.
+	part := func(ctx context.Context, tx *sql.Tx, fn func() error) (itemErr, fatal error) {
+		if isolated {
+			return savepoint(ctx, tx, fn)
+		}
+		err := fn()
+		if err != nil && !errors.Is(err, engine.ErrNoRows) {
+			return nil, errIsolate
+		}
+		return err, nil
+	}
 	err := e.write(ctx, func(ctx context.Context, tx *sql.Tx, q queries) error {
 		for i, o := range outcomes {
-			itemErr, fatal := savepoint(ctx, tx, func() error {
+			itemErr, fatal := part(ctx, tx, func() error {
 				if o.Fail {
 					return q.LeaseFail(ctx, o.Lease, nowMs, o.Reason)
 				}
@@ -64,7 +98,7 @@ func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 			return nil
 		}
 		var claimed engine.ClaimResult
-		itemErr, fatal := savepoint(ctx, tx, func() error {
+		itemErr, fatal := part(ctx, tx, func() error {
 			var err error
 			claimed, err = q.ExecutionClaim(ctx, *claim)
 			return err
@@ -78,6 +112,10 @@ func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 		res.ClaimErr = itemErr
 		return nil
 	})
+	if errors.Is(err, errIsolate) {
+		res.isolate = true
+		return res
+	}
 	if err != nil {
 		// Nothing of it committed.
 		for i := range res.Errs {

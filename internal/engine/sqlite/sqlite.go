@@ -193,7 +193,7 @@ func (e *Engine) openDBs(path string) error {
 			sync = "NORMAL"
 		}
 		wq := url.Values{
-			"_pragma": {busy, "journal_mode(WAL)", "synchronous(" + sync + ")", "foreign_keys(1)"},
+			"_pragma": {busy, "journal_mode(WAL)", "synchronous(" + sync + ")", "foreign_keys(1)", "temp_store(MEMORY)"},
 			"_txlock": {"immediate"},
 		}
 		w, err := sql.Open("sqlite", name+"?"+wq.Encode())
