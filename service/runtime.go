@@ -88,15 +88,13 @@ func (s *Store) RunWorker(ctx context.Context, a WorkerArgs) error {
 	if err != nil {
 		return err
 	}
-	sub := s.eng.Subscribe(a.Namespace)
-	defer sub.Close()
 	if err := w.registerFirst(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
 	if a.Ready != nil {
 		a.Ready()
 	}
-	return w.run(ctx, sub)
+	return w.run(ctx)
 }
 
 func (a WorkerArgs) validate() (leaseTTL, drain time.Duration, slots int, err error) {
@@ -231,13 +229,13 @@ func (w *runner) register(ctx context.Context) error {
 }
 
 // run claims until ctx ends (or the Store closes), then shuts down.
-func (w *runner) run(ctx context.Context, sub engine.Subscription) error {
+func (w *runner) run(ctx context.Context) error {
 	settled := make(chan struct{})
 	go func() { defer close(settled); w.settler.run() }()
 	heartStop, heartDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(heartDone); w.keepAlive(heartStop) }()
 
-	err := w.claimLoop(ctx, sub)
+	err := w.claimLoop(ctx)
 	w.shutdown(err)
 	w.settler.finish()
 	<-settled

@@ -21,7 +21,7 @@ func (w *runner) claimArgs() ClaimArgs {
 }
 
 // claimLoop runs until ctx ends (nil) or the Store closes (ErrClosed).
-func (w *runner) claimLoop(ctx context.Context, sub engine.Subscription) error {
+func (w *runner) claimLoop(ctx context.Context) error {
 	var b backoff
 	for ctx.Err() == nil {
 		w.releaseOrphans()
@@ -56,19 +56,31 @@ func (w *runner) claimLoop(ctx context.Context, sub engine.Subscription) error {
 				continue
 			}
 		}
-		w.idle(ctx, sub, signal)
+		w.idle(ctx, signal)
 	}
 	return nil
 }
 
 // idle waits for a reason to claim: a signal of this Store, a change heard
 // from the engine, a kick (a registration restored, a claim to retry), the
-// earliest RunAt it knows of, or the poll.
-func (w *runner) idle(ctx context.Context, sub engine.Subscription, signal <-chan struct{}) {
+// earliest RunAt it knows of, or the poll. It listens to the engine only
+// while no work is known and a slot is free: while busy, changes could not be
+// claimed anyway, and hearing every commit would cost the worker its speed.
+func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 	wait := jitter(w.s.cfg.workerPoll)
 	w.mu.Lock()
 	next := w.nextRunAt
+	listen := !w.want && w.free > 0
 	w.mu.Unlock()
+	var changes <-chan struct{}
+	if listen {
+		// Subscribing after the claim that came up short misses nothing:
+		// the engine compares with what it saw before (SQLite) or has kept
+		// listening (PostgreSQL).
+		sub := w.s.eng.Subscribe(w.a.Namespace)
+		defer sub.Close()
+		changes = sub.C()
+	}
 	if !next.IsZero() {
 		if d := next.Sub(w.s.now(time.Time{})); d < wait {
 			wait = max(d, time.Millisecond)
@@ -80,7 +92,7 @@ func (w *runner) idle(ctx context.Context, sub engine.Subscription, signal <-cha
 	case <-ctx.Done():
 	case <-signal:
 		w.wakeUp()
-	case <-sub.C():
+	case <-changes:
 		w.wakeUp()
 	case <-w.kick:
 	case <-t.C:
@@ -131,6 +143,13 @@ func (w *runner) noMoreWork(gen uint64, next time.Time) bool {
 	}
 	w.want = false
 	return true
+}
+
+// hasFree reports whether a handler slot is free.
+func (w *runner) hasFree() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.free > 0
 }
 
 // signalClaimer wakes the claimer.

@@ -98,6 +98,7 @@ func (j *job) run() {
 	if lost {
 		w.log.Warn("roster: worker: the lease was lost; the handler's outcome is dropped", "execution", j.lease.ExecutionID, "handler_err", herr)
 		j.settle()
+		w.signalClaimer()
 		return
 	}
 	w.settler.add(j, result, herr)

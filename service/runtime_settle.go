@@ -218,22 +218,23 @@ func (st *settler) write(batch []*pendingOutcome) {
 		}
 	}
 	st.requeue(again)
-	if claim == nil {
-		return
-	}
-	w.startAll(leases)
-	w.unreserve(n - len(leases))
-	switch {
-	case claimErr == nil && len(leases) < n:
-		if !w.noMoreWork(gen, next) {
-			w.signalClaimer()
+	if claim != nil {
+		w.startAll(leases)
+		w.unreserve(n - len(leases))
+		switch {
+		case claimErr == nil && len(leases) < n:
+			w.noMoreWork(gen, next)
+		case claimErr == nil:
+		case errors.Is(claimErr, ErrNotRegistered):
+			w.lapsed()
+		default:
+			w.failedClaim(*claim, claimErr)
 		}
-	case claimErr == nil:
-	case errors.Is(claimErr, ErrNotRegistered):
-		w.lapsed()
-	default:
-		w.failedClaim(*claim, claimErr)
-		w.signalClaimer() // the claimer retries with its own backoff
+	}
+	if w.hasFree() {
+		// Slots stay free: the claimer, which may be waiting as a busy
+		// worker waits (deaf to changes), claims or listens for them.
+		w.signalClaimer()
 	}
 }
 

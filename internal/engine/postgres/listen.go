@@ -15,17 +15,27 @@ import (
 // is pinged: a connection whose peer vanished is noticed within it.
 const listenPing = 30 * time.Second
 
+// listenLinger is how long the listening connection stays open after the
+// last subscription closed: a worker listens while it is idle, and opening
+// the connection for each idle spell would cost a connect each time.
+const listenLinger = time.Minute
+
 // Subscribe hears the NOTIFYs that roster_wake sends on this schema's
 // channel. The first subscription opens one listening connection, outside
-// the pool; the last one's Close closes it.
+// the pool; it is closed listenLinger after the last one's Close.
 func (e *Engine) Subscribe(namespace string) engine.Subscription {
 	return e.hub.Subscribe(namespace)
 }
 
-// startListening runs the listener until stopListening (the hub calls both).
+// startListening runs the listener (the hub calls it at the first
+// subscription), unless it still runs.
 func (e *Engine) startListening() {
 	e.listenMu.Lock()
 	defer e.listenMu.Unlock()
+	if e.lingering != nil {
+		e.lingering.Stop()
+		e.lingering = nil
+	}
 	if e.closed.Load() || e.listenCancel != nil {
 		return
 	}
@@ -38,10 +48,29 @@ func (e *Engine) startListening() {
 	}()
 }
 
+// lingerListening stops the listener listenLinger from now unless someone
+// subscribes meanwhile (the hub calls it at the last subscription's Close).
+func (e *Engine) lingerListening() {
+	e.listenMu.Lock()
+	defer e.listenMu.Unlock()
+	if e.lingering != nil {
+		e.lingering.Stop()
+	}
+	e.lingering = time.AfterFunc(listenLinger, func() {
+		if e.hub.Len() == 0 {
+			e.stopListening()
+		}
+	})
+}
+
 // stopListening closes the listening connection and waits for its goroutine.
 func (e *Engine) stopListening() {
 	e.listenMu.Lock()
 	defer e.listenMu.Unlock()
+	if e.lingering != nil {
+		e.lingering.Stop()
+		e.lingering = nil
+	}
 	if e.listenCancel == nil {
 		return
 	}

@@ -56,6 +56,10 @@ type Engine struct {
 	watchMu   sync.Mutex
 	watchStop chan struct{}
 	watchDone chan struct{}
+	// Kept across watches by the watch goroutine (one at a time).
+	watchDB   *sql.DB
+	watchStmt *sql.Stmt
+	watchLast int64
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -258,6 +262,7 @@ func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
 		e.stopWatching()
+		e.closeWatch()
 		close(e.quit)
 		<-e.writerDone
 		err = e.closeDBs()
