@@ -110,6 +110,51 @@ func Example_leases() {
 	// completed done after 2 attempts, 1 reclaim
 }
 
+// A worker that claimed more than it can start gives the rest back: the
+// execution waits again without having spent an attempt, and the released
+// lease is fenced like any stale one.
+func ExampleStore_ReleaseLease() {
+	ctx := context.Background()
+	store, err := service.Open(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	_, err = store.RegisterWorker(ctx, service.RegisterWorkerArgs{
+		Namespace: "prod", WorkerID: "resizer", InstanceID: "w1", Lanes: []string{"images"}, TTL: time.Minute, Now: now,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, name := range []string{"cat.jpg", "dog.jpg"} {
+		if _, err := store.CreateExecution(ctx, service.CreateExecutionArgs{
+			Namespace: "prod", Lane: "images", Payload: []byte(name), Now: now,
+		}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	leases, err := store.ClaimExecutions(ctx, service.ClaimArgs{Namespace: "prod", InstanceID: "w1", LeaseTTL: time.Minute, Now: now}, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Only one can start now: give the other back.
+	if err := store.ReleaseLease(ctx, service.ReleaseArgs{Lease: leases[1], Now: now}); err != nil {
+		log.Fatal(err)
+	}
+	e, err := store.GetExecution(ctx, leases[1].ExecutionID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(e.Payload), e.State, "after", e.Attempts, "attempts")
+	err = store.CompleteExecution(ctx, service.CompleteArgs{Lease: leases[1], Now: now})
+	fmt.Println("released lease:", errors.Is(err, service.ErrLeaseLost))
+	// Output:
+	// dog.jpg waiting after 0 attempts
+	// released lease: true
+}
+
 // An agent runtime spawns an agent idempotently, drives its state machine
 // with compare-and-set, and ends every live agent after a host restart.
 func Example_agents() {

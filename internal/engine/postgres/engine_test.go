@@ -596,3 +596,58 @@ func TestIdleClaimTakesNoTransactionID(t *testing.T) {
 		t.Fatalf("a claim that claimed %d took transaction id %v", n, xid)
 	}
 }
+
+// The listening connection is opened again after it is killed, and hears
+// the next notification: a worker never goes deaf for good.
+func TestListenerReopensAfterLoss(t *testing.T) {
+	loc := pgtest.Fresh(t)
+	a, b := openAt(t, loc), openAt(t, loc)
+	sub := a.Subscribe("ns")
+	defer sub.Close()
+	ctx := context.Background()
+	var channel string
+	must(t, a.pool.QueryRow(ctx, "SELECT 'roster_' || md5(current_schema())").Scan(&channel))
+	listener := func() (pid int32) {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			err := a.pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE query = $1`, "LISTEN "+pgx.Identifier{channel}.Sanitize()).Scan(&pid)
+			if err == nil {
+				return pid
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("no listening connection")
+		return 0
+	}
+	first := listener()
+	_, err := a.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", first)
+	must(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if pid := listener(); pid != first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the listening connection was not opened again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Drain the wake-ups of the loss and of the reopening, then a new
+	// execution through the other engine must be heard.
+	for drained := false; !drained; {
+		select {
+		case <-sub.C():
+		case <-time.After(300 * time.Millisecond):
+			drained = true
+		}
+	}
+	id, _ := uuid.NewV7()
+	must(t, b.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		return q.ExecutionInsert(ctx, engine.Execution{ID: id, Namespace: "ns", Lane: "l", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1})
+	}))
+	select {
+	case <-sub.C():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reopened listener did not hear the new execution")
+	}
+}

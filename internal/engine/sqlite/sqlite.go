@@ -60,6 +60,8 @@ type Engine struct {
 	watchDB   *sql.DB
 	watchStmt *sql.Stmt
 	watchLast int64
+	wal       *walWatcher
+	walFailed bool
 }
 
 var _ engine.Engine = (*Engine)(nil)

@@ -16,9 +16,17 @@ import (
 // process takes to notice new work.
 const watchInterval = 4 * time.Millisecond
 
-// watchRecheck is how soon after a write to the WAL file the change check
-// looks again: the write that woke it may come just before its commit shows.
-const watchRecheck = 2 * time.Millisecond
+// After a write to the WAL file whose commit does not show yet (its frames
+// are written, then synced, and only then the commit is published), the
+// change check looks again every watchRecheck for watchRecheckFast (a sync
+// takes a few milliseconds), then backing off to watchRecheckMax, until it
+// sees the change or watchRecheckFor has passed.
+const (
+	watchRecheck     = time.Millisecond
+	watchRecheckFast = 20 * time.Millisecond
+	watchRecheckMax  = 50 * time.Millisecond
+	watchRecheckFor  = time.Second
+)
 
 // Subscribe hears the commits of other connections (this Store's writer
 // included, and every other process on the file). Where the system tells of
@@ -61,16 +69,25 @@ func (e *Engine) stopWatching() {
 // watch signals the hub whenever PRAGMA data_version, which changes with
 // every commit of another connection, has changed: it looks at once (a
 // subscriber may have missed a change since the last look), when the WAL file
-// is written (and again watchRecheck later), or every watchInterval where
-// writes cannot be heard. A failing check signals too (subscribers then look
-// for themselves) and is tried again.
+// is written (and again, with backoff, until the write's commit shows), or
+// every watchInterval where writes cannot be heard. A failing check signals
+// too (subscribers then look for themselves) and is tried again.
 func (e *Engine) watch(stop <-chan struct{}) {
-	writes, closeWrites, err := watchWAL(e.path)
-	if err != nil {
-		e.logs.Log(e.cfg.Logger, slog.LevelInfo, "roster: cannot hear writes to the WAL file; polling for changes", "err", err)
+	var writes <-chan struct{}
+	if e.wal == nil && !e.walFailed {
+		var err error
+		if e.wal, err = newWALWatcher(e.path); err != nil {
+			e.walFailed = true
+			e.logs.Log(e.cfg.Logger, slog.LevelInfo, "roster: cannot hear writes to the WAL file; polling for changes", "err", err)
+		}
 	}
-	if closeWrites != nil {
-		defer closeWrites()
+	if e.wal != nil {
+		if err := e.wal.start(); err != nil {
+			e.logs.Log(e.cfg.Logger, slog.LevelInfo, "roster: cannot hear writes to the WAL file; polling for changes", "err", err)
+		} else {
+			defer e.wal.stop()
+			writes = e.wal.writes
+		}
 	}
 	e.checkChange()
 	var tick <-chan time.Time
@@ -81,6 +98,20 @@ func (e *Engine) watch(stop <-chan struct{}) {
 	}
 	recheck := time.NewTimer(time.Hour)
 	recheck.Stop()
+	var written time.Time // a write whose commit has not shown yet
+	delay := watchRecheck
+	look := func() {
+		if e.checkChange() {
+			written = time.Time{}
+			return
+		}
+		if since := time.Since(written); !written.IsZero() && since < watchRecheckFor {
+			recheck.Reset(delay)
+			if since >= watchRecheckFast {
+				delay = min(2*delay, watchRecheckMax)
+			}
+		}
+	}
 	for {
 		select {
 		case <-stop:
@@ -95,10 +126,12 @@ func (e *Engine) watch(stop <-chan struct{}) {
 				tick = t.C
 				continue
 			}
-			e.checkChange()
-			recheck.Reset(watchRecheck)
+			if written.IsZero() {
+				written, delay = time.Now(), watchRecheck
+			}
+			look()
 		case <-recheck.C:
-			e.checkChange()
+			look()
 		}
 	}
 }
@@ -106,14 +139,15 @@ func (e *Engine) watch(stop <-chan struct{}) {
 // checkChange reads PRAGMA data_version on the change check's own connection
 // (kept open across watches: the version is per connection) and signals the
 // hub when it moved since the last look, or when there was none to compare
-// with. Only the watch goroutine calls it.
-func (e *Engine) checkChange() {
+// with (or the look failed), and reports whether it signalled. Only the
+// watch goroutine calls it.
+func (e *Engine) checkChange() bool {
 	if e.watchStmt == nil {
 		var err error
 		if e.watchDB, e.watchStmt, err = e.openWatch(); err != nil {
 			e.logs.Log(e.cfg.Logger, slog.LevelWarn, "roster: the change check cannot open the database; polling", "err", err)
 			e.hub.Signal("")
-			return
+			return true
 		}
 		e.watchLast = -1
 	}
@@ -121,16 +155,22 @@ func (e *Engine) checkChange() {
 	if err := e.watchStmt.QueryRow().Scan(&v); err != nil {
 		e.logs.Log(e.cfg.Logger, slog.LevelWarn, "roster: the change check failed; polling", "err", translate(err))
 		e.hub.Signal("")
-		return
+		return true
 	}
-	if v != e.watchLast {
+	changed := v != e.watchLast
+	if changed {
 		e.hub.Signal("")
 	}
 	e.watchLast = v
+	return changed
 }
 
-// closeWatch closes the change check's connection (at Close).
+// closeWatch closes the change check's connection and WAL watcher (at
+// Close).
 func (e *Engine) closeWatch() {
+	if e.wal != nil {
+		e.wal.close()
+	}
 	if e.watchStmt != nil {
 		_ = e.watchStmt.Close()
 	}

@@ -4,8 +4,14 @@ package sqlite
 
 import "errors"
 
-// watchWAL cannot hear writes to the WAL file on this system: the change
+// walWatcher cannot hear writes to the WAL file on this system: the change
 // check polls.
-func watchWAL(string) (<-chan struct{}, func(), error) {
-	return nil, nil, errors.New("no file notifications on this system")
+type walWatcher struct{ writes chan struct{} }
+
+func newWALWatcher(string) (*walWatcher, error) {
+	return nil, errors.New("no file notifications on this system")
 }
+
+func (w *walWatcher) start() error { return nil }
+func (w *walWatcher) stop()        {}
+func (w *walWatcher) close()       {}
