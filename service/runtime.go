@@ -158,6 +158,8 @@ type runner struct {
 	log      *slog.Logger
 	logs     *engine.LogLimiter
 
+	ctxDone    <-chan struct{}     // RunWorker's ctx: once done, no handler starts
+	sub        engine.Subscription // changes heard from the engine, armed while idle
 	mu         sync.Mutex
 	free       int               // handler slots neither running nor reserved by a claim
 	want       bool              // work may be claimable: claim when a slot is free
@@ -228,31 +230,62 @@ func (w *runner) register(ctx context.Context) error {
 	return err
 }
 
-// run claims until ctx ends (or the Store closes), then shuts down.
+// run claims until ctx ends (or the Store closes), then shuts down. Every
+// wait of the shutdown is bounded: a write stuck on a database that does not
+// answer (a lock held elsewhere, a connection half-open) is abandoned, its
+// goroutine left to finish when it can.
 func (w *runner) run(ctx context.Context) error {
+	w.ctxDone = ctx.Done()
+	w.sub = w.s.eng.Subscribe(w.a.Namespace)
+	defer w.sub.Close()
 	settled := make(chan struct{})
 	go func() { defer close(settled); w.settler.run() }()
 	heartStop, heartDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(heartDone); w.keepAlive(heartStop) }()
 
 	err := w.claimLoop(ctx)
-	w.shutdown(err)
-	w.settler.finish()
-	<-settled
+	// The stragglers, the last outcomes, the heart and the mark-dead share
+	// one bound: shutdownGrace after the handlers were cancelled (or had
+	// all returned).
+	deadline := w.shutdown(err)
+	w.settler.finish(deadline)
+	if !waitUntil(settled, deadline) {
+		w.log.Warn("roster: worker: writing the last outcomes is stuck; their leases will expire and be reclaimed")
+	}
 	close(heartStop)
-	<-heartDone
 	close(w.quit)
 	if errors.Is(err, ErrClosed) {
 		return err
 	}
-	w.markDead()
+	// A heartbeat in flight could refresh the registration after the
+	// mark-dead: wait for it, within the bound.
+	waitUntil(heartDone, deadline)
+	marked := make(chan struct{})
+	go func() { defer close(marked); w.markDead(deadline) }()
+	if !waitUntil(marked, deadline.Add(time.Second)) {
+		w.log.Warn("roster: worker: marking the worker dead is stuck; it lapses at its TTL")
+	}
 	return nil
+}
+
+// waitUntil waits for done until deadline and reports whether it closed.
+func waitUntil(done <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // shutdown stops every handler start (a lease claimed from now on is
 // released instead) and waits for the running handlers: up to DrainTimeout,
-// then it cancels them and waits up to shutdownGrace more.
-func (w *runner) shutdown(cause error) {
+// then it cancels them and waits for them up to shutdownGrace more. It
+// returns the end of that grace (counted from now when no handler had to be
+// cancelled), which bounds the rest of the shutdown.
+func (w *runner) shutdown(cause error) time.Time {
 	w.mu.Lock()
 	w.stopping = true
 	w.mu.Unlock()
@@ -261,20 +294,22 @@ func (w *runner) shutdown(cause error) {
 	if errors.Is(cause, ErrClosed) {
 		drain = 0 // the database is gone: nothing a handler does can be written
 	}
-	if !waitFor(&w.handlers, drain) {
-		w.log.Warn("roster: worker: drain timeout; cancelling running handlers", "running", w.running())
-		w.cancelAll(errShutdown)
-		if !waitFor(&w.handlers, shutdownGrace) {
-			w.log.Warn("roster: worker: handlers ignored cancellation; their outcomes will be dropped", "running", w.running())
-		}
+	if waitFor(&w.handlers, drain) {
+		return time.Now().Add(shutdownGrace)
 	}
+	w.log.Warn("roster: worker: drain timeout; cancelling running handlers", "running", w.running())
+	w.cancelAll(errShutdown)
+	deadline := time.Now().Add(shutdownGrace)
+	if !waitFor(&w.handlers, shutdownGrace) {
+		w.log.Warn("roster: worker: handlers ignored cancellation; their outcomes will be dropped", "running", w.running())
+	}
+	return deadline
 }
 
 // markDead ends the registration (reason "shutdown"), retrying transient
-// failures for a bounded time: a worker that cannot be marked dead lapses
-// at its TTL.
-func (w *runner) markDead() {
-	deadline := time.Now().Add(shutdownGrace)
+// failures until deadline: a worker that cannot be marked dead lapses at its
+// TTL.
+func (w *runner) markDead(deadline time.Time) {
 	var b backoff
 	for {
 		err := w.s.MarkWorkerDead(context.Background(), MarkWorkerDeadArgs{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID, Reason: ShutdownReason})

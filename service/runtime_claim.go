@@ -62,28 +62,27 @@ func (w *runner) claimLoop(ctx context.Context) error {
 }
 
 // idle waits for a reason to claim: a signal of this Store, a change heard
-// from the engine, a kick (a registration restored, a claim to retry), the
-// earliest RunAt it knows of, or the poll. It listens to the engine only
-// while no work is known and a slot is free: while busy, changes could not be
-// claimed anyway, and hearing every commit would cost the worker its speed.
+// from the engine, a kick (a registration restored, a slot freed, a claim to
+// retry), the earliest RunAt it knows of, or the poll. Its subscription is
+// armed only while no work is known and a slot is free: while busy, changes
+// could not be claimed anyway, and watching every commit would cost the
+// worker its speed (a PostgreSQL notification that comes meanwhile stays
+// pending; SQLite's check looks at once, when armed, for changes it missed).
 func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 	wait := jitter(w.s.cfg.workerPoll)
 	w.mu.Lock()
 	next := w.nextRunAt
-	listen := !w.want && w.free > 0
+	listen := !w.want && w.free > 0 && w.registered
 	w.mu.Unlock()
-	var changes <-chan struct{}
 	if listen {
-		// Subscribing after the claim that came up short misses nothing:
-		// the engine compares with what it saw before (SQLite) or has kept
-		// listening (PostgreSQL).
-		sub := w.s.eng.Subscribe(w.a.Namespace)
-		defer sub.Close()
-		changes = sub.C()
-	}
-	if !next.IsZero() {
-		if d := next.Sub(w.s.now(time.Time{})); d < wait {
-			wait = max(d, time.Millisecond)
+		w.sub.Arm()
+		defer w.sub.Disarm()
+		// The RunAt the last short claim saw matters only while the worker
+		// waits for work: busy, it would wake the worker for nothing.
+		if !next.IsZero() {
+			if d := next.Sub(w.s.now(time.Time{})); d < wait {
+				wait = max(d, time.Millisecond)
+			}
 		}
 	}
 	t := time.NewTimer(wait)
@@ -92,7 +91,7 @@ func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 	case <-ctx.Done():
 	case <-signal:
 		w.wakeUp()
-	case <-changes:
+	case <-w.sub.C():
 		w.wakeUp()
 	case <-w.kick:
 	case <-t.C:
@@ -197,8 +196,16 @@ func (w *runner) failedClaim(p engine.ClaimParams, err error) {
 	}
 	w.mu.Lock()
 	w.orphans = append(w.orphans, orphanClaim{ids: p.LeaseIDs, expiresAt: msTime(p.ExpiresAtMs)})
+	if len(w.orphans) > maxOrphanClaims {
+		// A long outage: most of these never reached the database. The
+		// oldest go unchecked; if they did commit, they expire.
+		w.orphans = w.orphans[len(w.orphans)-maxOrphanClaims:]
+	}
 	w.mu.Unlock()
 }
+
+// maxOrphanClaims bounds the claims of unknown outcome kept to look up.
+const maxOrphanClaims = 16
 
 // orphanClaim is a claim whose outcome was unknown.
 type orphanClaim struct {
@@ -215,13 +222,19 @@ func (w *runner) releaseOrphans() {
 	w.orphans = nil
 	w.mu.Unlock()
 	var keep []orphanClaim
+	away := false // the database does not answer yet: look again next time
 	for _, o := range orphans {
 		if !w.s.now(time.Time{}).Before(o.expiresAt) {
 			continue
 		}
 		var left []uuid.UUID
 		for _, id := range o.ids {
+			if away {
+				left = append(left, id)
+				continue
+			}
 			if err := w.s.releaseUnknownClaim(id); transient(err) {
+				away = true
 				left = append(left, id)
 			} else if err != nil {
 				w.warn("roster: worker: releasing a lease of a claim whose outcome was unknown failed", "err", err)

@@ -29,6 +29,12 @@ func (w *runner) keepAlive(stop <-chan struct{}) {
 		var err error
 		if !relapsed {
 			_, err = w.s.HeartbeatWorker(context.Background(), HeartbeatWorkerArgs{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID})
+			if err == nil {
+				// A heartbeat proves the registration, even one whose
+				// register reported a failure it had not (the connection
+				// broke after the commit).
+				w.setRegistered(true)
+			}
 		}
 		if relapsed || errors.Is(err, ErrNotRegistered) {
 			w.setRegistered(false)

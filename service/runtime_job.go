@@ -26,7 +26,7 @@ type job struct {
 
 	mu      sync.Mutex
 	expires time.Time // by the Store's clock: the last renewal that succeeded
-	lost    bool      // the database said the lease is lost: the outcome is dropped
+	lost    bool      // the database said the lease is lost, or it expired: the outcome is dropped
 }
 
 // keeperTick bounds the keeper's sleep, so that a jump of the Store's clock
@@ -44,11 +44,12 @@ func (w *runner) startAll(leases []Lease) {
 }
 
 // start runs the handler of a lease whose claim committed, unless shutdown
-// began: then the lease is released, so that its execution waits again at
-// once without using up an attempt.
+// began (ctx ended, even while the claim was in flight): then the lease is
+// released, so that its execution waits again at once without using up an
+// attempt.
 func (w *runner) start(l Lease) {
 	w.mu.Lock()
-	if w.stopping {
+	if w.stopping || isDone(w.ctxDone) {
 		w.free++
 		w.mu.Unlock()
 		w.release(l)
@@ -61,6 +62,16 @@ func (w *runner) start(l Lease) {
 	w.mu.Unlock()
 	go j.keep()
 	go j.run()
+}
+
+// isDone reports whether a done channel is closed.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // release gives back a lease claimed but never started, retrying transient
@@ -96,7 +107,7 @@ func (j *job) run() {
 	}
 	w.mu.Unlock()
 	if lost {
-		w.log.Warn("roster: worker: the lease was lost; the handler's outcome is dropped", "execution", j.lease.ExecutionID, "handler_err", herr)
+		w.log.Warn("roster: worker: the lease was lost or expired; the handler's outcome is dropped", "execution", j.lease.ExecutionID, "handler_err", herr)
 		j.settle()
 		w.signalClaimer()
 		return
@@ -155,14 +166,17 @@ func (j *job) expiry() time.Time {
 }
 
 // keep renews the lease at about LeaseTTL/3 until the outcome is settled.
-// A renewal that fails for a transient reason is tried again sooner; the
-// lease's expiry by the Store's clock ends the handler's context whatever
-// the database says (or cannot say).
+// Renewals run apart (a renewal the database does not answer must not hold
+// the keeper): the lease's expiry by the Store's clock ends the handler's
+// context at its time whatever the database says, or cannot say. A renewal
+// that fails for a transient reason is tried again sooner.
 func (j *job) keep() {
 	w := j.w
 	s := w.s
 	every := max(w.leaseTTL/3, time.Millisecond)
 	nextRenew := s.now(time.Time{}).Add(every)
+	renewed := make(chan renewal, 1)
+	renewing := false
 	var b backoff
 	for {
 		if j.isSettled() {
@@ -171,43 +185,69 @@ func (j *job) keep() {
 		now := s.now(time.Time{})
 		expires := j.expiry()
 		if !now.Before(expires) {
+			// By the Store's clock the lease is over: another worker may
+			// reclaim the execution. Its outcome is dropped, even if a
+			// renewal still on its way extends the lease in the database.
 			w.log.Warn("roster: worker: the lease expired before it could be renewed; cancelling its handler",
 				"execution", j.lease.ExecutionID, "expired_at", expires)
+			j.mu.Lock()
+			j.lost = true
+			j.mu.Unlock()
 			j.cancel(errLeaseExpired)
 			return
 		}
-		if !now.Before(nextRenew) {
-			renewed, err := s.RenewLease(context.Background(), RenewLeaseArgs{Lease: j.lease, TTL: w.leaseTTL, Now: now})
-			switch {
-			case err == nil:
-				j.mu.Lock()
-				j.expires = renewed
-				j.mu.Unlock()
-				b.reset()
-				nextRenew = now.Add(every)
-			case j.isSettled():
-				return // the outcome was written meanwhile
-			case errors.Is(err, ErrLeaseLost):
-				w.log.Info("roster: worker: lease lost; cancelling its handler", "execution", j.lease.ExecutionID)
-				j.lose()
-				return
-			case errors.Is(err, ErrClosed):
-				j.cancel(ErrClosed)
-				return
-			default:
-				w.warn("roster: worker: renewing a lease failed; will retry", "execution", j.lease.ExecutionID, "err", err)
-				nextRenew = now.Add(min(every, b.next()))
-			}
-			continue
+		if !renewing && !now.Before(nextRenew) {
+			renewing = true
+			go func() {
+				// Bounded by the expiry: past it, the answer no longer matters.
+				ctx, cancel := context.WithTimeout(context.Background(), expires.Sub(now))
+				defer cancel()
+				until, err := s.RenewLease(ctx, RenewLeaseArgs{Lease: j.lease, TTL: w.leaseTTL, Now: now})
+				renewed <- renewal{at: now, until: until, err: err}
+			}()
 		}
-		t := time.NewTimer(min(nextRenew.Sub(now), expires.Sub(now), keeperTick))
+		wait := min(expires.Sub(now), keeperTick)
+		if !renewing {
+			wait = min(wait, nextRenew.Sub(now))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-j.settled:
 		case <-w.quit:
 			t.Stop()
 			return
+		case r := <-renewed:
+			renewing = false
+			switch {
+			case r.err == nil:
+				j.mu.Lock()
+				j.expires = r.until
+				j.mu.Unlock()
+				b.reset()
+				nextRenew = r.at.Add(every)
+			case j.isSettled():
+				// The outcome was written meanwhile.
+			case errors.Is(r.err, ErrLeaseLost):
+				w.log.Info("roster: worker: lease lost; cancelling its handler", "execution", j.lease.ExecutionID)
+				j.lose()
+				t.Stop()
+				return
+			case errors.Is(r.err, ErrClosed):
+				j.cancel(ErrClosed)
+				t.Stop()
+				return
+			default:
+				w.warn("roster: worker: renewing a lease failed; will retry", "execution", j.lease.ExecutionID, "err", r.err)
+				nextRenew = s.now(time.Time{}).Add(min(every, b.next()))
+			}
 		case <-t.C:
 		}
 		t.Stop()
 	}
+}
+
+// renewal is the answer to one renewal of a lease.
+type renewal struct {
+	at, until time.Time
+	err       error
 }

@@ -25,6 +25,11 @@ const (
 	maxSettleBytes = 64 << 20
 )
 
+// maxUnknownTries bounds the tries of an outcome that keeps failing with an
+// error that is neither transient nor the database refusing the row: after
+// them it is taken as refused.
+const maxUnknownTries = 8
+
 // pendingOutcome is an outcome waiting to be written.
 type pendingOutcome struct {
 	j       *job
@@ -72,12 +77,12 @@ func (st *settler) poke() {
 	}
 }
 
-// finish asks the settler to write what is left, for at most shutdownGrace,
-// and then to stop.
-func (st *settler) finish() {
+// finish asks the settler to write what is left until deadline, and then to
+// stop.
+func (st *settler) finish(deadline time.Time) {
 	st.mu.Lock()
 	st.finishing = true
-	st.deadline = time.Now().Add(shutdownGrace)
+	st.deadline = deadline
 	st.mu.Unlock()
 	st.poke()
 }
@@ -168,6 +173,22 @@ func (st *settler) write(batch []*pendingOutcome) {
 		}
 	}
 	w.unreserve(freed)
+	// An outcome whose lease expired while it waited (the keeper saw the
+	// expiry) is dropped: the execution may be another worker's by now.
+	live := batch[:0]
+	for _, p := range batch {
+		if p.j.isLost() {
+			w.warn("roster: worker: the lease expired before the outcome could be written; dropped", "execution", p.j.lease.ExecutionID)
+			p.j.settle()
+			continue
+		}
+		live = append(live, p)
+	}
+	batch = live
+	if len(batch) == 0 {
+		w.signalClaimer()
+		return
+	}
 	var claim *engine.ClaimParams
 	n, gen := w.reserve()
 	if n > 0 {
@@ -196,15 +217,18 @@ func (st *settler) write(batch []*pendingOutcome) {
 			p.j.settle()
 		case errors.Is(err, ErrClosed):
 			p.j.settle()
-		case transient(err):
+		case transient(err) || (!errors.Is(err, ErrInvalidInput) && p.tries < maxUnknownTries):
+			// Transient, or an error nobody knows: try again (the keeper
+			// goes on renewing the lease meanwhile).
 			w.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			p.tries++
 			b := backoff{n: p.tries - 1}
 			p.due = time.Now().Add(b.next())
 			again = append(again, p)
 		case !p.outcome.Fail:
-			// The database refused this result (a rule of its own): record
-			// why, as the attempt's failure, rather than lose the outcome.
+			// The database refused this result (a rule of its own, or an
+			// error that did not pass): record why, as the attempt's
+			// failure, rather than lose the outcome.
 			w.log.Error("roster: worker: the database refused a result; failing the attempt instead",
 				"execution", p.j.lease.ExecutionID, "err", err)
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,

@@ -294,10 +294,20 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q engine
 	return s.observe(s.eng.Write(ctx, fn))
 }
 
-// observe tells the Observer of a refused write.
+// observe tells the Observer of a refused write, and says what a schema rule
+// that an operation did not map itself means to a caller: a uniqueness rule
+// is ErrConflict, any other rule (a CHECK, a trigger that refuses the row)
+// ErrInvalidInput. No driver error leaves the Store raw.
 func (s *Store) observe(err error) error {
-	if errors.Is(err, ErrOverloaded) {
+	var ce *engine.ConstraintError
+	switch {
+	case errors.Is(err, ErrOverloaded):
 		s.cfg.observer.Overloaded()
+	case !errors.As(err, &ce) || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalidInput):
+	case engine.IsUnique(err):
+		return fmt.Errorf("%w: the database refused the write: %w", ErrConflict, err)
+	default:
+		return fmt.Errorf("%w: the database refused the write: %w", ErrInvalidInput, err)
 	}
 	return err
 }

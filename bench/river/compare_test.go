@@ -13,12 +13,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -81,10 +85,11 @@ func insertRiver[TTx any](b *testing.B, c *river.Client[TTx], n int) {
 // drainRiver starts the client, waits for every job to be worked, and stops
 // the client, which flushes River's batched completions: the time covers
 // every completion written.
-func drainRiver[TTx any](b *testing.B, c *river.Client[TTx], w *noopWorker) {
+func drainRiver[TTx any](b *testing.B, c *river.Client[TTx], w *noopWorker, cpu *serverCPU) {
 	b.Helper()
 	ctx := context.Background()
 	b.ResetTimer()
+	cpu.begin()
 	if err := c.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -97,12 +102,13 @@ func drainRiver[TTx any](b *testing.B, c *river.Client[TTx], w *noopWorker) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+	cpu.report(b)
 }
 
 // drainRosterRuntime runs roster's worker runtime (RunWorker) with the given
 // concurrency until every execution's handler ran, then stops it, which
 // drains: the time covers every completion written, every lease fenced.
-func drainRosterRuntime(b *testing.B, s *service.Store, workers, n int) {
+func drainRosterRuntime(b *testing.B, s *service.Store, workers, n int, cpu *serverCPU) {
 	b.Helper()
 	for range n {
 		if _, err := s.CreateExecution(context.Background(), service.CreateExecutionArgs{Namespace: "ns", Lane: "default"}); err != nil {
@@ -114,6 +120,7 @@ func drainRosterRuntime(b *testing.B, s *service.Store, workers, n int) {
 	left.Store(int64(n))
 	done := make(chan error, 1)
 	b.ResetTimer()
+	cpu.begin()
 	go func() {
 		done <- s.RunWorker(ctx, service.WorkerArgs{
 			Namespace: "ns", WorkerID: "w", InstanceID: "w", Lanes: []string{"default"},
@@ -130,6 +137,7 @@ func drainRosterRuntime(b *testing.B, s *service.Store, workers, n int) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+	cpu.report(b)
 	page, err := s.ListExecutions(context.Background(), service.ListExecutionsArgs{State: service.ExecutionCompleted, Limit: 10000})
 	if err != nil {
 		b.Fatal(err)
@@ -142,7 +150,7 @@ func drainRosterRuntime(b *testing.B, s *service.Store, workers, n int) {
 // drainRoster claims and completes every waiting execution with the given
 // number of workers (goroutines, each a registered worker instance), every
 // lease fenced.
-func drainRoster(b *testing.B, s *service.Store, workers, n int) {
+func drainRoster(b *testing.B, s *service.Store, workers, n int, cpu *serverCPU) {
 	b.Helper()
 	ctx := context.Background()
 	for i := range workers {
@@ -159,6 +167,7 @@ func drainRoster(b *testing.B, s *service.Store, workers, n int) {
 	var wg sync.WaitGroup
 	var done atomic.Int64
 	b.ResetTimer()
+	cpu.begin()
 	for i := range workers {
 		wg.Go(func() {
 			inst := fmt.Sprint("w", i)
@@ -181,6 +190,7 @@ func drainRoster(b *testing.B, s *service.Store, workers, n int) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu.report(b)
 	if int(done.Load()) != n {
 		b.Fatalf("completed %d of %d", done.Load(), n)
 	}
@@ -188,6 +198,84 @@ func drainRoster(b *testing.B, s *service.Store, workers, n int) {
 
 func report(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// serverCPU measures the CPU time that the PostgreSQL server at url spends:
+// every process of its postmaster (the children it reaped included), read
+// from /proc; ok is false when the server is not on this machine.
+type serverCPU struct {
+	postmaster int
+	start      time.Duration
+}
+
+func newServerCPU(b *testing.B, url string) *serverCPU {
+	cfg, err := pgxpool.ParseConfig(url) // knows pool_max_conns
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(context.Background(), cfg.ConnConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var pid int
+	if err := conn.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		b.Fatal(err)
+	}
+	f := procStat(pid)
+	if f == nil {
+		return nil
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return &serverCPU{postmaster: ppid}
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (field 3 onward), or nil.
+func procStat(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.Fields(rest)
+}
+
+// total sums utime+stime of the postmaster and its live children, plus the
+// cutime+cstime of the children the postmaster reaped, in clock ticks of 10 ms.
+func (c *serverCPU) total() time.Duration {
+	if c == nil {
+		return 0
+	}
+	ticks := func(f []string, i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+	var sum int64
+	if f := procStat(c.postmaster); f != nil {
+		sum += ticks(f, 11) + ticks(f, 12) + ticks(f, 13) + ticks(f, 14)
+	}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if f := procStat(pid); f != nil && f[1] == strconv.Itoa(c.postmaster) {
+			sum += ticks(f, 11) + ticks(f, 12)
+		}
+	}
+	return time.Duration(sum) * 10 * time.Millisecond
+}
+
+func (c *serverCPU) begin() {
+	if c != nil {
+		c.start = c.total()
+	}
+}
+
+// report gives the server's CPU per job over the timed part of b.
+func (c *serverCPU) report(b *testing.B) {
+	if c != nil {
+		b.ReportMetric(float64((c.total()-c.start).Microseconds())/float64(b.N), "pg-cpu-us/job")
+	}
 }
 
 // BenchmarkPostgres: River on riverpgxv5 against roster on one PostgreSQL
@@ -217,7 +305,7 @@ func BenchmarkPostgres(b *testing.B) {
 				b.Fatal(err)
 			}
 			insertRiver(b, c, b.N)
-			drainRiver(b, c, w)
+			drainRiver(b, c, w, newServerCPU(b, u))
 			report(b)
 		})
 		b.Run(fmt.Sprintf("roster-api/workers=%d", workers), func(b *testing.B) {
@@ -227,7 +315,7 @@ func BenchmarkPostgres(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			drainRoster(b, s, workers, b.N)
+			drainRoster(b, s, workers, b.N, newServerCPU(b, u))
 			report(b)
 		})
 		b.Run(fmt.Sprintf("roster-runtime/workers=%d", workers), func(b *testing.B) {
@@ -237,7 +325,7 @@ func BenchmarkPostgres(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			drainRosterRuntime(b, s, workers, b.N)
+			drainRosterRuntime(b, s, workers, b.N, newServerCPU(b, u))
 			report(b)
 		})
 	}
@@ -271,7 +359,7 @@ func BenchmarkSQLite(b *testing.B) {
 				b.Fatal(err)
 			}
 			insertRiver(b, c, b.N)
-			drainRiver(b, c, w)
+			drainRiver(b, c, w, nil)
 			report(b)
 		})
 		b.Run(fmt.Sprintf("roster-api/workers=%d", workers), func(b *testing.B) {
@@ -280,7 +368,7 @@ func BenchmarkSQLite(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			drainRoster(b, s, workers, b.N)
+			drainRoster(b, s, workers, b.N, nil)
 			report(b)
 		})
 		b.Run(fmt.Sprintf("roster-runtime/workers=%d", workers), func(b *testing.B) {
@@ -289,7 +377,7 @@ func BenchmarkSQLite(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			drainRosterRuntime(b, s, workers, b.N)
+			drainRosterRuntime(b, s, workers, b.N, nil)
 			report(b)
 		})
 	}

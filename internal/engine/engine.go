@@ -65,11 +65,17 @@ type Engine interface {
 	Subscribe(namespace string) Subscription
 }
 
-// Subscription hears about changes: C receives (coalesced) after a change
-// that may have made work claimable, or after the engine lost track of
-// changes (a listening connection re-established). Close ends it.
+// Subscription hears about changes: C receives (coalesced, one pending at
+// most) after a change that may have made work claimable, or after the
+// engine lost track of changes (a listening connection re-established).
+// Arm says its holder is waiting for a change now and Disarm that it no
+// longer is: an engine whose watching costs (SQLite) watches only while some
+// subscription is armed, and on arming looks at once for any change it did
+// not see since it last looked. Close ends it.
 type Subscription interface {
 	C() <-chan struct{}
+	Arm()
+	Disarm()
 	Close()
 }
 
@@ -197,7 +203,8 @@ const (
 	UniqueLeaseID                  Constraint = "attempts_lease_id"
 	UniqueExecutionID              Constraint = "executions_pkey"
 	// CheckViolation is any CHECK of the schema (SQLite does not name them
-	// reliably; the detail says which rule failed).
+	// reliably; the detail says which rule failed), or any other rule of the
+	// database that refused a row (a trigger's RAISE, a foreign key).
 	CheckViolation Constraint = "check"
 	// UniqueOther is a uniqueness rule without a constant of its own.
 	UniqueOther Constraint = "unique"

@@ -35,15 +35,12 @@ func TestLogLimiter(t *testing.T) {
 }
 
 // A hub wakes the subscriptions of the namespace signalled (and those of
-// every namespace), coalesces signals, and calls OnFirst and OnLast around
-// its subscriptions.
+// every namespace), armed or not, keeps one pending signal each, and calls
+// OnArmed and OnDisarmed around its armed subscriptions.
 func TestHub(t *testing.T) {
-	var first, last int
-	h := &Hub{OnFirst: func() { first++ }, OnLast: func() { last++ }}
+	var armed, disarmed int
+	h := &Hub{OnArmed: func() { armed++ }, OnDisarmed: func() { disarmed++ }}
 	a, b, all := h.Subscribe("a"), h.Subscribe("b"), h.Subscribe("")
-	if first != 1 {
-		t.Fatalf("OnFirst ran %d times", first)
-	}
 	h.Signal("a")
 	h.Signal("a")
 	woken := func(s Subscription) bool {
@@ -61,14 +58,25 @@ func TestHub(t *testing.T) {
 	if !woken(a) || !woken(b) || !woken(all) {
 		t.Fatal("a signal of every namespace missed a subscription")
 	}
-	a.Close()
-	b.Close()
-	if last != 0 {
-		t.Fatal("OnLast ran with a subscription open")
+	if armed != 0 {
+		t.Fatal("OnArmed ran with no subscription armed")
 	}
+	a.Arm()
+	a.Arm()
+	b.Arm()
+	if armed != 1 {
+		t.Fatalf("OnArmed ran %d times", armed)
+	}
+	a.Disarm()
+	b.Close()
+	if disarmed != 1 {
+		t.Fatalf("OnDisarmed ran %d times after the last armed subscription closed", disarmed)
+	}
+	all.Arm()
 	all.Close()
 	all.Close()
-	if last != 1 || h.Len() != 0 {
-		t.Fatalf("OnLast ran %d times, %d open", last, h.Len())
+	a.Close()
+	if armed != 2 || disarmed != 2 || h.Len() != 0 {
+		t.Fatalf("OnArmed %d, OnDisarmed %d, %d open", armed, disarmed, h.Len())
 	}
 }

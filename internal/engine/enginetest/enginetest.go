@@ -40,6 +40,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ClaimNextRunAt", func(t *testing.T) { testClaimNextRunAt(t, open(t)) })
 	t.Run("Release", func(t *testing.T) { testRelease(t, open(t)) })
 	t.Run("SubscribeHearsOtherStores", func(t *testing.T) { testSubscribe(t, h) })
+	t.Run("SubscribeHearsWhatCameUnarmed", func(t *testing.T) { testSubscribeUnarmed(t, h) })
 }
 
 func must(t *testing.T, err error) {
@@ -330,6 +331,7 @@ func testSubscribe(t *testing.T, h Harness) {
 	a, b := h.Open(t, loc), h.Open(t, loc)
 	sub := a.Subscribe("ns")
 	defer sub.Close()
+	sub.Arm()
 	fixture(t, b, 0, 1)
 	// Drain what the subscription heard while it started.
 	deadline := time.After(20 * time.Second)
@@ -346,5 +348,34 @@ func testSubscribe(t *testing.T, h Harness) {
 	case <-sub.C():
 	case <-deadline:
 		t.Fatal("the subscription did not hear the new execution")
+	}
+}
+
+// testSubscribeUnarmed: a change that another engine makes while the
+// subscription is not armed (its holder busy) is heard once it is armed: a
+// pending notification, or a look at once for what changed since the last.
+func testSubscribeUnarmed(t *testing.T, h Harness) {
+	loc := h.Fresh(t)
+	a, b := h.Open(t, loc), h.Open(t, loc)
+	sub := a.Subscribe("ns")
+	defer sub.Close()
+	fixture(t, b, 0, 1)
+	sub.Arm() // look once, then rest
+	time.Sleep(200 * time.Millisecond)
+	sub.Disarm()
+	for drained := false; !drained; {
+		select {
+		case <-sub.C():
+		case <-time.After(200 * time.Millisecond):
+			drained = true
+		}
+	}
+	fixture(t, b, 1, 1)
+	time.Sleep(200 * time.Millisecond)
+	sub.Arm()
+	select {
+	case <-sub.C():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a change made while the subscription was not armed was never heard")
 	}
 }

@@ -604,6 +604,7 @@ func TestListenerReopensAfterLoss(t *testing.T) {
 	a, b := openAt(t, loc), openAt(t, loc)
 	sub := a.Subscribe("ns")
 	defer sub.Close()
+	sub.Arm()
 	ctx := context.Background()
 	var channel string
 	must(t, a.pool.QueryRow(ctx, "SELECT 'roster_' || md5(current_schema())").Scan(&channel))

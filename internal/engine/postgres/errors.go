@@ -28,6 +28,8 @@ var constraints = map[string]engine.Constraint{
 const (
 	codeUniqueViolation      = "23505"
 	codeCheckViolation       = "23514"
+	codeRaiseException       = "P0001" // a RAISE in a trigger or function: a rule of the database
+	classIntegrity           = "23"
 	codeNotNullViolation     = "23502"
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
@@ -77,6 +79,10 @@ func translate(err error) error {
 	if strings.HasPrefix(pe.Code, classConnectionException) {
 		return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
 	}
+	if strings.HasPrefix(pe.Code, classIntegrity) && pe.Code != codeUniqueViolation {
+		// A foreign key, an exclusion: a rule of the database.
+		return &engine.ConstraintError{Constraint: engine.CheckViolation, Err: err}
+	}
 	switch pe.Code {
 	case codeUniqueViolation:
 		c, ok := constraints[pe.ConstraintName]
@@ -84,7 +90,7 @@ func translate(err error) error {
 			c = engine.UniqueOther
 		}
 		return &engine.ConstraintError{Constraint: c, Err: err}
-	case codeCheckViolation, codeNotNullViolation:
+	case codeCheckViolation, codeNotNullViolation, codeRaiseException:
 		return &engine.ConstraintError{Constraint: engine.CheckViolation, Err: err}
 	case codeProgramLimitExceeded, codeCharacterNotInRepert, codeStringDataTooLong:
 		return fmt.Errorf("%w: PostgreSQL cannot store a value: %s", engine.ErrInvalidInput, pe.Message)

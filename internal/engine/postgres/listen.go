@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,14 +22,35 @@ const listenPing = 30 * time.Second
 const listenLinger = time.Minute
 
 // Subscribe hears the NOTIFYs that roster_wake sends on this schema's
-// channel. The first subscription opens one listening connection, outside
-// the pool; it is closed listenLinger after the last one's Close.
+// channel, armed or not (a notification is cheap, and one that came while
+// its subscriber was busy stays pending). The first subscription opens one
+// listening connection, outside the pool; it is closed listenLinger after
+// the last one's Close.
 func (e *Engine) Subscribe(namespace string) engine.Subscription {
-	return e.hub.Subscribe(namespace)
+	s := &pgSub{Subscription: e.hub.Subscribe(namespace), e: e}
+	e.startListening()
+	return s
 }
 
-// startListening runs the listener (the hub calls it at the first
-// subscription), unless it still runs.
+// pgSub closes the listening connection (after a linger) with the last
+// subscription.
+type pgSub struct {
+	engine.Subscription
+	e    *Engine
+	once sync.Once
+}
+
+func (s *pgSub) Close() {
+	s.once.Do(func() {
+		s.Subscription.Close()
+		if s.e.hub.Len() == 0 {
+			s.e.lingerListening()
+		}
+	})
+}
+
+// startListening runs the listener (at each subscription), unless it still
+// runs.
 func (e *Engine) startListening() {
 	e.listenMu.Lock()
 	defer e.listenMu.Unlock()
@@ -49,7 +71,7 @@ func (e *Engine) startListening() {
 }
 
 // lingerListening stops the listener listenLinger from now unless someone
-// subscribes meanwhile (the hub calls it at the last subscription's Close).
+// subscribes meanwhile (at the last subscription's Close).
 func (e *Engine) lingerListening() {
 	e.listenMu.Lock()
 	defer e.listenMu.Unlock()

@@ -121,7 +121,7 @@ func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, er
 		e.local = time.Now
 	}
 	e.logs = engine.NewLogLimiter(10 * time.Second)
-	e.hub.OnFirst, e.hub.OnLast = e.startListening, e.lingerListening
+
 	if e.cfg.Migrations == nil {
 		e.cfg.Migrations = postgresschema.FS
 	}

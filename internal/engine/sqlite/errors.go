@@ -48,6 +48,9 @@ func translate(err error) error {
 		return fmt.Errorf("%w: a value exceeds SQLite's size limit", engine.ErrInvalidInput)
 	}
 	switch sqliteCode(err) & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT:
+		// Any other rule of the database (a trigger's RAISE, a foreign key).
+		return &engine.ConstraintError{Constraint: engine.CheckViolation, Err: err}
 	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CORRUPT,
 		sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOLFS:
 		return fmt.Errorf("%w: %w", engine.ErrStorage, err)

@@ -76,10 +76,13 @@ func (e *Engine) settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 			return savepoint(ctx, tx, fn)
 		}
 		err := fn()
-		if err != nil && !errors.Is(err, engine.ErrNoRows) {
-			return nil, errIsolate
+		switch {
+		case err == nil, errors.Is(err, engine.ErrNoRows):
+			return err, nil
+		case engine.Transient(err):
+			return nil, err // SQLite may have rolled the transaction back: all of it failed
 		}
-		return err, nil
+		return nil, errIsolate
 	}
 	err := e.write(ctx, func(ctx context.Context, tx *sql.Tx, q queries) error {
 		for i, o := range outcomes {
@@ -137,7 +140,7 @@ func savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (itemErr, fatal
 	itemErr = fn()
 	if itemErr != nil {
 		if _, err := tx.ExecContext(ctx, "ROLLBACK TO item"); err != nil {
-			return nil, translate(err)
+			return nil, rolledBack(itemErr, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, "RELEASE item"); err != nil {

@@ -92,7 +92,7 @@ func Open(ctx context.Context, path string, cfg engine.Config) (*Engine, error) 
 	if path != MemoryPath {
 		// A private in-memory database has no other connection to hear from.
 		e.path = path
-		e.hub.OnFirst, e.hub.OnLast = e.startWatching, e.stopWatching
+		e.hub.OnArmed, e.hub.OnDisarmed = e.startWatching, e.stopWatching
 	}
 	if err := e.openDBs(path); err != nil {
 		return nil, err
@@ -505,13 +505,17 @@ func (e *Engine) commit(batch []*writeOp) {
 	// A lone write needs no savepoint: rolling back the transaction undoes it.
 	savepoints := live > 1
 	ran := false
-	step := func(stmt string) bool {
+	// step runs a savepoint statement; its failure ends the transaction for
+	// every write of the batch. After a write's own error (cause), SQLite
+	// may have rolled the whole transaction back by itself (a full disk, an
+	// I/O error): the savepoint is gone, and the cause says why.
+	step := func(stmt string, cause error) bool {
 		if !savepoints {
 			return true
 		}
 		if _, err := tx.ExecContext(bg, stmt); err != nil {
 			_ = tx.Rollback()
-			reply(e.driverError(stmt, err))
+			reply(e.driverError(stmt, rolledBack(cause, err)))
 			return false
 		}
 		return true
@@ -520,18 +524,18 @@ func (e *Engine) commit(batch []*writeOp) {
 		if results[i] != nil {
 			continue
 		}
-		if !step("SAVEPOINT op") {
+		if !step("SAVEPOINT op", nil) {
 			return
 		}
 		if err := op.fn(context.WithoutCancel(op.ctx), tx, q); err != nil {
 			results[i] = err
-			if !step("ROLLBACK TO op") {
+			if !step("ROLLBACK TO op", err) {
 				return
 			}
 		} else {
 			ran = true
 		}
-		if !step("RELEASE op") {
+		if !step("RELEASE op", nil) {
 			return
 		}
 	}
@@ -573,10 +577,28 @@ func (e *Engine) begin() (*sql.Tx, error) {
 	}
 }
 
+// rolledBack is the error of a savepoint statement (err) that failed after
+// a write's own error (cause, nil when none): when SQLite rolled the
+// transaction back by itself, the cause's sentinel (ErrStorage on a full
+// disk) says why; else the statement's error, which then means the storage
+// failed.
+func rolledBack(cause, err error) error {
+	if cause != nil && engine.Transient(cause) {
+		return cause
+	}
+	if err = translate(err); engine.Transient(err) {
+		return err
+	}
+	return fmt.Errorf("%w: the transaction was rolled back: %w", engine.ErrStorage, err)
+}
+
 // driverError wraps an unexpected driver error with the step that failed and
 // logs it (rate-limited): these are I/O failures, not caller mistakes.
 func (e *Engine) driverError(step string, err error) error {
-	err = fmt.Errorf("roster: %s: %w", step, translate(err))
+	if !engine.Transient(err) {
+		err = translate(err)
+	}
+	err = fmt.Errorf("roster: %s: %w", step, err)
 	e.logs.Log(e.cfg.Logger, slog.LevelError, "roster: writer transaction failed", "step", step, "err", err)
 	return err
 }

@@ -33,13 +33,13 @@ const (
 // writes to the WAL file (Linux: inotify) a commit wakes the change check,
 // so an idle worker costs nothing; elsewhere the check polls PRAGMA
 // data_version (a read that writes nothing) every watchInterval. It runs only
-// while a subscription is open.
+// while a subscription is armed.
 func (e *Engine) Subscribe(namespace string) engine.Subscription {
 	return e.hub.Subscribe(namespace)
 }
 
 // startWatching runs the change check until stopWatching (the hub calls
-// both, around each time someone listens).
+// both, around each time some subscription is armed).
 func (e *Engine) startWatching() {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()

@@ -1,0 +1,576 @@
+package service
+
+// The runtime's promises at their edges (SPEC §4): each test here failed
+// against a first version of the reworked runtime, found by an adversarial
+// review.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rosterdb/roster/internal/engine"
+	"github.com/rosterdb/roster/internal/pgtest"
+)
+
+// startWorker runs RunWorker with ctx under the test's control and waits for
+// Ready.
+func startWorker(t *testing.T, s *Store, ctx context.Context, a WorkerArgs) <-chan error {
+	t.Helper()
+	if a.Namespace == "" {
+		a.Namespace = "ns"
+	}
+	if a.WorkerID == "" {
+		a.WorkerID = "w"
+	}
+	if a.InstanceID == "" {
+		a.InstanceID = "i"
+	}
+	if a.Lanes == nil {
+		a.Lanes = []string{"default"}
+	}
+	if a.TTL == 0 {
+		a.TTL = 10 * time.Second
+	}
+	ready := make(chan struct{})
+	a.Ready = func() { close(ready) }
+	done := make(chan error, 1)
+	go func() { done <- s.RunWorker(ctx, a) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("RunWorker returned before Ready: %v", err)
+	}
+	return done
+}
+
+// SPEC §4 Shutdown: "When ctx ends RunWorker stops claiming at once: no
+// handler starts after that". A claim in flight when ctx ends (here: waiting
+// for a write lock another connection holds) releases what it claimed.
+func TestRunWorkerNoHandlerStartsAfterCtxEnds(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		s, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+		runAt := time.Now().Add(600 * time.Millisecond)
+		id := create(t, s, CreateExecutionArgs{RunAt: runAt})
+		var cancelledAt atomic.Pointer[time.Time]
+		startedAfter := make(chan time.Duration, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := startWorker(t, s, ctx, WorkerArgs{Handler: func(context.Context, Lease) ([]byte, error) {
+			if c := cancelledAt.Load(); c != nil {
+				startedAfter <- time.Since(*c)
+			}
+			return nil, nil
+		}})
+		time.Sleep(200 * time.Millisecond) // idle until runAt
+		unblock := b.blockWrites(t, loc)
+		time.Sleep(time.Until(runAt) + 300*time.Millisecond) // the claim waits for the lock
+		now := time.Now()
+		cancelledAt.Store(&now)
+		cancel()
+		time.Sleep(300 * time.Millisecond)
+		unblock()
+		select {
+		case err := <-done:
+			must(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("RunWorker did not return")
+		}
+		select {
+		case d := <-startedAfter:
+			t.Fatalf("a handler started %v after ctx ended (execution %s: %+v)", d, id, getExecution(t, s, id).State)
+		default:
+		}
+	})
+}
+
+// SPEC §4: "Its context is cancelled at the lease's expiry by the Store's
+// clock (the last renewal that succeeded) even when the database cannot be
+// reached", whatever the Store's timeouts: a renewal that cannot get through
+// (SQLite waits out its 5 s busy timeout; PostgreSQL a lock) must not hold the
+// handler past its lease.
+func TestRunWorkerCancelsAtExpiryWithDefaultTimeouts(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		s, _ := b.open(t, loc, WithClock(time.Now)) // default options
+		create(t, s, CreateExecutionArgs{MaxAttempts: 2})
+		started, done := make(chan Lease, 1), make(chan time.Time, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stopped := startWorker(t, s, ctx, WorkerArgs{LeaseTTL: 600 * time.Millisecond, Handler: func(hctx context.Context, l Lease) ([]byte, error) {
+			started <- l
+			<-hctx.Done()
+			done <- time.Now()
+			return nil, nil
+		}})
+		l := <-started
+		unblock := b.blockWrites(t, loc)
+		limit := l.ExpiresAt.Add(keeperTick + 500*time.Millisecond)
+		select {
+		case at := <-done:
+			if at.After(limit) {
+				t.Errorf("handler cancelled %v after its lease expired (limit %v)", at.Sub(l.ExpiresAt), limit.Sub(l.ExpiresAt))
+			}
+		case <-time.After(time.Until(limit) + 2*time.Second):
+			t.Errorf("handler still running %v after its lease expired at %v", time.Since(l.ExpiresAt), l.ExpiresAt)
+		}
+		unblock()
+		cancel()
+		select {
+		case <-stopped:
+		case <-time.After(30 * time.Second):
+			t.Fatal("RunWorker did not return")
+		}
+	})
+}
+
+// Idle cost: a worker whose slots are all busy does not spin on the RunAt it
+// knew of once that RunAt has passed.
+func TestRunWorkerNoSpinOnStaleRunAt(t *testing.T) {
+	s := realStore(t, backends()[1], withWorkerPoll(time.Hour))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	finish := make(chan struct{})
+	w, err := newRunner(s, WorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"default"}, TTL: time.Hour,
+		Handler: func(hctx context.Context, l Lease) ([]byte, error) {
+			select {
+			case <-finish:
+			case <-hctx.Done():
+			}
+			return nil, nil
+		}})
+	must(t, err)
+	must(t, w.registerFirst(ctx))
+	ran := make(chan error, 1)
+	go func() { ran <- w.run(ctx) }()
+	runAt := time.Now().Add(300 * time.Millisecond)
+	create(t, s, CreateExecutionArgs{RunAt: runAt}) // scheduled: the worker learns its RunAt
+	time.Sleep(100 * time.Millisecond)
+	create(t, s, CreateExecutionArgs{}) // claimable now: fills the only slot
+	eventually(t, "the handler running", func() bool { return w.running() == 1 })
+	time.Sleep(time.Until(runAt) + 100*time.Millisecond)
+	gen := func() uint64 { w.mu.Lock(); defer w.mu.Unlock(); return w.wantGen }
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	g0 := gen()
+	time.Sleep(time.Second)
+	g1 := gen()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+	close(finish)
+	cancel()
+	if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+		t.Log(err)
+	}
+	if n := g1 - g0; n > 10 {
+		t.Fatalf("the claimer woke %d times in 1 s while its only slot was busy (process CPU %v in that second)", n, cpu)
+	}
+}
+
+// freezeProxy forwards TCP to a PostgreSQL server until frozen: then it
+// forwards nothing more, in either direction, and keeps every connection open
+// (a network partition: the server unreachable, connections half-open).
+type freezeProxy struct {
+	ln     net.Listener
+	frozen chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+// heal ends the partition by closing every connection (the test's end).
+func (p *freezeProxy) heal() {
+	p.freeze()
+	_ = p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+func (p *freezeProxy) track(c net.Conn) {
+	p.mu.Lock()
+	p.conns = append(p.conns, c)
+	p.mu.Unlock()
+}
+
+func newFreezeProxy(t *testing.T, upstream string) *freezeProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	p := &freezeProxy{ln: ln, frozen: make(chan struct{})}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.track(c)
+			go func() {
+				select {
+				case <-p.frozen:
+					return // hold the connection, never answer
+				default:
+				}
+				u, err := net.Dial("tcp", upstream)
+				if err != nil {
+					_ = c.Close()
+					return
+				}
+				p.track(u)
+				go p.pipe(c, u)
+				go p.pipe(u, c)
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *freezeProxy) pipe(from, to net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if err != nil {
+			return
+		}
+		select {
+		case <-p.frozen:
+			return // drop it, keep both ends open
+		default:
+		}
+		if _, err := to.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+func (p *freezeProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
+
+// proxied returns loc (a PostgreSQL URL) going through a freezeProxy.
+func proxied(t *testing.T, loc string) (string, *freezeProxy) {
+	u, err := url.Parse(loc)
+	must(t, err)
+	p := newFreezeProxy(t, u.Host)
+	u.Host = p.ln.Addr().String()
+	return u.String(), p
+}
+
+// SPEC §4 "A lease is only ever run by its holder, and only while it holds":
+// the handler's context ends at the lease's expiry even when the database
+// cannot be reached; §9 "A half-open connection is noticed within seconds,
+// never hangs a heartbeat, a renewal or Close". Behind a network partition
+// (connections half-open) the handler's context still ends at its lease's
+// expiry.
+func TestRunWorkerPartitionCancelsAtExpiry(t *testing.T) {
+	loc := pgtest.Fresh(t) // skips without a server
+	ploc, proxy := proxied(t, loc)
+	defer proxy.heal()
+	s, _ := backends()[2].open(t, ploc, WithClock(time.Now))
+	create(t, s, CreateExecutionArgs{})
+	started, done := make(chan Lease, 1), make(chan time.Time, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	startWorker(t, s, ctx, WorkerArgs{LeaseTTL: 900 * time.Millisecond, Handler: func(hctx context.Context, l Lease) ([]byte, error) {
+		started <- l
+		<-hctx.Done()
+		done <- time.Now()
+		return nil, nil
+	}})
+	l := <-started
+	proxy.freeze()
+	limit := l.ExpiresAt.Add(keeperTick + 500*time.Millisecond)
+	select {
+	case at := <-done:
+		if at.After(limit) {
+			t.Fatalf("handler cancelled %v after its lease expired", at.Sub(l.ExpiresAt))
+		}
+	case <-time.After(time.Until(limit) + 5*time.Second):
+		t.Fatalf("behind a partition the handler still runs %v after its lease expired", time.Since(l.ExpiresAt))
+	}
+}
+
+// SPEC §4 Shutdown: RunWorker "returns nil once every handler has returned,
+// or 5 s after cancelling the stragglers", even when roster's tables are
+// locked by another session (an operator's LOCK, a long DDL) and its last
+// writes cannot get through.
+func TestRunWorkerLockedShutdownReturns(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		s, _ := b.open(t, loc, WithClock(time.Now))
+		create(t, s, CreateExecutionArgs{})
+		started := make(chan struct{})
+		returned := make(chan time.Time, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stopped := startWorker(t, s, ctx, WorkerArgs{DrainTimeout: time.Second, Handler: func(hctx context.Context, l Lease) ([]byte, error) {
+			close(started)
+			<-hctx.Done()
+			returned <- time.Now()
+			return nil, hctx.Err()
+		}})
+		<-started
+		unblock := b.blockWrites(t, loc)
+		defer unblock()
+		began := time.Now()
+		cancel()
+		select {
+		case err := <-stopped:
+			must(t, err)
+		case <-time.After(time.Second + shutdownGrace + 3*time.Second): // the drain, the grace, some slack
+			at := <-returned
+			t.Fatalf("RunWorker has not returned %v after ctx ended; its only handler returned %v after ctx ended", time.Since(began), at.Sub(began))
+		}
+	})
+}
+
+// tmpfsDir mounts a small tmpfs for the test (skips where not permitted).
+func tmpfsDir(t *testing.T, size string) string {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the full-disk tests, but mounting a tmpfs failed: %v", err)
+		}
+		t.Skipf("mounting a tmpfs is not permitted here (%v): full-disk test skipped", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+func fillUp(t *testing.T, path string) {
+	f, err := os.Create(path)
+	must(t, err)
+	defer f.Close()
+	block := make([]byte, 4<<10)
+	for {
+		if _, err := f.Write(block); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+func sentinel(err error) bool {
+	for _, s := range []error{ErrInvalidInput, ErrNotFound, ErrNotRegistered, ErrConflict, ErrInvalidTransition, ErrLeaseLost,
+		ErrNoWork, ErrOverloaded, ErrUnavailable, ErrStorage, ErrClosed, ErrReadOnly, ErrSchemaTooNew, ErrSchemaOutdated} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// SPEC §2: "ErrStorage: the storage refused the write (disk full ...)"; "A
+// driver error never leaks raw": on a full disk, writes that share a group
+// commit (SQLite rolls the whole transaction back) all return ErrStorage.
+func TestDiskFullErrorsAreSentinels(t *testing.T) {
+	dir := tmpfsDir(t, "16m")
+	s, _ := backends()[1].open(t, filepath.Join(dir, "roster.db"), WithClock(time.Now))
+	create(t, s, CreateExecutionArgs{})
+	fillUp(t, filepath.Join(dir, "filler"))
+	big := make([]byte, 3<<20)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	raw := map[string]int{}
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := big
+			if i%2 == 1 {
+				p = []byte("small")
+			}
+			_, err := s.CreateExecution(context.Background(), CreateExecutionArgs{Namespace: "ns", Lane: "default", Payload: p})
+			if err != nil && !sentinel(err) {
+				mu.Lock()
+				raw[err.Error()]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for msg, n := range raw {
+		t.Errorf("%d× a raw error on a full disk: %s", n, msg)
+	}
+}
+
+// SPEC §4: "An outcome is written or its lease is truly lost ... retried
+// through every transient error"; a full disk is ErrStorage (transient). A
+// handler's result that meets a full disk must be written once space returns,
+// not turned into a failure.
+func TestRunWorkerDiskFullKeepsResult(t *testing.T) {
+	dir := tmpfsDir(t, "16m")
+	s, _ := backends()[1].open(t, filepath.Join(dir, "roster.db"), WithClock(time.Now))
+	id := create(t, s, CreateExecutionArgs{})
+	started, finish := make(chan struct{}), make(chan struct{})
+	result := bytes.Repeat([]byte("r"), 3<<20)
+	stop := runWorker(t, s, WorkerArgs{TTL: time.Minute, LeaseTTL: time.Minute, Handler: func(context.Context, Lease) ([]byte, error) {
+		close(started)
+		<-finish
+		return result, nil
+	}})
+	<-started
+	filler := filepath.Join(dir, "filler")
+	fillUp(t, filler)
+	close(finish)
+	time.Sleep(1500 * time.Millisecond) // the settler meets the full disk
+	must(t, os.Remove(filler))
+	eventually(t, "the outcome", func() bool { return getExecution(t, s, id).State != ExecutionRunning })
+	must(t, stop())
+	if e := getExecution(t, s, id); e.State != ExecutionCompleted || !bytes.Equal(e.Result, result) {
+		t.Fatalf("after a full disk: state %s, attempts %d, last error %q, result %d bytes", e.State, e.Attempts, e.LastError, len(e.Result))
+	}
+}
+
+// SPEC §4 "Work starts in milliseconds, across processes ... on SQLite across
+// processes by a cheap change check". With synchronous=FULL a commit shows
+// only after the WAL's fsync, which a large commit makes slow: the check must
+// still hear it (here the worker's poll is an hour).
+func TestRunWorkerWakesAcrossStoresAfterSlowSync(t *testing.T) {
+	loc := backends()[1].fresh(t)
+	worker, _ := backends()[1].open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+	producer, _ := backends()[1].open(t, loc, WithClock(time.Now))
+	got := make(chan time.Time, 8)
+	stop := runWorker(t, worker, WorkerArgs{TTL: time.Hour, Handler: func(_ context.Context, l Lease) ([]byte, error) {
+		got <- time.Now()
+		return nil, nil
+	}})
+	defer stop()
+	time.Sleep(200 * time.Millisecond) // idle
+	payload := make([]byte, 4<<20)     // a commit whose fsync takes a while
+	for i := range 3 {
+		time.Sleep(100 * time.Millisecond)
+		began := time.Now()
+		create(t, producer, CreateExecutionArgs{Payload: payload})
+		committed := time.Since(began)
+		select {
+		case at := <-got:
+			if d := at.Sub(began) - committed; d > 200*time.Millisecond {
+				t.Errorf("job %d: started %v after its create returned (create took %v)", i, d, committed)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("job %d: the worker never heard of work another Store committed (create took %v)", i, committed)
+		}
+	}
+}
+
+// unknownOutcomeEngine reports ErrUnavailable for the next Write once armed,
+// after the write committed: the connection broke before the outcome was
+// known (SPEC §2's ErrUnavailable), which no real fault here can time.
+type unknownOutcomeEngine struct {
+	engine.Engine
+	armed atomic.Bool
+}
+
+func (e *unknownOutcomeEngine) Write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	err := e.Engine.Write(ctx, fn)
+	if err == nil && e.armed.CompareAndSwap(true, false) {
+		return fmt.Errorf("%w: connection reset after COMMIT was sent", engine.ErrUnavailable)
+	}
+	return err
+}
+
+// SPEC §4 "A lapse is not a lost lease ... RunWorker stops claiming, registers
+// again, and resumes" and "recovers by itself", even when the
+// re-registration after a lapse reports ErrUnavailable although it committed
+// (the next heartbeat succeeds: the worker must claim again).
+func TestRunWorkerLapseThenUnknownRegisterResumes(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, clock := b.newStore(t)
+		ue := &unknownOutcomeEngine{Engine: s.eng}
+		s.eng = ue
+		got := make(chan struct{}, 1)
+		stop := runWorker(t, s, WorkerArgs{TTL: 900 * time.Millisecond, LeaseTTL: time.Hour, Handler: func(context.Context, Lease) ([]byte, error) {
+			got <- struct{}{}
+			return nil, nil
+		}})
+		defer stop()
+		ue.armed.Store(true)
+		clock.Advance(2 * time.Second) // the registration lapses
+		eventually(t, "the re-registration", func() bool { return !ue.armed.Load() })
+		time.Sleep(time.Second) // the heart heartbeats again, successfully
+		if _, err := s.GetWorker(ctx, "ns", "i"); err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+		create(t, s, CreateExecutionArgs{})
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			w, err := s.GetWorker(ctx, "ns", "i")
+			t.Fatalf("registered and heartbeating (expires %v, err %v), but the worker never claims again", w.ExpiresAt(), err)
+		}
+	})
+}
+
+// SPEC §4 "Work starts in milliseconds, across processes ... on PostgreSQL
+// in every process by LISTEN/NOTIFY". A NOTIFY that arrives while the
+// claimer's claim runs, for work that claim could not see, must still wake it
+// (here the poll is an hour).
+func TestRunWorkerNoLostNotify(t *testing.T) {
+	b := backends()[2]
+	loc := b.fresh(t) // skips without a server
+	worker, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+	producer, _ := b.open(t, loc, WithClock(time.Now))
+	handled := make(chan uuid.UUID, 64)
+	stop := runWorker(t, worker, WorkerArgs{Concurrency: 4, Handler: func(_ context.Context, l Lease) ([]byte, error) {
+		handled <- l.ExecutionID
+		return nil, nil
+	}})
+	defer stop()
+	time.Sleep(200 * time.Millisecond)
+	seen := map[uuid.UUID]bool{}
+	wait := func(id uuid.UUID, d time.Duration) bool {
+		deadline := time.After(d)
+		for !seen[id] {
+			select {
+			case got := <-handled:
+				seen[got] = true
+			case <-deadline:
+				return false
+			}
+		}
+		return true
+	}
+	lost := 0
+	for i := range 40 {
+		x := create(t, producer, CreateExecutionArgs{})
+		busyWait(time.Duration(i%30) * 100 * time.Microsecond)
+		y := create(t, producer, CreateExecutionArgs{})
+		if !wait(x, 3*time.Second) {
+			t.Fatalf("trial %d: x never handled", i)
+		}
+		if !wait(y, 2*time.Second) {
+			lost++
+			t.Errorf("trial %d (gap %v): the second execution was never started: its NOTIFY was lost", i, time.Duration(i%30)*100*time.Microsecond)
+			kick := create(t, producer, CreateExecutionArgs{}) // wake it for the next trial
+			if !wait(kick, 3*time.Second) || !wait(y, time.Second) {
+				t.Fatalf("trial %d: not woken by the next NOTIFY either", i)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lost > 0 {
+		t.Errorf("%d of 40 wake-ups lost", lost)
+	}
+}
+
+func busyWait(d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+	}
+}
