@@ -488,7 +488,6 @@ func (r *run) reconcile(faultEnd time.Time) *reconciled {
 				hr := &handlerRun{worker: w.instance, execution: fields[1], epoch: epoch, start: time.Unix(0, ns)}
 				open[fields[1]+"/"+fields[2]] = hr
 				l.byExecution[hr.execution] = append(l.byExecution[hr.execution], hr)
-				l.runs++
 				if hr.start.After(faultEnd) {
 					if d := hr.start.Sub(faultEnd); l.recovery == 0 || d < l.recovery {
 						l.recovery = d
@@ -518,10 +517,11 @@ func (r *run) reconcile(faultEnd time.Time) *reconciled {
 			t.Errorf("execution %s ended %s (%s)", e.ID, e.State, e.LastError)
 			continue
 		}
-		if e.Lane == "work" {
-			l.completed++
-		}
 		runs := l.byExecution[e.ID.String()]
+		if e.Lane == "work" { // not a probe
+			l.completed++
+			l.runs += len(runs)
+		}
 		sort.Slice(runs, func(i, j int) bool { return runs[i].epoch < runs[j].epoch })
 		completedRuns := 0
 		for i, hr := range runs {
