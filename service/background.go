@@ -88,55 +88,93 @@ func (s *Store) KeepAlive(ctx context.Context, a KeepAliveArgs) error {
 	}
 }
 
-// SweeperArgs configure RunSweeper.
+// SweeperArgs configure RunSweeper and Sweep.
 type SweeperArgs struct {
 	// Interval between runs; 0 means 10s. Each wait is jittered by ±10%.
 	Interval time.Duration
 	// EventRetention: events older than this are pruned; 0 means 7 days,
 	// negative keeps every event.
 	EventRetention time.Duration
+	// ExecutionRetention: executions that finished longer ago than this are
+	// pruned with their attempts; 0 means 7 days, negative keeps every
+	// execution.
+	ExecutionRetention time.Duration
 	// After replaces time.After for the waits between runs (tests).
 	After func(time.Duration) <-chan time.Time
 }
 
-// SweepReport counts what one maintenance run did.
+// SweepReport counts what one maintenance run did: workers swept, leases
+// reclaimed, events pruned and executions pruned.
 type SweepReport struct {
-	Swept, Reclaimed, Pruned int
+	Swept, Reclaimed, Pruned, PrunedExecutions int
 }
 
 // DefaultEventRetention is how long Sweep and RunSweeper keep audit events
 // when the retention given is 0.
 const DefaultEventRetention = 7 * 24 * time.Hour
 
-// Sweep runs one full maintenance run at now: it sweeps expired workers,
-// reclaims expired leases and prunes events older than retention (0: the
-// default of 7 days, as for SweeperArgs; negative: keep every event).
-func (s *Store) Sweep(ctx context.Context, now time.Time, retention time.Duration) (SweepReport, error) {
+// DefaultExecutionRetention is how long Sweep and RunSweeper keep finished
+// executions (after FinishedAt) when the retention given is 0.
+const DefaultExecutionRetention = 7 * 24 * time.Hour
+
+// Sweep runs one full maintenance run at now (zero: the Store's clock): it
+// sweeps expired workers, reclaims expired leases, prunes events older than
+// a.EventRetention and executions that finished longer ago than
+// a.ExecutionRetention (each 0: the default of 7 days; negative: keep
+// them). a.Interval and a.After are not used.
+func (s *Store) Sweep(ctx context.Context, now time.Time, a SweeperArgs) (SweepReport, error) {
 	if err := s.check(); err != nil {
 		return SweepReport{}, err
-	}
-	if retention == 0 {
-		retention = DefaultEventRetention
 	}
 	if err := validTime("now", now); err != nil {
 		return SweepReport{}, err
 	}
+	events, executions, err := retentions(a)
+	if err != nil {
+		return SweepReport{}, err
+	}
 	now = s.now(now)
 	var r SweepReport
-	var err error
 	if r.Swept, err = s.SweepExpiredWorkers(ctx, now); err != nil {
 		return r, err
 	}
 	if r.Reclaimed, err = s.ReclaimExpiredLeases(ctx, now, 0); err != nil {
 		return r, err
 	}
-	if retention >= 0 {
-		if r.Pruned, err = s.PruneWorkerEvents(ctx, now.Add(-retention)); err != nil {
+	if events >= 0 {
+		if r.Pruned, err = s.PruneWorkerEvents(ctx, now.Add(-events)); err != nil {
+			return r, err
+		}
+	}
+	if executions >= 0 {
+		if r.PrunedExecutions, err = s.PruneExecutions(ctx, now.Add(-executions)); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
 }
+
+// retentions applies the defaults to a's retentions and checks that a time
+// that far back is one a database can hold.
+func retentions(a SweeperArgs) (events, executions time.Duration, err error) {
+	events, executions = a.EventRetention, a.ExecutionRetention
+	if events == 0 {
+		events = DefaultEventRetention
+	}
+	if executions == 0 {
+		executions = DefaultExecutionRetention
+	}
+	if events > maxRetention {
+		return 0, 0, invalid("EventRetention", "%v exceeds the maximum of %v", events, maxRetention)
+	}
+	if executions > maxRetention {
+		return 0, 0, invalid("ExecutionRetention", "%v exceeds the maximum of %v", executions, maxRetention)
+	}
+	return events, executions, nil
+}
+
+// maxRetention bounds the retentions: 100 years.
+const maxRetention = 100 * 365 * 24 * time.Hour
 
 // RunSweeper runs Sweep on an interval until ctx ends (returning nil) or the
 // Store is closed (returning ErrClosed). Failures of a run are logged and the
@@ -149,7 +187,9 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 	if interval < 0 {
 		return invalid("Interval", "%v is negative", interval)
 	}
-	retention := a.EventRetention
+	if _, _, err := retentions(a); err != nil {
+		return err
+	}
 	after := a.After
 	if after == nil {
 		after = time.After
@@ -160,14 +200,15 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 			return nil
 		case <-after(jitter(interval)):
 		}
-		r, err := s.Sweep(ctx, time.Time{}, retention)
+		r, err := s.Sweep(ctx, time.Time{}, a)
 		switch {
 		case errors.Is(err, ErrClosed):
 			return err
 		case err != nil && ctx.Err() == nil:
 			s.log.Warn("roster: sweeper run failed", "err", err)
 		case r != SweepReport{}:
-			s.log.Debug("roster: sweeper run", "swept", r.Swept, "reclaimed", r.Reclaimed, "pruned", r.Pruned)
+			s.log.Debug("roster: sweeper run", "swept", r.Swept, "reclaimed", r.Reclaimed, "pruned", r.Pruned,
+				"pruned_executions", r.PrunedExecutions)
 		}
 	}
 }

@@ -73,6 +73,12 @@ type Execution struct {
 	CreatedAt                           time.Time
 	RunAt                               time.Time // when it is (or was last) claimable from
 	RetryBackoff                        time.Duration
+	FinishedAt                          time.Time // when it became completed, failed or cancelled; zero while live
+	// The current lease while running, else the last one (zero: never
+	// claimed): its holder, when it was claimed and when it expires (or
+	// expired).
+	Holder                    string
+	ClaimedAt, LeaseExpiresAt time.Time
 }
 
 // CancelExecutionArgs are the arguments of CancelExecution.
@@ -161,36 +167,86 @@ type ExpiredLeasePage struct {
 	Next   string
 }
 
+// maxCreateBatch bounds CreateExecutions.
+const maxCreateBatch = 10000
+
 // CreateExecution adds a waiting execution and returns its id (a UUIDv7).
 func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uuid.UUID, error) {
 	if err := s.check(); err != nil {
 		return uuid.Nil, err
 	}
-	if err := validIdentifier("Namespace", a.Namespace); err != nil {
-		return uuid.Nil, err
-	}
-	if err := validIdentifier("Lane", a.Lane); err != nil {
-		return uuid.Nil, err
-	}
-	caps, err := identifierSet("RequiredCapabilities", a.RequiredCapabilities)
+	row, err := s.executionRow(a, "")
 	if err != nil {
 		return uuid.Nil, err
+	}
+	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		return q.ExecutionInsert(ctx, row)
+	})
+	if err != nil {
+		return uuid.Nil, err
+	}
+	s.work.signal()
+	return row.ID, nil
+}
+
+// CreateExecutions adds 1 to 10,000 waiting executions in one transaction
+// and returns their ids in input order. Every item is validated first: the
+// first bad one is ErrInvalidInput naming its index, and nothing is written.
+// On PostgreSQL the batch is one statement, one round trip.
+func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) ([]uuid.UUID, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if len(as) == 0 || len(as) > maxCreateBatch {
+		return nil, invalid("executions", "%d items is outside 1..%d", len(as), maxCreateBatch)
+	}
+	rows := make([]engine.Execution, len(as))
+	ids := make([]uuid.UUID, len(as))
+	for i, a := range as {
+		row, err := s.executionRow(a, fmt.Sprintf("[%d].", i))
+		if err != nil {
+			return nil, err
+		}
+		rows[i], ids[i] = row, row.ID
+	}
+	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		return q.ExecutionInsertMany(ctx, rows)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.work.signal()
+	return ids, nil
+}
+
+// executionRow validates a and makes the row of a new execution; prefix
+// goes before the field names of errors (an item of a batch).
+func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execution, error) {
+	if err := validIdentifier(prefix+"Namespace", a.Namespace); err != nil {
+		return engine.Execution{}, err
+	}
+	if err := validIdentifier(prefix+"Lane", a.Lane); err != nil {
+		return engine.Execution{}, err
+	}
+	caps, err := identifierSet(prefix+"RequiredCapabilities", a.RequiredCapabilities)
+	if err != nil {
+		return engine.Execution{}, err
 	}
 	if a.MaxAttempts < 0 {
-		return uuid.Nil, invalid("MaxAttempts", "%d is negative", a.MaxAttempts)
+		return engine.Execution{}, invalid(prefix+"MaxAttempts", "%d is negative", a.MaxAttempts)
 	}
-	if err := validPayload("Payload", a.Payload); err != nil {
-		return uuid.Nil, err
+	if err := validPayload(prefix+"Payload", a.Payload); err != nil {
+		return engine.Execution{}, err
 	}
 	if a.RetryBackoff < 0 || (a.RetryBackoff > 0 && a.RetryBackoff < time.Millisecond) || a.RetryBackoff > maxRetryBackoff {
-		return uuid.Nil, invalid("RetryBackoff", "%v is neither 0 nor between 1ms and 24h", a.RetryBackoff)
+		return engine.Execution{}, invalid(prefix+"RetryBackoff", "%v is neither 0 nor between 1ms and 24h", a.RetryBackoff)
 	}
-	now, err := s.at("Now", a.Now)
+	now, err := s.at(prefix+"Now", a.Now)
 	if err != nil {
-		return uuid.Nil, err
+		return engine.Execution{}, err
 	}
-	if err := validTime("RunAt", a.RunAt); err != nil {
-		return uuid.Nil, err
+	if err := validTime(prefix+"RunAt", a.RunAt); err != nil {
+		return engine.Execution{}, err
 	}
 	runAt := now
 	if !a.RunAt.IsZero() {
@@ -198,9 +254,9 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("roster: new execution id: %w", err)
+		return engine.Execution{}, fmt.Errorf("roster: new execution id: %w", err)
 	}
-	row := engine.Execution{
+	return engine.Execution{
 		ID:                   id,
 		Namespace:            a.Namespace,
 		Lane:                 a.Lane,
@@ -211,15 +267,7 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 		CreatedAtMs:          now,
 		RunAtMs:              runAt,
 		RetryBackoffMs:       a.RetryBackoff.Milliseconds(),
-	}
-	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
-		return q.ExecutionInsert(ctx, row)
-	})
-	if err != nil {
-		return uuid.Nil, err
-	}
-	s.work.signal()
-	return id, nil
+	}, nil
 }
 
 // GetExecution returns one execution, or ErrNotFound.
@@ -452,7 +500,7 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 	}
 	expires := now + a.TTL.Milliseconds()
 	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
-		return leaseError(q.AttemptRenew(ctx, leaseRef(a.Lease), now, expires), a.Lease)
+		return leaseError(q.LeaseRenew(ctx, leaseRef(a.Lease), now, expires), a.Lease)
 	})
 	if err != nil {
 		return time.Time{}, s.observeLease(err)
@@ -591,7 +639,7 @@ func (s *Store) ListExpiredLeases(ctx context.Context, a ListExpiredLeasesArgs) 
 	var rows []engine.ExpiredLease
 	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
-		rows, err = q.AttemptListExpired(ctx, p)
+		rows, err = q.LeaseListExpired(ctx, p)
 		return err
 	})
 	if err != nil {
@@ -642,12 +690,9 @@ func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit i
 		}
 		var n int
 		err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-			ids, err := q.AttemptReclaimBatch(ctx, nowMs, batch)
-			if err != nil || len(ids) == 0 {
-				return err
-			}
+			ids, err := q.LeaseReclaimBatch(ctx, nowMs, batch)
 			n = len(ids)
-			return q.ExecutionRequeueReclaimed(ctx, ids, nowMs)
+			return err
 		})
 		total += n
 		if err != nil {
@@ -663,6 +708,33 @@ func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit i
 		s.log.Info("roster: reclaimed expired leases", "count", total)
 	}
 	return total, nil
+}
+
+// PruneExecutions deletes the executions that finished (FinishedAt) before
+// before, with their attempts, in bounded batches (one transaction each,
+// oldest first), and returns how many it deleted. Live executions are never
+// touched; the cost does not grow with them.
+func (s *Store) PruneExecutions(ctx context.Context, before time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	beforeMs, err := s.at("before", before)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		var n int
+		err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+			var err error
+			n, err = q.ExecutionPruneBatch(ctx, beforeMs, sweepBatchSize)
+			return err
+		})
+		total += n
+		if err != nil || n < sweepBatchSize {
+			return total, err
+		}
+	}
 }
 
 // validPayload checks the size rule of payloads and results.
@@ -704,7 +776,19 @@ func executionFromRow(r engine.Execution) Execution {
 		CreatedAt:            msTime(r.CreatedAtMs),
 		RunAt:                msTime(r.RunAtMs),
 		RetryBackoff:         time.Duration(r.RetryBackoffMs) * time.Millisecond,
+		FinishedAt:           optionalTime(r.FinishedAtMs),
+		Holder:               r.Holder,
+		ClaimedAt:            optionalTime(r.ClaimedAtMs),
+		LeaseExpiresAt:       optionalTime(r.ExpiresAtMs),
 	}
+}
+
+// optionalTime is msTime with 0 as the zero time (absent).
+func optionalTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return msTime(ms)
 }
 
 // validFreeText checks free text (a fail or cancel reason): valid UTF-8, no

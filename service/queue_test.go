@@ -458,7 +458,7 @@ func TestTimesOutOfRange(t *testing.T) {
 				"CancelExecution":      func() error { return s.CancelExecution(ctx, CancelExecutionArgs{ID: id, Now: bad}) },
 				"ListExpiredLeases":    func() error { _, err := s.ListExpiredLeases(ctx, ListExpiredLeasesArgs{AsOf: bad}); return err },
 				"ReclaimExpiredLeases": func() error { _, err := s.ReclaimExpiredLeases(ctx, bad, 0); return err },
-				"Sweep":                func() error { _, err := s.Sweep(ctx, bad, 0); return err },
+				"Sweep":                func() error { _, err := s.Sweep(ctx, bad, SweeperArgs{}); return err },
 				"Stats":                func() error { _, err := s.Stats(ctx, bad); return err },
 				"InsertAgent": func() error {
 					a := agent("x")

@@ -222,26 +222,18 @@ func (w *runner) releaseOrphans() {
 	w.orphans = nil
 	w.mu.Unlock()
 	var keep []orphanClaim
-	away := false // the database does not answer yet: look again next time
-	for _, o := range orphans {
+	for i, o := range orphans {
 		if !w.s.now(time.Time{}).Before(o.expiresAt) {
 			continue
 		}
-		var left []uuid.UUID
-		for _, id := range o.ids {
-			if away {
-				left = append(left, id)
-				continue
-			}
-			if err := w.s.releaseUnknownClaim(id); transient(err) {
-				away = true
-				left = append(left, id)
-			} else if err != nil {
-				w.warn("roster: worker: releasing a lease of a claim whose outcome was unknown failed", "err", err)
-			}
+		err := w.s.releaseUnknownClaim(engine.WorkerKey{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID}, o.ids)
+		if transient(err) {
+			// The database does not answer yet: look again next time.
+			keep = append(keep, orphans[i:]...)
+			break
 		}
-		if len(left) > 0 {
-			keep = append(keep, orphanClaim{ids: left, expiresAt: o.expiresAt})
+		if err != nil {
+			w.warn("roster: worker: releasing the leases of a claim whose outcome was unknown failed", "err", err)
 		}
 	}
 	if len(keep) > 0 {
@@ -251,27 +243,23 @@ func (w *runner) releaseOrphans() {
 	}
 }
 
-// releaseUnknownClaim releases the lease leaseID if a claim whose outcome was
-// unknown did commit it and it still runs.
-func (s *Store) releaseUnknownClaim(leaseID uuid.UUID) error {
-	var ref engine.LeaseRef
-	var running bool
+// releaseUnknownClaim releases those of leaseIDs (the leases of a claim
+// whose outcome was unknown) that the claim did commit, if they still run.
+func (s *Store) releaseUnknownClaim(k engine.WorkerKey, leaseIDs []uuid.UUID) error {
+	var held []engine.LeaseRef
 	err := s.read(context.Background(), func(ctx context.Context, q engine.Queries) error {
 		var err error
-		ref, running, err = q.AttemptGetByLease(ctx, leaseID)
+		held, err = q.LeaseFindHeld(ctx, k, leaseIDs)
 		return err
 	})
-	switch {
-	case errors.Is(err, engine.ErrNoRows):
-		return nil // the claim did not commit
-	case err != nil:
+	if err != nil {
 		return err
-	case !running:
-		return nil
 	}
-	err = s.ReleaseLease(context.Background(), ReleaseArgs{Lease: Lease{ExecutionID: ref.ExecutionID, Epoch: ref.Epoch}})
-	if errors.Is(err, ErrLeaseLost) {
-		return nil
+	for _, ref := range held {
+		err := s.ReleaseLease(context.Background(), ReleaseArgs{Lease: Lease{ExecutionID: ref.ExecutionID, Epoch: ref.Epoch}})
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			return err
+		}
 	}
-	return err
+	return nil
 }

@@ -451,11 +451,17 @@ func TestRunWorkerWakesAcrossStoresAfterSlowSync(t *testing.T) {
 	}})
 	defer stop()
 	time.Sleep(200 * time.Millisecond) // idle
-	payload := make([]byte, 4<<20)     // a commit whose fsync takes a while
+	// A commit whose fsync takes a while: the job and 4 MiB of other work
+	// (in a lane no worker serves), in one transaction.
+	batch := []CreateExecutionArgs{{Namespace: "ns", Lane: "default"}}
+	for range 64 {
+		batch = append(batch, CreateExecutionArgs{Namespace: "ns", Lane: "elsewhere", Payload: make([]byte, 64<<10)})
+	}
 	for i := range 3 {
 		time.Sleep(100 * time.Millisecond)
 		began := time.Now()
-		create(t, producer, CreateExecutionArgs{Payload: payload})
+		_, err := producer.CreateExecutions(context.Background(), batch)
+		must(t, err)
 		committed := time.Since(began)
 		select {
 		case at := <-got:

@@ -97,7 +97,7 @@ func TestErrClosed(t *testing.T) {
 			"ListExecutions": func() error { _, err := s.ListExecutions(ctx, ListExecutionsArgs{Limit: -1}); return err },
 			"RunWorker":      func() error { return s.RunWorker(ctx, WorkerArgs{}) },
 			"ListAgents":     func() error { _, err := s.ListAgents(ctx, ListAgentsArgs{}); return err },
-			"Sweep":          func() error { _, err := s.Sweep(ctx, time.Time{}, 0); return err },
+			"Sweep":          func() error { _, err := s.Sweep(ctx, time.Time{}, SweeperArgs{}); return err },
 			"Close":          s.Close,
 			// The closed check comes before any argument check.
 			"RegisterWorker zero TTL": func() error {

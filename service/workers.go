@@ -242,7 +242,7 @@ func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error 
 		if err := appendEvent(ctx, q, key, EventMarkedDead, now, a.Reason); err != nil {
 			return err
 		}
-		return q.AttemptRevokeHeldBy(ctx, []engine.WorkerKey{key}, now)
+		return q.LeaseRevokeHeldBy(ctx, []engine.WorkerKey{key}, now)
 	})
 }
 
@@ -336,7 +336,7 @@ func (s *Store) SweepExpiredWorkers(ctx context.Context, now time.Time) (int, er
 			if err := q.WorkerEventAppendSwept(ctx, keys, nowMs); err != nil {
 				return err
 			}
-			return q.AttemptRevokeHeldBy(ctx, keys, nowMs)
+			return q.LeaseRevokeHeldBy(ctx, keys, nowMs)
 		})
 		total += n
 		if err != nil {

@@ -292,6 +292,20 @@ func executionsCancel(ctx context.Context, c *cli, args []string) error {
 	})
 }
 
+func executionsPrune(ctx context.Context, c *cli, args []string) error {
+	olderThan := c.flags.Duration("older-than", service.DefaultExecutionRetention, "delete the executions that finished longer ago than this")
+	return c.withWrite(ctx, args, 0, func(s *service.Store) error {
+		if *olderThan < 0 {
+			return usagef("invalid --older-than: %v is negative", *olderThan)
+		}
+		n, err := s.PruneExecutions(ctx, time.Now().Add(-*olderThan))
+		if err != nil {
+			return err
+		}
+		return c.print(map[string]int{"pruned": n}, []string{"PRUNED"}, [][]string{{strconv.Itoa(n)}}, "")
+	})
+}
+
 // Leases.
 
 func leasesExpired(ctx context.Context, c *cli, args []string) error {
@@ -386,17 +400,22 @@ func agentsTerminateLive(ctx context.Context, c *cli, args []string) error {
 
 func sweep(ctx context.Context, c *cli, args []string) error {
 	retention := c.flags.Duration("retention", service.DefaultEventRetention, "keep the audit events of this long (negative: keep all)")
+	execRetention := c.flags.Duration("execution-retention", service.DefaultExecutionRetention,
+		"keep the executions that finished this long ago (negative: keep all)")
 	return c.withWrite(ctx, args, 0, func(s *service.Store) error {
 		if *retention == 0 {
 			return usagef("invalid --retention: 0 would prune every event; give a duration, or a negative one to keep all")
 		}
-		r, err := s.Sweep(ctx, time.Time{}, *retention)
+		if *execRetention == 0 {
+			return usagef("invalid --execution-retention: 0 would prune every finished execution; give a duration, or a negative one to keep all")
+		}
+		r, err := s.Sweep(ctx, time.Time{}, service.SweeperArgs{EventRetention: *retention, ExecutionRetention: *execRetention})
 		if err != nil {
 			return err
 		}
-		out := map[string]int{"swept": r.Swept, "reclaimed": r.Reclaimed, "pruned": r.Pruned}
-		return c.print(out, []string{"SWEPT", "RECLAIMED", "PRUNED"},
-			[][]string{{strconv.Itoa(r.Swept), strconv.Itoa(r.Reclaimed), strconv.Itoa(r.Pruned)}}, "")
+		out := map[string]int{"swept": r.Swept, "reclaimed": r.Reclaimed, "pruned": r.Pruned, "pruned_executions": r.PrunedExecutions}
+		return c.print(out, []string{"SWEPT", "RECLAIMED", "PRUNED", "PRUNED EXECUTIONS"},
+			[][]string{{strconv.Itoa(r.Swept), strconv.Itoa(r.Reclaimed), strconv.Itoa(r.Pruned), strconv.Itoa(r.PrunedExecutions)}}, "")
 	})
 }
 

@@ -146,7 +146,7 @@ func demo(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	clock.advance(16 * time.Second)
-	r, err := s.Sweep(ctx, time.Time{}, -1)
+	r, err := s.Sweep(ctx, time.Time{}, service.SweeperArgs{EventRetention: -1, ExecutionRetention: -1})
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ Usage:
   roster migrate up|down|version|force      schema migrations
   roster workers list|sweep                 the worker registry
   roster events list|prune                  the audit log (list --follow tails it)
-  roster executions list|get|cancel         the execution queue
+  roster executions list|get|cancel|prune   the execution queue
   roster leases expired|reclaim             expired leases
   roster agents list|get|terminate-live     the agent ledger
   roster sweep                              one full maintenance run
@@ -374,6 +374,7 @@ func init() {
 			"list":   {help: "List executions in creation order, filtered by namespace, lane and state (reads only).", run: executionsList},
 			"get":    {args: " ID", help: "Show one execution (reads only).", run: executionsGet},
 			"cancel": {args: " ID", help: "Cancel a waiting or running execution (a running one's lease ends at once).", run: executionsCancel},
+			"prune":  {help: "Delete the executions that finished before --older-than ago, with their attempts.", run: executionsPrune},
 		}},
 		"leases": {subs: map[string]*command{
 			"expired": {help: "List running leases past their expiry (reads only).", run: leasesExpired},

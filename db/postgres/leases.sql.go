@@ -9,952 +9,202 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const attemptGetByLease = `-- name: AttemptGetByLease :one
-SELECT execution_id, epoch, state FROM attempts WHERE lease_id = $1
-`
+const executionClaim = `-- name: ExecutionClaim :one
 
-type AttemptGetByLeaseRow struct {
-	ExecutionID uuid.UUID
-	Epoch       int64
-	State       string
-}
-
-// AttemptGetByLease reads the execution, epoch and state of the attempt
-// holding a lease id (a claim whose outcome was unknown, looked up).
-func (q *Queries) AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (AttemptGetByLeaseRow, error) {
-	row := q.db.QueryRow(ctx, attemptGetByLease, leaseID)
-	var i AttemptGetByLeaseRow
-	err := row.Scan(&i.ExecutionID, &i.Epoch, &i.State)
-	return i, err
-}
-
-const attemptListExpired = `-- name: AttemptListExpired :many
-SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
-FROM attempts
-WHERE state = 'running' AND expires_at_ms <= $1
-  AND (expires_at_ms, execution_id) > ($2::bigint, $3::uuid)
-ORDER BY expires_at_ms, execution_id
-LIMIT $4
-`
-
-type AttemptListExpiredParams struct {
-	AsOf             int64
-	AfterExpiresAtMs int64
-	AfterExecutionID uuid.UUID
-	MaxRows          int32
-}
-
-type AttemptListExpiredRow struct {
-	ExecutionID  uuid.UUID
-	LeaseID      uuid.UUID
-	AttemptIndex int64
-	Epoch        int64
-	Namespace    string
-	InstanceID   string
-	ExpiresAtMs  int64
-}
-
-// AttemptListExpired pages the running leases expired by @as_of, by (expiry, execution id).
-func (q *Queries) AttemptListExpired(ctx context.Context, arg AttemptListExpiredParams) ([]AttemptListExpiredRow, error) {
-	rows, err := q.db.Query(ctx, attemptListExpired,
-		arg.AsOf,
-		arg.AfterExpiresAtMs,
-		arg.AfterExecutionID,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []AttemptListExpiredRow{}
-	for rows.Next() {
-		var i AttemptListExpiredRow
-		if err := rows.Scan(
-			&i.ExecutionID,
-			&i.LeaseID,
-			&i.AttemptIndex,
-			&i.Epoch,
-			&i.Namespace,
-			&i.InstanceID,
-			&i.ExpiresAtMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const attemptListExpiredByNamespace = `-- name: AttemptListExpiredByNamespace :many
-SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
-FROM attempts
-WHERE namespace = $1 AND state = 'running' AND expires_at_ms <= $2
-  AND (expires_at_ms, execution_id) > ($3::bigint, $4::uuid)
-ORDER BY expires_at_ms, execution_id
-LIMIT $5
-`
-
-type AttemptListExpiredByNamespaceParams struct {
-	Namespace        string
-	AsOf             int64
-	AfterExpiresAtMs int64
-	AfterExecutionID uuid.UUID
-	MaxRows          int32
-}
-
-type AttemptListExpiredByNamespaceRow struct {
-	ExecutionID  uuid.UUID
-	LeaseID      uuid.UUID
-	AttemptIndex int64
-	Epoch        int64
-	Namespace    string
-	InstanceID   string
-	ExpiresAtMs  int64
-}
-
-// AttemptListExpiredByNamespace pages one namespace's running leases expired by @as_of.
-func (q *Queries) AttemptListExpiredByNamespace(ctx context.Context, arg AttemptListExpiredByNamespaceParams) ([]AttemptListExpiredByNamespaceRow, error) {
-	rows, err := q.db.Query(ctx, attemptListExpiredByNamespace,
-		arg.Namespace,
-		arg.AsOf,
-		arg.AfterExpiresAtMs,
-		arg.AfterExecutionID,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []AttemptListExpiredByNamespaceRow{}
-	for rows.Next() {
-		var i AttemptListExpiredByNamespaceRow
-		if err := rows.Scan(
-			&i.ExecutionID,
-			&i.LeaseID,
-			&i.AttemptIndex,
-			&i.Epoch,
-			&i.Namespace,
-			&i.InstanceID,
-			&i.ExpiresAtMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const attemptReclaimBatch = `-- name: AttemptReclaimBatch :many
-UPDATE attempts SET state = 'reclaimed', ended_at_ms = $1::bigint
-WHERE state = 'running' AND (execution_id, attempt_index) IN (
-    SELECT a.execution_id, a.attempt_index FROM attempts AS a
-    WHERE a.state = 'running' AND a.expires_at_ms <= $1::bigint
-    ORDER BY a.expires_at_ms, a.execution_id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING execution_id
-`
-
-type AttemptReclaimBatchParams struct {
-	Now       int64
-	BatchSize int32
-}
-
-// AttemptReclaimBatch ends up to @batch_size expired running leases, soonest
-// expiry first; leases another reclaimer holds are skipped, not waited for.
-func (q *Queries) AttemptReclaimBatch(ctx context.Context, arg AttemptReclaimBatchParams) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, attemptReclaimBatch, arg.Now, arg.BatchSize)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []uuid.UUID{}
-	for rows.Next() {
-		var execution_id uuid.UUID
-		if err := rows.Scan(&execution_id); err != nil {
-			return nil, err
-		}
-		items = append(items, execution_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const attemptRenew = `-- name: AttemptRenew :one
-UPDATE attempts SET expires_at_ms = $1
-WHERE execution_id = $2 AND epoch = $3 AND state = 'running'
-  AND expires_at_ms > $4 AND revoked_at_ms IS NULL
-RETURNING expires_at_ms
-`
-
-type AttemptRenewParams struct {
-	ExpiresAtMs int64
-	ExecutionID uuid.UUID
-	Epoch       int64
-	Now         int64
-}
-
-// AttemptRenew extends the current, unexpired, unrevoked lease of an execution.
-func (q *Queries) AttemptRenew(ctx context.Context, arg AttemptRenewParams) (int64, error) {
-	row := q.db.QueryRow(ctx, attemptRenew,
-		arg.ExpiresAtMs,
-		arg.ExecutionID,
-		arg.Epoch,
-		arg.Now,
-	)
-	var expires_at_ms int64
-	err := row.Scan(&expires_at_ms)
-	return expires_at_ms, err
-}
-
-const attemptRevokeHeldBy = `-- name: AttemptRevokeHeldBy :exec
-UPDATE attempts
-SET expires_at_ms = least(expires_at_ms, $1::bigint), revoked_at_ms = $1::bigint
-WHERE state = 'running' AND revoked_at_ms IS NULL
-  AND (namespace, instance_id) IN (
-      SELECT unnest($2::text[]), unnest($3::text[])
-  )
-`
-
-type AttemptRevokeHeldByParams struct {
-	Now         int64
-	Namespaces  []string
-	InstanceIds []string
-}
-
-// AttemptRevokeHeldBy ends for good, at @now, every running lease of the
-// given (namespace, instance_id) pairs: the leases expire (and can be
-// reclaimed) and no later call renews, completes or fails them.
-func (q *Queries) AttemptRevokeHeldBy(ctx context.Context, arg AttemptRevokeHeldByParams) error {
-	_, err := q.db.Exec(ctx, attemptRevokeHeldBy, arg.Now, arg.Namespaces, arg.InstanceIds)
-	return err
-}
-
-const executionCancel = `-- name: ExecutionCancel :one
-WITH cancelled AS (
-    UPDATE executions AS x SET state = 'cancelled', last_error = $1
-    WHERE x.id = $2 AND x.state IN ('waiting', 'running')
-    RETURNING x.id
-), ended AS (
-    UPDATE attempts AS a SET state = 'cancelled', ended_at_ms = $3::bigint
-    FROM cancelled
-    WHERE a.execution_id = cancelled.id AND a.state = 'running'
-)
-SELECT cancelled.id FROM cancelled
-`
-
-type ExecutionCancelParams struct {
-	Reason string
-	ID     uuid.UUID
-	Now    int64
-}
-
-// ExecutionCancel ends a waiting or running execution as cancelled with the
-// reason, and its running attempt with it, in one statement; no row when the
-// execution is absent or already ended.
-func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, executionCancel, arg.Reason, arg.ID, arg.Now)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
-}
-
-const executionClaim = `-- name: ExecutionClaim :many
 WITH w AS (
     SELECT wk.lanes, wk.capabilities FROM workers AS wk
-    WHERE wk.namespace = $1 AND wk.instance_id = $2
+    WHERE wk.namespace = $2 AND wk.instance_id = $4
       AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
+), due AS (
+    SELECT 1 AS due FROM executions AS s
+    WHERE $5::boolean AND s.namespace = $2 AND s.state = 'waiting' AND NOT s.ready
+      AND s.run_at_ms <= $3::bigint
+    LIMIT 1
+), promoted AS (
+    UPDATE executions SET ready = true
+    WHERE id IN (
+        SELECT s.id FROM executions AS s
+        WHERE EXISTS (SELECT 1 FROM due) AND s.namespace = $2 AND s.state = 'waiting' AND NOT s.ready
+          AND s.run_at_ms <= $3::bigint
+        ORDER BY s.run_at_ms
+        LIMIT 1000
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1
+), one_lane AS (
+    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e, w
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND cardinality(w.lanes) = 1
+      AND e.namespace = $2 AND e.lane = w.lanes[1]
+      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= $3::bigint
+      AND e.required_capabilities <@ w.capabilities
+    ORDER BY e.priority DESC, e.run_at_ms, e.id
+    LIMIT cardinality($1::uuid[])
+    FOR UPDATE OF e SKIP LOCKED
+), many_lanes AS (
+    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e, w
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND cardinality(w.lanes) > 1
+      AND e.namespace = $2 AND e.lane = ANY(w.lanes)
+      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= $3::bigint
+      AND e.required_capabilities <@ w.capabilities
+    ORDER BY e.priority DESC, e.run_at_ms, e.id
+    LIMIT cardinality($1::uuid[])
+    FOR UPDATE OF e SKIP LOCKED
 ), candidates AS (
     SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS n
-    FROM w
-    CROSS JOIN LATERAL unnest(w.lanes) AS l (lane)
-    CROSS JOIN LATERAL (
-        SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
-        WHERE e.namespace = $1 AND e.lane = l.lane AND e.state = 'waiting'
-          AND e.run_at_ms <= $3::bigint
-          AND e.required_capabilities <@ w.capabilities
-        ORDER BY e.priority DESC, e.run_at_ms, e.id
-        LIMIT cardinality($4::uuid[])
-        FOR UPDATE OF e SKIP LOCKED
-    ) AS c
-    ORDER BY c.priority DESC, c.run_at_ms, c.id
-    LIMIT cardinality($4::uuid[])
+    FROM (SELECT id, priority, run_at_ms FROM one_lane UNION ALL SELECT id, priority, run_at_ms FROM many_lanes) AS c
 ), holder AS (
     SELECT 1 AS alive FROM workers AS wk
-    WHERE wk.namespace = $1 AND wk.instance_id = $2
+    WHERE wk.namespace = $2 AND wk.instance_id = $4
       AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
       AND EXISTS (SELECT 1 FROM candidates)
     FOR KEY SHARE OF wk
 ), started AS (
     UPDATE executions AS x
-    SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1
+    SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
+        lease_id = ($1::uuid[])[candidates.n], holder = $4,
+        claimed_at_ms = $3::bigint, expires_at_ms = $6::bigint, revoked_at_ms = NULL
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, candidates.n
-), leases AS (
-    SELECT s.id, s.attempts, s.epoch, s.lane, s.payload, s.n, CAST(($4::uuid[])[s.n] AS uuid) AS lease_id
-    FROM started AS s
-), recorded AS (
-    INSERT INTO attempts (
-        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, claimed_at_ms, expires_at_ms
-    )
-    SELECT id, attempts, epoch, lease_id, $1, $2, $3::bigint, $5::bigint
-    FROM leases
+    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, candidates.n
+), taken AS (
+    SELECT count(*) AS n FROM started
 )
-SELECT id, attempts, epoch, lane, payload, lease_id FROM leases
-ORDER BY n
+SELECT
+    EXISTS (SELECT 1 FROM w) AS alive,
+    EXISTS (SELECT 1 FROM due) AS due,
+    CAST(coalesce((
+        SELECT s.run_at_ms FROM executions AS s, w, taken
+        WHERE taken.n < cardinality($1::uuid[]) AND cardinality(w.lanes) = 1
+          AND s.namespace = $2 AND s.lane = w.lanes[1]
+          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $3::bigint
+        ORDER BY s.run_at_ms
+        LIMIT 1
+    ), (
+        SELECT s.run_at_ms FROM executions AS s, w, taken
+        WHERE taken.n < cardinality($1::uuid[]) AND cardinality(w.lanes) > 1
+          AND s.namespace = $2 AND s.lane = ANY(w.lanes)
+          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $3::bigint
+        ORDER BY s.run_at_ms
+        LIMIT 1
+    ), 0) AS bigint) AS next_run_at_ms,
+    CAST(coalesce(array_agg(started.id ORDER BY started.n), '{}') AS uuid[]) AS ids,
+    CAST(coalesce(array_agg(started.attempts ORDER BY started.n), '{}') AS bigint[]) AS attempts,
+    CAST(coalesce(array_agg(started.epoch ORDER BY started.n), '{}') AS bigint[]) AS epochs,
+    CAST(coalesce(array_agg(started.lane ORDER BY started.n), '{}') AS text[]) AS lanes,
+    CAST(coalesce(array_agg(started.payload ORDER BY started.n), '{}') AS bytea[]) AS payloads,
+    CAST(coalesce(array_agg(started.lease_id ORDER BY started.n), '{}') AS uuid[]) AS lease_ids
+FROM started
 `
 
 type ExecutionClaimParams struct {
-	Namespace   string
-	InstanceID  string
-	Now         int64
 	LeaseIds    []uuid.UUID
+	Namespace   string
+	Now         int64
+	InstanceID  string
+	Promote     bool
 	ExpiresAtMs int64
 }
 
 type ExecutionClaimRow struct {
-	ID       uuid.UUID
-	Attempts int64
-	Epoch    int64
-	Lane     string
-	Payload  []byte
-	LeaseID  uuid.UUID
+	Alive       bool
+	Due         bool
+	NextRunAtMs int64
+	Ids         []uuid.UUID
+	Attempts    []int64
+	Epochs      []int64
+	Lanes       []string
+	Payloads    [][]byte
+	LeaseIds    []uuid.UUID
 }
 
+// Leases: claim, renew, complete, fail, release, revoke, list expired and
+// reclaim. The current lease lives on its execution's row; an attempt that
+// ends is recorded once in attempts. Every call that presents a lease is
+// fenced in the statement that writes: same epoch, running, unexpired, not
+// revoked.
 // ExecutionClaim gives an alive worker up to cardinality(@lease_ids) of the
-// best claimable executions, in one statement: it seeks the claim index once
-// per lane of the worker, each seek locking its candidates FOR UPDATE SKIP
-// LOCKED (concurrent claimers never take the same execution and never wait
-// for each other's rows), locks the worker row FOR KEY SHARE (a concurrent
-// MarkWorkerDead or sweep, which deletes it, waits, so no lease outlives its
-// worker; heartbeats do not), starts the best under a new attempt and epoch,
-// and records their leases. The worker row is locked only when there is
-// something to claim: a claim that finds nothing locks nothing, writes
-// nothing and takes no transaction id. No row when nothing is claimable or
-// the worker is not alive.
-func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) ([]ExecutionClaimRow, error) {
-	rows, err := q.db.Query(ctx, executionClaim,
-		arg.Namespace,
-		arg.InstanceID,
-		arg.Now,
+// best claimable executions, in one statement, and says what it found.
+//   - Scheduled executions of the namespace that are due (RunAt <= @now, not
+//     yet ready) come first: when there are any (and @promote), it makes up
+//     to 1000 of them ready, earliest first, claims nothing and says due, so
+//     that the caller claims again and the best of all claimable work wins.
+//   - Else it reads the ready index of the worker's one lane (a worker of
+//     several lanes: the namespace's, lanes filtered) best first, locking
+//     FOR UPDATE SKIP LOCKED as it goes, so it locks exactly what it claims
+//     and never reports no work while unlocked work is left (concurrent
+//     claimers never take the same execution nor wait for each other).
+//   - It locks the worker row FOR KEY SHARE (a concurrent MarkWorkerDead or
+//     sweep, which deletes it, waits, so no lease outlives its worker;
+//     heartbeats do not) and starts each execution under a new lease,
+//     attempt and epoch.
+//   - When it claims fewer than asked, next_run_at_ms is the earliest RunAt
+//     after @now among the scheduled executions of the worker's lanes (0:
+//     none), when the worker should look again at the latest.
+//
+// When there is nothing to claim or make ready it locks nothing, writes
+// nothing and takes no transaction id. One row: alive (false: the worker is
+// not alive, nothing claimed), due, next_run_at_ms, and the claimed leases
+// as arrays, best first.
+func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) (ExecutionClaimRow, error) {
+	row := q.db.QueryRow(ctx, executionClaim,
 		arg.LeaseIds,
+		arg.Namespace,
+		arg.Now,
+		arg.InstanceID,
+		arg.Promote,
 		arg.ExpiresAtMs,
 	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ExecutionClaimRow{}
-	for rows.Next() {
-		var i ExecutionClaimRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Attempts,
-			&i.Epoch,
-			&i.Lane,
-			&i.Payload,
-			&i.LeaseID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions WHERE id = $1
-`
-
-// ExecutionGet reads one execution by id.
-func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error) {
-	row := q.db.QueryRow(ctx, executionGet, id)
-	var i Execution
+	var i ExecutionClaimRow
 	err := row.Scan(
-		&i.ID,
-		&i.Namespace,
-		&i.Lane,
-		&i.State,
-		&i.Priority,
-		&i.Payload,
-		&i.Result,
-		&i.RequiredCapabilities,
+		&i.Alive,
+		&i.Due,
+		&i.NextRunAtMs,
+		&i.Ids,
 		&i.Attempts,
-		&i.MaxAttempts,
-		&i.ReclaimCount,
-		&i.LastError,
-		&i.Epoch,
-		&i.CreatedAtMs,
-		&i.RunAtMs,
-		&i.RetryBackoffMs,
+		&i.Epochs,
+		&i.Lanes,
+		&i.Payloads,
+		&i.LeaseIds,
 	)
 	return i, err
 }
 
-const executionGetState = `-- name: ExecutionGetState :one
-SELECT state FROM executions WHERE id = $1
-`
-
-// ExecutionGetState reads the state of one execution.
-func (q *Queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
-	row := q.db.QueryRow(ctx, executionGetState, id)
-	var state string
-	err := row.Scan(&state)
-	return state, err
-}
-
-const executionInsert = `-- name: ExecutionInsert :exec
-
-WITH inserted AS (
-    INSERT INTO executions (
-        id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms
-    ) VALUES (
-        $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10
-    )
-    RETURNING namespace
-)
-SELECT roster_wake(inserted.namespace) FROM inserted
-`
-
-type ExecutionInsertParams struct {
-	ID                   uuid.UUID
-	Namespace            string
-	Lane                 string
-	Priority             int64
-	Payload              []byte
-	RequiredCapabilities []string
-	MaxAttempts          int64
-	CreatedAtMs          int64
-	RunAtMs              int64
-	RetryBackoffMs       int64
-}
-
-// Executions and their attempts (leases).
-// ExecutionInsert creates one waiting execution and wakes the namespace's workers.
-func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams) error {
-	_, err := q.db.Exec(ctx, executionInsert,
-		arg.ID,
-		arg.Namespace,
-		arg.Lane,
-		arg.Priority,
-		arg.Payload,
-		arg.RequiredCapabilities,
-		arg.MaxAttempts,
-		arg.CreatedAtMs,
-		arg.RunAtMs,
-		arg.RetryBackoffMs,
-	)
-	return err
-}
-
-const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE id > $1
-ORDER BY id
-LIMIT $2
-`
-
-type ExecutionListParams struct {
-	AfterID uuid.UUID
-	MaxRows int32
-}
-
-// ExecutionList pages every execution in id order.
-func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([]Execution, error) {
-	rows, err := q.db.Query(ctx, executionList, arg.AfterID, arg.MaxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE lane = $1 AND id > $2
-ORDER BY id
-LIMIT $3
-`
-
-type ExecutionListByLaneParams struct {
-	Lane    string
-	AfterID uuid.UUID
-	MaxRows int32
-}
-
-// ExecutionListByLane pages one lane's executions, across namespaces, in id order.
-func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLaneParams) ([]Execution, error) {
-	rows, err := q.db.Query(ctx, executionListByLane, arg.Lane, arg.AfterID, arg.MaxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByLaneState = `-- name: ExecutionListByLaneState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE lane = $1 AND state = $2 AND id > $3
-ORDER BY id
-LIMIT $4
-`
-
-type ExecutionListByLaneStateParams struct {
-	Lane    string
-	State   string
-	AfterID uuid.UUID
-	MaxRows int32
-}
-
-// ExecutionListByLaneState pages one lane's executions of one state, across namespaces, in id order.
-func (q *Queries) ExecutionListByLaneState(ctx context.Context, arg ExecutionListByLaneStateParams) ([]Execution, error) {
-	rows, err := q.db.Query(ctx, executionListByLaneState,
-		arg.Lane,
-		arg.State,
-		arg.AfterID,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE namespace = $1 AND id > $2
-ORDER BY id
-LIMIT $3
-`
-
-type ExecutionListByNamespaceParams struct {
-	Namespace string
-	AfterID   uuid.UUID
-	MaxRows   int32
-}
-
-// ExecutionListByNamespace pages one namespace's executions in id order.
-func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionListByNamespaceParams) ([]Execution, error) {
-	rows, err := q.db.Query(ctx, executionListByNamespace, arg.Namespace, arg.AfterID, arg.MaxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByNamespaceLane = `-- name: ExecutionListByNamespaceLane :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE namespace = $1 AND lane = $2 AND id > $3
-ORDER BY id
-LIMIT $4
-`
-
-type ExecutionListByNamespaceLaneParams struct {
-	Namespace string
-	Lane      string
-	AfterID   uuid.UUID
-	MaxRows   int32
-}
-
-// ExecutionListByNamespaceLane pages one lane of one namespace in id order.
-func (q *Queries) ExecutionListByNamespaceLane(ctx context.Context, arg ExecutionListByNamespaceLaneParams) ([]Execution, error) {
-	rows, err := q.db.Query(ctx, executionListByNamespaceLane,
-		arg.Namespace,
-		arg.Lane,
-		arg.AfterID,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByNamespaceLaneState = `-- name: ExecutionListByNamespaceLaneState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE namespace = $1 AND lane = $2 AND state = $3 AND id > $4
-ORDER BY id
-LIMIT $5
-`
-
-type ExecutionListByNamespaceLaneStateParams struct {
-	Namespace string
-	Lane      string
-	State     string
-	AfterID   uuid.UUID
-	MaxRows   int32
-}
-
-// ExecutionListByNamespaceLaneState pages one lane of one namespace, of one state, in id order.
-func (q *Queries) ExecutionListByNamespaceLaneState(ctx context.Context, arg ExecutionListByNamespaceLaneStateParams) ([]Execution, error) {
-	rows, err := q.db.Query(ctx, executionListByNamespaceLaneState,
-		arg.Namespace,
-		arg.Lane,
-		arg.State,
-		arg.AfterID,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByNamespaceState = `-- name: ExecutionListByNamespaceState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE namespace = $1 AND state = $2 AND id > $3
-ORDER BY id
-LIMIT $4
-`
-
-type ExecutionListByNamespaceStateParams struct {
-	Namespace string
-	State     string
-	AfterID   uuid.UUID
-	MaxRows   int32
-}
-
-// ExecutionListByNamespaceState pages one namespace's executions of one state in id order.
-func (q *Queries) ExecutionListByNamespaceState(ctx context.Context, arg ExecutionListByNamespaceStateParams) ([]Execution, error) {
-	rows, err := q.db.Query(ctx, executionListByNamespaceState,
-		arg.Namespace,
-		arg.State,
-		arg.AfterID,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE state = $1 AND id > $2
-ORDER BY id
-LIMIT $3
-`
-
-type ExecutionListByStateParams struct {
-	State   string
-	AfterID uuid.UUID
-	MaxRows int32
-}
-
-// ExecutionListByState pages the executions of one state, across namespaces, in id order.
-func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByStateParams) ([]Execution, error) {
-	rows, err := q.db.Query(ctx, executionListByState, arg.State, arg.AfterID, arg.MaxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionRequeueReclaimed = `-- name: ExecutionRequeueReclaimed :exec
-WITH requeued AS (
-    UPDATE executions
-    SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
-        run_at_ms = CASE WHEN attempts < max_attempts THEN CAST($1 AS bigint) + CASE
-            WHEN retry_backoff_ms = 0 THEN 0
-            WHEN attempts - 1 >= 27 THEN 86400000
-            ELSE least(retry_backoff_ms << (attempts - 1)::int, 86400000) END
-          ELSE run_at_ms END,
-        reclaim_count = reclaim_count + 1,
-        last_error = 'lease expired'
-    WHERE state = 'running' AND id = ANY($2::uuid[])
-    RETURNING namespace, state
-)
-SELECT roster_wake(w.namespace) FROM (SELECT DISTINCT namespace FROM requeued WHERE state = 'waiting') AS w
-`
-
-type ExecutionRequeueReclaimedParams struct {
-	Now int64
-	Ids []uuid.UUID
-}
-
-// ExecutionRequeueReclaimed returns each execution of @ids to waiting while
-// attempts remain (waking their namespaces' workers), else ends it failed;
-// either way it counts the reclaim.
-func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, arg ExecutionRequeueReclaimedParams) error {
-	_, err := q.db.Exec(ctx, executionRequeueReclaimed, arg.Now, arg.Ids)
-	return err
-}
-
 const leaseComplete = `-- name: LeaseComplete :one
-WITH ended AS (
-    UPDATE attempts AS a SET state = 'completed', ended_at_ms = $2::bigint
-    WHERE a.execution_id = $3 AND a.epoch = $4 AND a.state = 'running'
-      AND a.expires_at_ms > $2::bigint AND a.revoked_at_ms IS NULL
-    RETURNING a.execution_id
+WITH done AS (
+    UPDATE executions AS x SET state = 'completed', result = $1, finished_at_ms = $2::bigint
+    WHERE x.id = $3 AND x.epoch = $4 AND x.state = 'running'
+      AND x.expires_at_ms > $2::bigint AND x.revoked_at_ms IS NULL
+    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms
+    )
+    SELECT d.id, d.attempts, d.epoch, d.lease_id, d.namespace, d.holder, 'completed',
+           d.claimed_at_ms, d.expires_at_ms, $2::bigint
+    FROM done AS d
 )
-UPDATE executions AS x SET state = 'completed', result = $1
-FROM ended
-WHERE x.id = ended.execution_id AND x.state = 'running'
-RETURNING x.id
+SELECT done.id FROM done
 `
 
 type LeaseCompleteParams struct {
-	Result      []byte
-	Now         int64
-	ExecutionID uuid.UUID
-	Epoch       int64
+	Result []byte
+	Now    int64
+	ID     uuid.UUID
+	Epoch  int64
 }
 
 // LeaseComplete ends the current, unexpired, unrevoked lease and its
-// execution as completed with the result, in one statement (fenced in its
-// WHERE); no row when the lease is lost.
+// execution as completed with the result, and records the attempt, in one
+// statement (fenced in its WHERE); no row when the lease is lost.
 func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, leaseComplete,
 		arg.Result,
 		arg.Now,
-		arg.ExecutionID,
+		arg.ID,
 		arg.Epoch,
 	)
 	var id uuid.UUID
@@ -964,28 +214,32 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (u
 
 const leaseCompleteMany = `-- name: LeaseCompleteMany :many
 WITH input AS (
-    SELECT unnest($1::uuid[]) AS execution_id,
+    SELECT unnest($1::uuid[]) AS id,
            unnest($2::bigint[]) AS epoch,
            unnest($3::bytea[]) AS result
-), ended AS (
-    UPDATE attempts AS a SET state = 'completed', ended_at_ms = $4::bigint
+), done AS (
+    UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = $4::bigint
     FROM input
-    WHERE a.execution_id = input.execution_id AND a.epoch = input.epoch AND a.state = 'running'
-      AND a.expires_at_ms > $4::bigint AND a.revoked_at_ms IS NULL
-    RETURNING a.execution_id, a.epoch
+    WHERE x.id = input.id AND x.epoch = input.epoch AND x.state = 'running'
+      AND x.expires_at_ms > $4::bigint AND x.revoked_at_ms IS NULL
+    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms
+    )
+    SELECT d.id, d.attempts, d.epoch, d.lease_id, d.namespace, d.holder, 'completed',
+           d.claimed_at_ms, d.expires_at_ms, $4::bigint
+    FROM done AS d
 )
-UPDATE executions AS x SET state = 'completed', result = input.result
-FROM ended
-JOIN input ON input.execution_id = ended.execution_id AND input.epoch = ended.epoch
-WHERE x.id = ended.execution_id AND x.state = 'running'
-RETURNING x.id, ended.epoch
+SELECT done.id, done.epoch FROM done
 `
 
 type LeaseCompleteManyParams struct {
-	ExecutionIds []uuid.UUID
-	Epochs       []int64
-	Results      [][]byte
-	Now          int64
+	Ids     []uuid.UUID
+	Epochs  []int64
+	Results [][]byte
+	Now     int64
 }
 
 type LeaseCompleteManyRow struct {
@@ -995,11 +249,11 @@ type LeaseCompleteManyRow struct {
 
 // LeaseCompleteMany completes many leases in one statement, each fenced as
 // LeaseComplete is (current epoch, running, unexpired, unrevoked) and given
-// the result of its own (execution, epoch), and returns the leases it
-// completed; the others were lost.
+// the result of its own (execution, epoch), records their attempts, and
+// returns the leases it completed; the others were lost.
 func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyParams) ([]LeaseCompleteManyRow, error) {
 	rows, err := q.db.Query(ctx, leaseCompleteMany,
-		arg.ExecutionIds,
+		arg.Ids,
 		arg.Epochs,
 		arg.Results,
 		arg.Now,
@@ -1023,12 +277,7 @@ func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyPa
 }
 
 const leaseFail = `-- name: LeaseFail :one
-WITH ended AS (
-    UPDATE attempts AS a SET state = 'failed', ended_at_ms = $1::bigint
-    WHERE a.execution_id = $2 AND a.epoch = $3 AND a.state = 'running'
-      AND a.expires_at_ms > $1::bigint AND a.revoked_at_ms IS NULL
-    RETURNING a.execution_id
-), failed AS (
+WITH failed AS (
     UPDATE executions AS x
     SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
         run_at_ms = CASE WHEN x.attempts < x.max_attempts THEN CAST($1 AS bigint) + CASE
@@ -1036,81 +285,312 @@ WITH ended AS (
             WHEN x.attempts - 1 >= 27 THEN 86400000
             ELSE least(x.retry_backoff_ms << (x.attempts - 1)::int, 86400000) END
           ELSE x.run_at_ms END,
-        last_error = $4
-    FROM ended
-    WHERE x.id = ended.execution_id AND x.state = 'running'
-    RETURNING x.id, x.state, x.namespace
+        ready = x.retry_backoff_ms = 0,
+        finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST($1 AS bigint) END,
+        last_error = $2
+    WHERE x.id = $3 AND x.epoch = $4 AND x.state = 'running'
+      AND x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL
+    RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms
+    )
+    SELECT f.id, f.attempts, f.epoch, f.lease_id, f.namespace, f.holder, 'failed',
+           f.claimed_at_ms, f.expires_at_ms, $1::bigint
+    FROM failed AS f
 )
 SELECT failed.id FROM failed
 WHERE CASE WHEN failed.state = 'waiting' THEN roster_wake(failed.namespace) = 1 ELSE true END
 `
 
 type LeaseFailParams struct {
-	Now         int64
-	ExecutionID uuid.UUID
-	Epoch       int64
-	LastError   string
+	Now       int64
+	LastError string
+	ID        uuid.UUID
+	Epoch     int64
 }
 
-// LeaseFail ends the current, unexpired, unrevoked lease as failed, returns
-// its execution to waiting while attempts remain (waking the namespace's
-// workers; else ends it failed) with the reason, in one statement; no row
-// when the lease is lost.
+// LeaseFail ends the current, unexpired, unrevoked lease as failed and
+// records the attempt; the execution waits again while attempts remain
+// (claimable from now plus its backoff: ready at once without one; its
+// namespace's workers are woken), else ends failed, with the reason. One
+// statement; no row when the lease is lost.
 func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, leaseFail,
 		arg.Now,
-		arg.ExecutionID,
-		arg.Epoch,
 		arg.LastError,
+		arg.ID,
+		arg.Epoch,
 	)
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
 }
 
+const leaseFindHeld = `-- name: LeaseFindHeld :many
+SELECT id, epoch, lease_id FROM executions
+WHERE namespace = $1 AND holder = $2::text AND state = 'running'
+  AND lease_id = ANY($3::uuid[])
+`
+
+type LeaseFindHeldParams struct {
+	Namespace string
+	Holder    string
+	LeaseIds  []uuid.UUID
+}
+
+type LeaseFindHeldRow struct {
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.NullUUID
+}
+
+// LeaseFindHeld reads which of @lease_ids one worker holds now (a claim
+// whose outcome was unknown, looked up).
+func (q *Queries) LeaseFindHeld(ctx context.Context, arg LeaseFindHeldParams) ([]LeaseFindHeldRow, error) {
+	rows, err := q.db.Query(ctx, leaseFindHeld, arg.Namespace, arg.Holder, arg.LeaseIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LeaseFindHeldRow{}
+	for rows.Next() {
+		var i LeaseFindHeldRow
+		if err := rows.Scan(&i.ID, &i.Epoch, &i.LeaseID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseListExpired = `-- name: LeaseListExpired :many
+SELECT id, lease_id, attempts, epoch, namespace, holder, expires_at_ms
+FROM executions
+WHERE state = 'running' AND expires_at_ms <= $1::bigint
+  AND ($2::text = '' OR namespace = $2)
+  AND (expires_at_ms, id) > ($3::bigint, $4::uuid)
+ORDER BY expires_at_ms, id
+LIMIT $5
+`
+
+type LeaseListExpiredParams struct {
+	AsOf             int64
+	Namespace        string
+	AfterExpiresAtMs int64
+	AfterID          uuid.UUID
+	MaxRows          int32
+}
+
+type LeaseListExpiredRow struct {
+	ID          uuid.UUID
+	LeaseID     uuid.NullUUID
+	Attempts    int64
+	Epoch       int64
+	Namespace   string
+	Holder      pgtype.Text
+	ExpiresAtMs pgtype.Int8
+}
+
+// LeaseListExpired pages the running leases expired by @as_of, by (expiry,
+// execution id), of one namespace ("" = every namespace).
+func (q *Queries) LeaseListExpired(ctx context.Context, arg LeaseListExpiredParams) ([]LeaseListExpiredRow, error) {
+	rows, err := q.db.Query(ctx, leaseListExpired,
+		arg.AsOf,
+		arg.Namespace,
+		arg.AfterExpiresAtMs,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LeaseListExpiredRow{}
+	for rows.Next() {
+		var i LeaseListExpiredRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.LeaseID,
+			&i.Attempts,
+			&i.Epoch,
+			&i.Namespace,
+			&i.Holder,
+			&i.ExpiresAtMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseReclaimBatch = `-- name: LeaseReclaimBatch :many
+WITH expired AS (
+    SELECT r.id FROM executions AS r
+    WHERE r.state = 'running' AND r.expires_at_ms <= $1::bigint
+    ORDER BY r.expires_at_ms, r.id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), requeued AS (
+    UPDATE executions AS x
+    SET state = CASE WHEN x.attempts < x.max_attempts THEN 'waiting' ELSE 'failed' END,
+        run_at_ms = CASE WHEN x.attempts < x.max_attempts THEN CAST($1 AS bigint) + CASE
+            WHEN x.retry_backoff_ms = 0 THEN 0
+            WHEN x.attempts - 1 >= 27 THEN 86400000
+            ELSE least(x.retry_backoff_ms << (x.attempts - 1)::int, 86400000) END
+          ELSE x.run_at_ms END,
+        ready = x.retry_backoff_ms = 0,
+        finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST($1 AS bigint) END,
+        reclaim_count = x.reclaim_count + 1,
+        last_error = 'lease expired'
+    FROM expired
+    WHERE x.id = expired.id
+    RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms,
+              x.expires_at_ms, x.revoked_at_ms,
+              CASE WHEN x.state = 'waiting' THEN roster_wake(x.namespace) END AS woken
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+    )
+    SELECT r.id, r.attempts, r.epoch, r.lease_id, r.namespace, r.holder, 'reclaimed',
+           r.claimed_at_ms, r.expires_at_ms, $1::bigint, r.revoked_at_ms
+    FROM requeued AS r
+)
+SELECT requeued.id FROM requeued
+`
+
+type LeaseReclaimBatchParams struct {
+	Now       int64
+	BatchSize int32
+}
+
+// LeaseReclaimBatch ends up to @batch_size expired leases, soonest expiry
+// first (leases another reclaimer holds are skipped, not waited for): each
+// execution waits again while attempts remain (claimable from now plus its
+// backoff; its namespace's workers are woken), else ends failed; either way
+// it counts the reclaim, with LastError "lease expired", and the attempt is
+// recorded as reclaimed.
+func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, leaseReclaimBatch, arg.Now, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseRelease = `-- name: LeaseRelease :one
-WITH ended AS (
-    DELETE FROM attempts AS a
-    WHERE a.execution_id = $1 AND a.epoch = $2 AND a.state = 'running'
-      AND a.expires_at_ms > $3::bigint AND a.revoked_at_ms IS NULL
-    RETURNING a.execution_id
-), released AS (
-    UPDATE executions AS x SET state = 'waiting', attempts = x.attempts - 1
-    FROM ended
-    WHERE x.id = ended.execution_id AND x.state = 'running'
+WITH released AS (
+    UPDATE executions AS x
+    SET state = 'waiting', attempts = x.attempts - 1, ready = x.run_at_ms <= $1::bigint
+    WHERE x.id = $2 AND x.epoch = $3 AND x.state = 'running'
+      AND x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL
     RETURNING x.id, x.namespace
 )
 SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1
 `
 
 type LeaseReleaseParams struct {
-	ExecutionID uuid.UUID
-	Epoch       int64
-	Now         int64
+	Now   int64
+	ID    uuid.UUID
+	Epoch int64
 }
 
 // LeaseRelease ends the current, unexpired, unrevoked lease without using up
-// its attempt: the attempt is deleted (it never ran), the execution waits
-// again with its RunAt and one attempt fewer, its epoch unchanged (the
-// released lease stays fenced), and the namespace's workers are woken. No
+// its attempt: the execution waits again with its RunAt and one attempt
+// fewer, its epoch unchanged (the released lease stays fenced), and the
+// namespace's workers are woken. It never ran, so no attempt is recorded. No
 // row when the lease is lost.
 func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, leaseRelease, arg.ExecutionID, arg.Epoch, arg.Now)
+	row := q.db.QueryRow(ctx, leaseRelease, arg.Now, arg.ID, arg.Epoch)
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
 }
 
+const leaseRenew = `-- name: LeaseRenew :one
+UPDATE executions SET expires_at_ms = $1::bigint
+WHERE id = $2 AND epoch = $3 AND state = 'running'
+  AND expires_at_ms > $4::bigint AND revoked_at_ms IS NULL
+RETURNING id
+`
+
+type LeaseRenewParams struct {
+	ExpiresAtMs int64
+	ID          uuid.UUID
+	Epoch       int64
+	Now         int64
+}
+
+// LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
+func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, leaseRenew,
+		arg.ExpiresAtMs,
+		arg.ID,
+		arg.Epoch,
+		arg.Now,
+	)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const leaseRevokeHeldBy = `-- name: LeaseRevokeHeldBy :exec
+UPDATE executions
+SET expires_at_ms = least(expires_at_ms, $1::bigint), revoked_at_ms = $1::bigint
+WHERE state = 'running' AND revoked_at_ms IS NULL
+  AND (namespace, holder) IN (
+      SELECT unnest($2::text[]), unnest($3::text[])
+  )
+`
+
+type LeaseRevokeHeldByParams struct {
+	Now        int64
+	Namespaces []string
+	Holders    []string
+}
+
+// LeaseRevokeHeldBy ends for good, at @now, every running lease of the given
+// (namespace, holder) pairs: the leases expire (and can be reclaimed) and no
+// later call renews, completes or fails them.
+func (q *Queries) LeaseRevokeHeldBy(ctx context.Context, arg LeaseRevokeHeldByParams) error {
+	_, err := q.db.Exec(ctx, leaseRevokeHeldBy, arg.Now, arg.Namespaces, arg.Holders)
+	return err
+}
+
 const workerNextRunAt = `-- name: WorkerNextRunAt :one
 SELECT CAST(coalesce((
-    SELECT min(n.run_at_ms) FROM unnest(wk.lanes) AS l (lane)
-    CROSS JOIN LATERAL (
-        SELECT e.run_at_ms FROM executions AS e
-        WHERE e.namespace = wk.namespace AND e.lane = l.lane AND e.state = 'waiting'
-          AND e.run_at_ms > $1::bigint
-        ORDER BY e.run_at_ms
-        LIMIT 1
-    ) AS n
+    SELECT s.run_at_ms FROM executions AS s
+    WHERE cardinality(wk.lanes) = 1 AND s.namespace = wk.namespace AND s.lane = wk.lanes[1]
+      AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $1::bigint
+    ORDER BY s.run_at_ms
+    LIMIT 1
+), (
+    SELECT s.run_at_ms FROM executions AS s
+    WHERE cardinality(wk.lanes) > 1 AND s.namespace = wk.namespace AND s.lane = ANY(wk.lanes)
+      AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $1::bigint
+    ORDER BY s.run_at_ms
+    LIMIT 1
 ), 0) AS bigint) AS next_run_at_ms
 FROM workers AS wk
 WHERE wk.namespace = $2 AND wk.instance_id = $3
@@ -1124,8 +604,8 @@ type WorkerNextRunAtParams struct {
 }
 
 // WorkerNextRunAt reads, for an alive worker, the earliest RunAt after @now
-// among the waiting executions of its lanes (0: none), one seek per lane;
-// no row when the worker is not alive.
+// among the scheduled executions of its lanes (0: none); no row when the
+// worker is not alive.
 func (q *Queries) WorkerNextRunAt(ctx context.Context, arg WorkerNextRunAtParams) (int64, error) {
 	row := q.db.QueryRow(ctx, workerNextRunAt, arg.Now, arg.Namespace, arg.InstanceID)
 	var next_run_at_ms int64

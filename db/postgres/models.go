@@ -48,7 +48,7 @@ type Attempt struct {
 	State        string
 	ClaimedAtMs  int64
 	ExpiresAtMs  int64
-	EndedAtMs    pgtype.Int8
+	EndedAtMs    int64
 	RevokedAtMs  pgtype.Int8
 }
 
@@ -69,6 +69,13 @@ type Execution struct {
 	CreatedAtMs          int64
 	RunAtMs              int64
 	RetryBackoffMs       int64
+	Ready                bool
+	LeaseID              uuid.NullUUID
+	Holder               pgtype.Text
+	ClaimedAtMs          pgtype.Int8
+	ExpiresAtMs          pgtype.Int8
+	RevokedAtMs          pgtype.Int8
+	FinishedAtMs         pgtype.Int8
 }
 
 type Worker struct {

@@ -36,7 +36,7 @@ func (q *Queries) StatsAgents(ctx context.Context) ([]AgentStateCount, error) {
 
 const statsExpiredLeases = `-- name: StatsExpiredLeases :many
 SELECT namespace, count(*) AS expired
-FROM attempts
+FROM executions
 WHERE state = 'running' AND expires_at_ms <= $1::bigint
 GROUP BY namespace
 ORDER BY namespace
@@ -69,15 +69,20 @@ func (q *Queries) StatsExpiredLeases(ctx context.Context, at int64) ([]StatsExpi
 }
 
 const statsLanes = `-- name: StatsLanes :many
-SELECT namespace, lane,
-       count(*) FILTER (WHERE state = 'waiting' AND run_at_ms <= $1::bigint) AS ready,
-       count(*) FILTER (WHERE state = 'waiting' AND run_at_ms > $1::bigint) AS scheduled,
-       count(*) FILTER (WHERE state = 'running') AS running,
-       coalesce(min(run_at_ms) FILTER (WHERE state = 'waiting' AND run_at_ms <= $1::bigint), 0)::bigint AS oldest_ready_ms
-FROM executions
-WHERE state IN ('waiting', 'running')
-GROUP BY namespace, lane
-ORDER BY namespace, lane
+SELECT l.namespace, l.lane,
+       count(*) FILTER (WHERE l.state = 'waiting' AND l.run_at_ms <= $1::bigint) AS ready,
+       count(*) FILTER (WHERE l.state = 'waiting' AND l.run_at_ms > $1::bigint) AS scheduled,
+       count(*) FILTER (WHERE l.state = 'running') AS running,
+       CAST(coalesce(min(l.run_at_ms) FILTER (WHERE l.state = 'waiting' AND l.run_at_ms <= $1::bigint), 0) AS bigint) AS oldest_ready_ms
+FROM (
+    SELECT namespace, lane, state, run_at_ms FROM executions WHERE state = 'waiting' AND ready
+    UNION ALL
+    SELECT namespace, lane, state, run_at_ms FROM executions WHERE state = 'waiting' AND NOT ready
+    UNION ALL
+    SELECT namespace, lane, state, run_at_ms FROM executions WHERE state = 'running'
+) AS l
+GROUP BY l.namespace, l.lane
+ORDER BY l.namespace, l.lane
 `
 
 type StatsLanesRow struct {
@@ -90,7 +95,8 @@ type StatsLanesRow struct {
 }
 
 // StatsLanes counts each lane's ready, scheduled and running executions, with
-// the oldest ready RunAt (0 when none is ready).
+// the oldest ready RunAt (0 when none is ready), from the indexes of waiting
+// and running executions only.
 func (q *Queries) StatsLanes(ctx context.Context, at int64) ([]StatsLanesRow, error) {
 	rows, err := q.db.Query(ctx, statsLanes, at)
 	if err != nil {

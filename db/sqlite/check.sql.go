@@ -22,15 +22,16 @@ func (q *Queries) AgentCheckCounts(ctx context.Context) (int64, error) {
 	return count, err
 }
 
-const attemptCheckRunning = `-- name: AttemptCheckRunning :one
+const attemptCheckEpoch = `-- name: AttemptCheckEpoch :one
 SELECT count(*) FROM attempts AS a
 JOIN executions AS e ON e.id = a.execution_id
-WHERE a.state = 'running' AND e.state <> 'running'
+WHERE a.epoch > e.epoch
 `
 
-// AttemptCheckRunning counts running attempts whose execution is not running.
-func (q *Queries) AttemptCheckRunning(ctx context.Context) (int64, error) {
-	row := q.queryRow(ctx, q.attemptCheckRunningStmt, attemptCheckRunning)
+// AttemptCheckEpoch counts recorded attempts of an epoch their execution
+// never reached.
+func (q *Queries) AttemptCheckEpoch(ctx context.Context) (int64, error) {
+	row := q.queryRow(ctx, q.attemptCheckEpochStmt, attemptCheckEpoch)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -40,14 +41,36 @@ const executionCheckRunning = `-- name: ExecutionCheckRunning :one
 
 SELECT count(*) FROM executions AS e
 WHERE e.state = 'running'
-  AND NOT EXISTS (SELECT 1 FROM attempts AS a WHERE a.execution_id = e.id AND a.state = 'running')
+  AND EXISTS (SELECT 1 FROM attempts AS a WHERE a.execution_id = e.id AND a.epoch = e.epoch)
 `
 
 // Consistency checks of `roster check`: each counts rows that break a rule
 // the operations keep (0 when the database is sound).
-// ExecutionCheckRunning counts running executions without a running attempt.
+// ExecutionCheckRunning counts running executions whose current attempt is
+// already recorded as ended.
 func (q *Queries) ExecutionCheckRunning(ctx context.Context) (int64, error) {
 	row := q.queryRow(ctx, q.executionCheckRunningStmt, executionCheckRunning)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const workerCheckLanes = `-- name: WorkerCheckLanes :one
+SELECT count(*) FROM workers AS w
+WHERE json_array_length(w.lanes) <> (
+    SELECT count(*) FROM worker_lanes AS l WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id
+) OR EXISTS (
+    SELECT 1 FROM json_each(w.lanes) AS j
+    WHERE NOT EXISTS (
+        SELECT 1 FROM worker_lanes AS l
+        WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id AND l.lane = j.value
+    )
+)
+`
+
+// WorkerCheckLanes counts the workers whose lane rows differ from their lanes.
+func (q *Queries) WorkerCheckLanes(ctx context.Context) (int64, error) {
+	row := q.queryRow(ctx, q.workerCheckLanesStmt, workerCheckLanes)
 	var count int64
 	err := row.Scan(&count)
 	return count, err

@@ -66,38 +66,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.agentTerminateLiveOnHostStmt, err = db.PrepareContext(ctx, agentTerminateLiveOnHost); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentTerminateLiveOnHost: %w", err)
 	}
-	if q.attemptCancelRunningStmt, err = db.PrepareContext(ctx, attemptCancelRunning); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptCancelRunning: %w", err)
-	}
-	if q.attemptCheckRunningStmt, err = db.PrepareContext(ctx, attemptCheckRunning); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptCheckRunning: %w", err)
-	}
-	if q.attemptDeleteCurrentStmt, err = db.PrepareContext(ctx, attemptDeleteCurrent); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptDeleteCurrent: %w", err)
-	}
-	if q.attemptEndStmt, err = db.PrepareContext(ctx, attemptEnd); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptEnd: %w", err)
-	}
-	if q.attemptGetByLeaseStmt, err = db.PrepareContext(ctx, attemptGetByLease); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptGetByLease: %w", err)
+	if q.attemptCheckEpochStmt, err = db.PrepareContext(ctx, attemptCheckEpoch); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptCheckEpoch: %w", err)
 	}
 	if q.attemptInsertStmt, err = db.PrepareContext(ctx, attemptInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptInsert: %w", err)
 	}
-	if q.attemptListExpiredStmt, err = db.PrepareContext(ctx, attemptListExpired); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptListExpired: %w", err)
-	}
-	if q.attemptListExpiredByNamespaceStmt, err = db.PrepareContext(ctx, attemptListExpiredByNamespace); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptListExpiredByNamespace: %w", err)
-	}
-	if q.attemptReclaimBatchStmt, err = db.PrepareContext(ctx, attemptReclaimBatch); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptReclaimBatch: %w", err)
-	}
-	if q.attemptRenewStmt, err = db.PrepareContext(ctx, attemptRenew); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptRenew: %w", err)
-	}
-	if q.attemptRevokeHeldByStmt, err = db.PrepareContext(ctx, attemptRevokeHeldBy); err != nil {
-		return nil, fmt.Errorf("error preparing query AttemptRevokeHeldBy: %w", err)
+	if q.attemptInsertCancelledStmt, err = db.PrepareContext(ctx, attemptInsertCancelled); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptInsertCancelled: %w", err)
 	}
 	if q.executionCancelStmt, err = db.PrepareContext(ctx, executionCancel); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionCancel: %w", err)
@@ -105,11 +81,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionCheckRunningStmt, err = db.PrepareContext(ctx, executionCheckRunning); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionCheckRunning: %w", err)
 	}
-	if q.executionCompleteStmt, err = db.PrepareContext(ctx, executionComplete); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionComplete: %w", err)
-	}
-	if q.executionFailStmt, err = db.PrepareContext(ctx, executionFail); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionFail: %w", err)
+	if q.executionDueExistsStmt, err = db.PrepareContext(ctx, executionDueExists); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionDueExists: %w", err)
 	}
 	if q.executionGetStmt, err = db.PrepareContext(ctx, executionGet); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionGet: %w", err)
@@ -126,41 +99,56 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionListByLaneStmt, err = db.PrepareContext(ctx, executionListByLane); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByLane: %w", err)
 	}
-	if q.executionListByLaneStateStmt, err = db.PrepareContext(ctx, executionListByLaneState); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionListByLaneState: %w", err)
-	}
 	if q.executionListByNamespaceStmt, err = db.PrepareContext(ctx, executionListByNamespace); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByNamespace: %w", err)
-	}
-	if q.executionListByNamespaceLaneStmt, err = db.PrepareContext(ctx, executionListByNamespaceLane); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionListByNamespaceLane: %w", err)
-	}
-	if q.executionListByNamespaceLaneStateStmt, err = db.PrepareContext(ctx, executionListByNamespaceLaneState); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionListByNamespaceLaneState: %w", err)
-	}
-	if q.executionListByNamespaceStateStmt, err = db.PrepareContext(ctx, executionListByNamespaceState); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionListByNamespaceState: %w", err)
 	}
 	if q.executionListByStateStmt, err = db.PrepareContext(ctx, executionListByState); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByState: %w", err)
 	}
-	if q.executionNextRunAtStmt, err = db.PrepareContext(ctx, executionNextRunAt); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionNextRunAt: %w", err)
+	if q.executionNextRunAtManyLanesStmt, err = db.PrepareContext(ctx, executionNextRunAtManyLanes); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionNextRunAtManyLanes: %w", err)
 	}
-	if q.executionPickInLaneStmt, err = db.PrepareContext(ctx, executionPickInLane); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionPickInLane: %w", err)
+	if q.executionNextRunAtOneLaneStmt, err = db.PrepareContext(ctx, executionNextRunAtOneLane); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionNextRunAtOneLane: %w", err)
 	}
-	if q.executionReleaseStmt, err = db.PrepareContext(ctx, executionRelease); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionRelease: %w", err)
+	if q.executionPickManyLanesStmt, err = db.PrepareContext(ctx, executionPickManyLanes); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionPickManyLanes: %w", err)
 	}
-	if q.executionRequeueReclaimedStmt, err = db.PrepareContext(ctx, executionRequeueReclaimed); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionRequeueReclaimed: %w", err)
+	if q.executionPickOneLaneStmt, err = db.PrepareContext(ctx, executionPickOneLane); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionPickOneLane: %w", err)
+	}
+	if q.executionPromoteDueStmt, err = db.PrepareContext(ctx, executionPromoteDue); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionPromoteDue: %w", err)
+	}
+	if q.executionPruneBatchStmt, err = db.PrepareContext(ctx, executionPruneBatch); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionPruneBatch: %w", err)
 	}
 	if q.executionStartStmt, err = db.PrepareContext(ctx, executionStart); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionStart: %w", err)
 	}
-	if q.executionTopPriorityStmt, err = db.PrepareContext(ctx, executionTopPriority); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionTopPriority: %w", err)
+	if q.leaseCompleteStmt, err = db.PrepareContext(ctx, leaseComplete); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseComplete: %w", err)
+	}
+	if q.leaseFailStmt, err = db.PrepareContext(ctx, leaseFail); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseFail: %w", err)
+	}
+	if q.leaseFindHeldStmt, err = db.PrepareContext(ctx, leaseFindHeld); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseFindHeld: %w", err)
+	}
+	if q.leaseListExpiredStmt, err = db.PrepareContext(ctx, leaseListExpired); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseListExpired: %w", err)
+	}
+	if q.leaseReclaimBatchStmt, err = db.PrepareContext(ctx, leaseReclaimBatch); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseReclaimBatch: %w", err)
+	}
+	if q.leaseReleaseStmt, err = db.PrepareContext(ctx, leaseRelease); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseRelease: %w", err)
+	}
+	if q.leaseRenewStmt, err = db.PrepareContext(ctx, leaseRenew); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseRenew: %w", err)
+	}
+	if q.leaseRevokeHeldByStmt, err = db.PrepareContext(ctx, leaseRevokeHeldBy); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseRevokeHeldBy: %w", err)
 	}
 	if q.statsAgentsStmt, err = db.PrepareContext(ctx, statsAgents); err != nil {
 		return nil, fmt.Errorf("error preparing query StatsAgents: %w", err)
@@ -173,6 +161,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.statsWorkersStmt, err = db.PrepareContext(ctx, statsWorkers); err != nil {
 		return nil, fmt.Errorf("error preparing query StatsWorkers: %w", err)
+	}
+	if q.workerCheckLanesStmt, err = db.PrepareContext(ctx, workerCheckLanes); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerCheckLanes: %w", err)
 	}
 	if q.workerDeleteStmt, err = db.PrepareContext(ctx, workerDelete); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerDelete: %w", err)
@@ -206,6 +197,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.workerGetAliveStmt, err = db.PrepareContext(ctx, workerGetAlive); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerGetAlive: %w", err)
+	}
+	if q.workerGetClaimerStmt, err = db.PrepareContext(ctx, workerGetClaimer); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerGetClaimer: %w", err)
 	}
 	if q.workerHeartbeatStmt, err = db.PrepareContext(ctx, workerHeartbeat); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerHeartbeat: %w", err)
@@ -300,29 +294,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing agentTerminateLiveOnHostStmt: %w", cerr)
 		}
 	}
-	if q.attemptCancelRunningStmt != nil {
-		if cerr := q.attemptCancelRunningStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptCancelRunningStmt: %w", cerr)
-		}
-	}
-	if q.attemptCheckRunningStmt != nil {
-		if cerr := q.attemptCheckRunningStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptCheckRunningStmt: %w", cerr)
-		}
-	}
-	if q.attemptDeleteCurrentStmt != nil {
-		if cerr := q.attemptDeleteCurrentStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptDeleteCurrentStmt: %w", cerr)
-		}
-	}
-	if q.attemptEndStmt != nil {
-		if cerr := q.attemptEndStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptEndStmt: %w", cerr)
-		}
-	}
-	if q.attemptGetByLeaseStmt != nil {
-		if cerr := q.attemptGetByLeaseStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptGetByLeaseStmt: %w", cerr)
+	if q.attemptCheckEpochStmt != nil {
+		if cerr := q.attemptCheckEpochStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptCheckEpochStmt: %w", cerr)
 		}
 	}
 	if q.attemptInsertStmt != nil {
@@ -330,29 +304,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing attemptInsertStmt: %w", cerr)
 		}
 	}
-	if q.attemptListExpiredStmt != nil {
-		if cerr := q.attemptListExpiredStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptListExpiredStmt: %w", cerr)
-		}
-	}
-	if q.attemptListExpiredByNamespaceStmt != nil {
-		if cerr := q.attemptListExpiredByNamespaceStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptListExpiredByNamespaceStmt: %w", cerr)
-		}
-	}
-	if q.attemptReclaimBatchStmt != nil {
-		if cerr := q.attemptReclaimBatchStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptReclaimBatchStmt: %w", cerr)
-		}
-	}
-	if q.attemptRenewStmt != nil {
-		if cerr := q.attemptRenewStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptRenewStmt: %w", cerr)
-		}
-	}
-	if q.attemptRevokeHeldByStmt != nil {
-		if cerr := q.attemptRevokeHeldByStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing attemptRevokeHeldByStmt: %w", cerr)
+	if q.attemptInsertCancelledStmt != nil {
+		if cerr := q.attemptInsertCancelledStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptInsertCancelledStmt: %w", cerr)
 		}
 	}
 	if q.executionCancelStmt != nil {
@@ -365,14 +319,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionCheckRunningStmt: %w", cerr)
 		}
 	}
-	if q.executionCompleteStmt != nil {
-		if cerr := q.executionCompleteStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionCompleteStmt: %w", cerr)
-		}
-	}
-	if q.executionFailStmt != nil {
-		if cerr := q.executionFailStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionFailStmt: %w", cerr)
+	if q.executionDueExistsStmt != nil {
+		if cerr := q.executionDueExistsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionDueExistsStmt: %w", cerr)
 		}
 	}
 	if q.executionGetStmt != nil {
@@ -400,29 +349,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionListByLaneStmt: %w", cerr)
 		}
 	}
-	if q.executionListByLaneStateStmt != nil {
-		if cerr := q.executionListByLaneStateStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionListByLaneStateStmt: %w", cerr)
-		}
-	}
 	if q.executionListByNamespaceStmt != nil {
 		if cerr := q.executionListByNamespaceStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionListByNamespaceStmt: %w", cerr)
-		}
-	}
-	if q.executionListByNamespaceLaneStmt != nil {
-		if cerr := q.executionListByNamespaceLaneStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionListByNamespaceLaneStmt: %w", cerr)
-		}
-	}
-	if q.executionListByNamespaceLaneStateStmt != nil {
-		if cerr := q.executionListByNamespaceLaneStateStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionListByNamespaceLaneStateStmt: %w", cerr)
-		}
-	}
-	if q.executionListByNamespaceStateStmt != nil {
-		if cerr := q.executionListByNamespaceStateStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionListByNamespaceStateStmt: %w", cerr)
 		}
 	}
 	if q.executionListByStateStmt != nil {
@@ -430,24 +359,34 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionListByStateStmt: %w", cerr)
 		}
 	}
-	if q.executionNextRunAtStmt != nil {
-		if cerr := q.executionNextRunAtStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionNextRunAtStmt: %w", cerr)
+	if q.executionNextRunAtManyLanesStmt != nil {
+		if cerr := q.executionNextRunAtManyLanesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionNextRunAtManyLanesStmt: %w", cerr)
 		}
 	}
-	if q.executionPickInLaneStmt != nil {
-		if cerr := q.executionPickInLaneStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionPickInLaneStmt: %w", cerr)
+	if q.executionNextRunAtOneLaneStmt != nil {
+		if cerr := q.executionNextRunAtOneLaneStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionNextRunAtOneLaneStmt: %w", cerr)
 		}
 	}
-	if q.executionReleaseStmt != nil {
-		if cerr := q.executionReleaseStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionReleaseStmt: %w", cerr)
+	if q.executionPickManyLanesStmt != nil {
+		if cerr := q.executionPickManyLanesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionPickManyLanesStmt: %w", cerr)
 		}
 	}
-	if q.executionRequeueReclaimedStmt != nil {
-		if cerr := q.executionRequeueReclaimedStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionRequeueReclaimedStmt: %w", cerr)
+	if q.executionPickOneLaneStmt != nil {
+		if cerr := q.executionPickOneLaneStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionPickOneLaneStmt: %w", cerr)
+		}
+	}
+	if q.executionPromoteDueStmt != nil {
+		if cerr := q.executionPromoteDueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionPromoteDueStmt: %w", cerr)
+		}
+	}
+	if q.executionPruneBatchStmt != nil {
+		if cerr := q.executionPruneBatchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionPruneBatchStmt: %w", cerr)
 		}
 	}
 	if q.executionStartStmt != nil {
@@ -455,9 +394,44 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionStartStmt: %w", cerr)
 		}
 	}
-	if q.executionTopPriorityStmt != nil {
-		if cerr := q.executionTopPriorityStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionTopPriorityStmt: %w", cerr)
+	if q.leaseCompleteStmt != nil {
+		if cerr := q.leaseCompleteStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseCompleteStmt: %w", cerr)
+		}
+	}
+	if q.leaseFailStmt != nil {
+		if cerr := q.leaseFailStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseFailStmt: %w", cerr)
+		}
+	}
+	if q.leaseFindHeldStmt != nil {
+		if cerr := q.leaseFindHeldStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseFindHeldStmt: %w", cerr)
+		}
+	}
+	if q.leaseListExpiredStmt != nil {
+		if cerr := q.leaseListExpiredStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseListExpiredStmt: %w", cerr)
+		}
+	}
+	if q.leaseReclaimBatchStmt != nil {
+		if cerr := q.leaseReclaimBatchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseReclaimBatchStmt: %w", cerr)
+		}
+	}
+	if q.leaseReleaseStmt != nil {
+		if cerr := q.leaseReleaseStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseReleaseStmt: %w", cerr)
+		}
+	}
+	if q.leaseRenewStmt != nil {
+		if cerr := q.leaseRenewStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseRenewStmt: %w", cerr)
+		}
+	}
+	if q.leaseRevokeHeldByStmt != nil {
+		if cerr := q.leaseRevokeHeldByStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseRevokeHeldByStmt: %w", cerr)
 		}
 	}
 	if q.statsAgentsStmt != nil {
@@ -478,6 +452,11 @@ func (q *Queries) Close() error {
 	if q.statsWorkersStmt != nil {
 		if cerr := q.statsWorkersStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing statsWorkersStmt: %w", cerr)
+		}
+	}
+	if q.workerCheckLanesStmt != nil {
+		if cerr := q.workerCheckLanesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerCheckLanesStmt: %w", cerr)
 		}
 	}
 	if q.workerDeleteStmt != nil {
@@ -533,6 +512,11 @@ func (q *Queries) Close() error {
 	if q.workerGetAliveStmt != nil {
 		if cerr := q.workerGetAliveStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing workerGetAliveStmt: %w", cerr)
+		}
+	}
+	if q.workerGetClaimerStmt != nil {
+		if cerr := q.workerGetClaimerStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerGetClaimerStmt: %w", cerr)
 		}
 	}
 	if q.workerHeartbeatStmt != nil {
@@ -602,147 +586,143 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                                    DBTX
-	tx                                    *sql.Tx
-	agentCheckCountsStmt                  *sql.Stmt
-	agentFindByIdempotencyKeyStmt         *sql.Stmt
-	agentFindLiveByProviderSessionStmt    *sql.Stmt
-	agentGetStmt                          *sql.Stmt
-	agentInsertStmt                       *sql.Stmt
-	agentListStmt                         *sql.Stmt
-	agentListByOwnerStmt                  *sql.Stmt
-	agentListByStateStmt                  *sql.Stmt
-	agentListVisibleInStmt                *sql.Stmt
-	agentSetCheckpointStmt                *sql.Stmt
-	agentSetStateStmt                     *sql.Stmt
-	agentSpawnStmt                        *sql.Stmt
-	agentTerminateLiveStmt                *sql.Stmt
-	agentTerminateLiveOnHostStmt          *sql.Stmt
-	attemptCancelRunningStmt              *sql.Stmt
-	attemptCheckRunningStmt               *sql.Stmt
-	attemptDeleteCurrentStmt              *sql.Stmt
-	attemptEndStmt                        *sql.Stmt
-	attemptGetByLeaseStmt                 *sql.Stmt
-	attemptInsertStmt                     *sql.Stmt
-	attemptListExpiredStmt                *sql.Stmt
-	attemptListExpiredByNamespaceStmt     *sql.Stmt
-	attemptReclaimBatchStmt               *sql.Stmt
-	attemptRenewStmt                      *sql.Stmt
-	attemptRevokeHeldByStmt               *sql.Stmt
-	executionCancelStmt                   *sql.Stmt
-	executionCheckRunningStmt             *sql.Stmt
-	executionCompleteStmt                 *sql.Stmt
-	executionFailStmt                     *sql.Stmt
-	executionGetStmt                      *sql.Stmt
-	executionGetStateStmt                 *sql.Stmt
-	executionInsertStmt                   *sql.Stmt
-	executionListStmt                     *sql.Stmt
-	executionListByLaneStmt               *sql.Stmt
-	executionListByLaneStateStmt          *sql.Stmt
-	executionListByNamespaceStmt          *sql.Stmt
-	executionListByNamespaceLaneStmt      *sql.Stmt
-	executionListByNamespaceLaneStateStmt *sql.Stmt
-	executionListByNamespaceStateStmt     *sql.Stmt
-	executionListByStateStmt              *sql.Stmt
-	executionNextRunAtStmt                *sql.Stmt
-	executionPickInLaneStmt               *sql.Stmt
-	executionReleaseStmt                  *sql.Stmt
-	executionRequeueReclaimedStmt         *sql.Stmt
-	executionStartStmt                    *sql.Stmt
-	executionTopPriorityStmt              *sql.Stmt
-	statsAgentsStmt                       *sql.Stmt
-	statsExpiredLeasesStmt                *sql.Stmt
-	statsLanesStmt                        *sql.Stmt
-	statsWorkersStmt                      *sql.Stmt
-	workerDeleteStmt                      *sql.Stmt
-	workerEventAppendStmt                 *sql.Stmt
-	workerEventAppendSweptStmt            *sql.Stmt
-	workerEventListStmt                   *sql.Stmt
-	workerEventListByInstanceStmt         *sql.Stmt
-	workerEventListByNamespaceStmt        *sql.Stmt
-	workerEventListLatestStmt             *sql.Stmt
-	workerEventListLatestByNamespaceStmt  *sql.Stmt
-	workerEventPruneBatchStmt             *sql.Stmt
-	workerGetStmt                         *sql.Stmt
-	workerGetAliveStmt                    *sql.Stmt
-	workerHeartbeatStmt                   *sql.Stmt
-	workerListAllStmt                     *sql.Stmt
-	workerListByNamespaceStmt             *sql.Stmt
-	workerRefreshStmt                     *sql.Stmt
-	workerRegisterStmt                    *sql.Stmt
-	workerSweepBatchStmt                  *sql.Stmt
+	db                                   DBTX
+	tx                                   *sql.Tx
+	agentCheckCountsStmt                 *sql.Stmt
+	agentFindByIdempotencyKeyStmt        *sql.Stmt
+	agentFindLiveByProviderSessionStmt   *sql.Stmt
+	agentGetStmt                         *sql.Stmt
+	agentInsertStmt                      *sql.Stmt
+	agentListStmt                        *sql.Stmt
+	agentListByOwnerStmt                 *sql.Stmt
+	agentListByStateStmt                 *sql.Stmt
+	agentListVisibleInStmt               *sql.Stmt
+	agentSetCheckpointStmt               *sql.Stmt
+	agentSetStateStmt                    *sql.Stmt
+	agentSpawnStmt                       *sql.Stmt
+	agentTerminateLiveStmt               *sql.Stmt
+	agentTerminateLiveOnHostStmt         *sql.Stmt
+	attemptCheckEpochStmt                *sql.Stmt
+	attemptInsertStmt                    *sql.Stmt
+	attemptInsertCancelledStmt           *sql.Stmt
+	executionCancelStmt                  *sql.Stmt
+	executionCheckRunningStmt            *sql.Stmt
+	executionDueExistsStmt               *sql.Stmt
+	executionGetStmt                     *sql.Stmt
+	executionGetStateStmt                *sql.Stmt
+	executionInsertStmt                  *sql.Stmt
+	executionListStmt                    *sql.Stmt
+	executionListByLaneStmt              *sql.Stmt
+	executionListByNamespaceStmt         *sql.Stmt
+	executionListByStateStmt             *sql.Stmt
+	executionNextRunAtManyLanesStmt      *sql.Stmt
+	executionNextRunAtOneLaneStmt        *sql.Stmt
+	executionPickManyLanesStmt           *sql.Stmt
+	executionPickOneLaneStmt             *sql.Stmt
+	executionPromoteDueStmt              *sql.Stmt
+	executionPruneBatchStmt              *sql.Stmt
+	executionStartStmt                   *sql.Stmt
+	leaseCompleteStmt                    *sql.Stmt
+	leaseFailStmt                        *sql.Stmt
+	leaseFindHeldStmt                    *sql.Stmt
+	leaseListExpiredStmt                 *sql.Stmt
+	leaseReclaimBatchStmt                *sql.Stmt
+	leaseReleaseStmt                     *sql.Stmt
+	leaseRenewStmt                       *sql.Stmt
+	leaseRevokeHeldByStmt                *sql.Stmt
+	statsAgentsStmt                      *sql.Stmt
+	statsExpiredLeasesStmt               *sql.Stmt
+	statsLanesStmt                       *sql.Stmt
+	statsWorkersStmt                     *sql.Stmt
+	workerCheckLanesStmt                 *sql.Stmt
+	workerDeleteStmt                     *sql.Stmt
+	workerEventAppendStmt                *sql.Stmt
+	workerEventAppendSweptStmt           *sql.Stmt
+	workerEventListStmt                  *sql.Stmt
+	workerEventListByInstanceStmt        *sql.Stmt
+	workerEventListByNamespaceStmt       *sql.Stmt
+	workerEventListLatestStmt            *sql.Stmt
+	workerEventListLatestByNamespaceStmt *sql.Stmt
+	workerEventPruneBatchStmt            *sql.Stmt
+	workerGetStmt                        *sql.Stmt
+	workerGetAliveStmt                   *sql.Stmt
+	workerGetClaimerStmt                 *sql.Stmt
+	workerHeartbeatStmt                  *sql.Stmt
+	workerListAllStmt                    *sql.Stmt
+	workerListByNamespaceStmt            *sql.Stmt
+	workerRefreshStmt                    *sql.Stmt
+	workerRegisterStmt                   *sql.Stmt
+	workerSweepBatchStmt                 *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                                    tx,
-		tx:                                    tx,
-		agentCheckCountsStmt:                  q.agentCheckCountsStmt,
-		agentFindByIdempotencyKeyStmt:         q.agentFindByIdempotencyKeyStmt,
-		agentFindLiveByProviderSessionStmt:    q.agentFindLiveByProviderSessionStmt,
-		agentGetStmt:                          q.agentGetStmt,
-		agentInsertStmt:                       q.agentInsertStmt,
-		agentListStmt:                         q.agentListStmt,
-		agentListByOwnerStmt:                  q.agentListByOwnerStmt,
-		agentListByStateStmt:                  q.agentListByStateStmt,
-		agentListVisibleInStmt:                q.agentListVisibleInStmt,
-		agentSetCheckpointStmt:                q.agentSetCheckpointStmt,
-		agentSetStateStmt:                     q.agentSetStateStmt,
-		agentSpawnStmt:                        q.agentSpawnStmt,
-		agentTerminateLiveStmt:                q.agentTerminateLiveStmt,
-		agentTerminateLiveOnHostStmt:          q.agentTerminateLiveOnHostStmt,
-		attemptCancelRunningStmt:              q.attemptCancelRunningStmt,
-		attemptCheckRunningStmt:               q.attemptCheckRunningStmt,
-		attemptDeleteCurrentStmt:              q.attemptDeleteCurrentStmt,
-		attemptEndStmt:                        q.attemptEndStmt,
-		attemptGetByLeaseStmt:                 q.attemptGetByLeaseStmt,
-		attemptInsertStmt:                     q.attemptInsertStmt,
-		attemptListExpiredStmt:                q.attemptListExpiredStmt,
-		attemptListExpiredByNamespaceStmt:     q.attemptListExpiredByNamespaceStmt,
-		attemptReclaimBatchStmt:               q.attemptReclaimBatchStmt,
-		attemptRenewStmt:                      q.attemptRenewStmt,
-		attemptRevokeHeldByStmt:               q.attemptRevokeHeldByStmt,
-		executionCancelStmt:                   q.executionCancelStmt,
-		executionCheckRunningStmt:             q.executionCheckRunningStmt,
-		executionCompleteStmt:                 q.executionCompleteStmt,
-		executionFailStmt:                     q.executionFailStmt,
-		executionGetStmt:                      q.executionGetStmt,
-		executionGetStateStmt:                 q.executionGetStateStmt,
-		executionInsertStmt:                   q.executionInsertStmt,
-		executionListStmt:                     q.executionListStmt,
-		executionListByLaneStmt:               q.executionListByLaneStmt,
-		executionListByLaneStateStmt:          q.executionListByLaneStateStmt,
-		executionListByNamespaceStmt:          q.executionListByNamespaceStmt,
-		executionListByNamespaceLaneStmt:      q.executionListByNamespaceLaneStmt,
-		executionListByNamespaceLaneStateStmt: q.executionListByNamespaceLaneStateStmt,
-		executionListByNamespaceStateStmt:     q.executionListByNamespaceStateStmt,
-		executionListByStateStmt:              q.executionListByStateStmt,
-		executionNextRunAtStmt:                q.executionNextRunAtStmt,
-		executionPickInLaneStmt:               q.executionPickInLaneStmt,
-		executionReleaseStmt:                  q.executionReleaseStmt,
-		executionRequeueReclaimedStmt:         q.executionRequeueReclaimedStmt,
-		executionStartStmt:                    q.executionStartStmt,
-		executionTopPriorityStmt:              q.executionTopPriorityStmt,
-		statsAgentsStmt:                       q.statsAgentsStmt,
-		statsExpiredLeasesStmt:                q.statsExpiredLeasesStmt,
-		statsLanesStmt:                        q.statsLanesStmt,
-		statsWorkersStmt:                      q.statsWorkersStmt,
-		workerDeleteStmt:                      q.workerDeleteStmt,
-		workerEventAppendStmt:                 q.workerEventAppendStmt,
-		workerEventAppendSweptStmt:            q.workerEventAppendSweptStmt,
-		workerEventListStmt:                   q.workerEventListStmt,
-		workerEventListByInstanceStmt:         q.workerEventListByInstanceStmt,
-		workerEventListByNamespaceStmt:        q.workerEventListByNamespaceStmt,
-		workerEventListLatestStmt:             q.workerEventListLatestStmt,
-		workerEventListLatestByNamespaceStmt:  q.workerEventListLatestByNamespaceStmt,
-		workerEventPruneBatchStmt:             q.workerEventPruneBatchStmt,
-		workerGetStmt:                         q.workerGetStmt,
-		workerGetAliveStmt:                    q.workerGetAliveStmt,
-		workerHeartbeatStmt:                   q.workerHeartbeatStmt,
-		workerListAllStmt:                     q.workerListAllStmt,
-		workerListByNamespaceStmt:             q.workerListByNamespaceStmt,
-		workerRefreshStmt:                     q.workerRefreshStmt,
-		workerRegisterStmt:                    q.workerRegisterStmt,
-		workerSweepBatchStmt:                  q.workerSweepBatchStmt,
+		db:                                   tx,
+		tx:                                   tx,
+		agentCheckCountsStmt:                 q.agentCheckCountsStmt,
+		agentFindByIdempotencyKeyStmt:        q.agentFindByIdempotencyKeyStmt,
+		agentFindLiveByProviderSessionStmt:   q.agentFindLiveByProviderSessionStmt,
+		agentGetStmt:                         q.agentGetStmt,
+		agentInsertStmt:                      q.agentInsertStmt,
+		agentListStmt:                        q.agentListStmt,
+		agentListByOwnerStmt:                 q.agentListByOwnerStmt,
+		agentListByStateStmt:                 q.agentListByStateStmt,
+		agentListVisibleInStmt:               q.agentListVisibleInStmt,
+		agentSetCheckpointStmt:               q.agentSetCheckpointStmt,
+		agentSetStateStmt:                    q.agentSetStateStmt,
+		agentSpawnStmt:                       q.agentSpawnStmt,
+		agentTerminateLiveStmt:               q.agentTerminateLiveStmt,
+		agentTerminateLiveOnHostStmt:         q.agentTerminateLiveOnHostStmt,
+		attemptCheckEpochStmt:                q.attemptCheckEpochStmt,
+		attemptInsertStmt:                    q.attemptInsertStmt,
+		attemptInsertCancelledStmt:           q.attemptInsertCancelledStmt,
+		executionCancelStmt:                  q.executionCancelStmt,
+		executionCheckRunningStmt:            q.executionCheckRunningStmt,
+		executionDueExistsStmt:               q.executionDueExistsStmt,
+		executionGetStmt:                     q.executionGetStmt,
+		executionGetStateStmt:                q.executionGetStateStmt,
+		executionInsertStmt:                  q.executionInsertStmt,
+		executionListStmt:                    q.executionListStmt,
+		executionListByLaneStmt:              q.executionListByLaneStmt,
+		executionListByNamespaceStmt:         q.executionListByNamespaceStmt,
+		executionListByStateStmt:             q.executionListByStateStmt,
+		executionNextRunAtManyLanesStmt:      q.executionNextRunAtManyLanesStmt,
+		executionNextRunAtOneLaneStmt:        q.executionNextRunAtOneLaneStmt,
+		executionPickManyLanesStmt:           q.executionPickManyLanesStmt,
+		executionPickOneLaneStmt:             q.executionPickOneLaneStmt,
+		executionPromoteDueStmt:              q.executionPromoteDueStmt,
+		executionPruneBatchStmt:              q.executionPruneBatchStmt,
+		executionStartStmt:                   q.executionStartStmt,
+		leaseCompleteStmt:                    q.leaseCompleteStmt,
+		leaseFailStmt:                        q.leaseFailStmt,
+		leaseFindHeldStmt:                    q.leaseFindHeldStmt,
+		leaseListExpiredStmt:                 q.leaseListExpiredStmt,
+		leaseReclaimBatchStmt:                q.leaseReclaimBatchStmt,
+		leaseReleaseStmt:                     q.leaseReleaseStmt,
+		leaseRenewStmt:                       q.leaseRenewStmt,
+		leaseRevokeHeldByStmt:                q.leaseRevokeHeldByStmt,
+		statsAgentsStmt:                      q.statsAgentsStmt,
+		statsExpiredLeasesStmt:               q.statsExpiredLeasesStmt,
+		statsLanesStmt:                       q.statsLanesStmt,
+		statsWorkersStmt:                     q.statsWorkersStmt,
+		workerCheckLanesStmt:                 q.workerCheckLanesStmt,
+		workerDeleteStmt:                     q.workerDeleteStmt,
+		workerEventAppendStmt:                q.workerEventAppendStmt,
+		workerEventAppendSweptStmt:           q.workerEventAppendSweptStmt,
+		workerEventListStmt:                  q.workerEventListStmt,
+		workerEventListByInstanceStmt:        q.workerEventListByInstanceStmt,
+		workerEventListByNamespaceStmt:       q.workerEventListByNamespaceStmt,
+		workerEventListLatestStmt:            q.workerEventListLatestStmt,
+		workerEventListLatestByNamespaceStmt: q.workerEventListLatestByNamespaceStmt,
+		workerEventPruneBatchStmt:            q.workerEventPruneBatchStmt,
+		workerGetStmt:                        q.workerGetStmt,
+		workerGetAliveStmt:                   q.workerGetAliveStmt,
+		workerGetClaimerStmt:                 q.workerGetClaimerStmt,
+		workerHeartbeatStmt:                  q.workerHeartbeatStmt,
+		workerListAllStmt:                    q.workerListAllStmt,
+		workerListByNamespaceStmt:            q.workerListByNamespaceStmt,
+		workerRefreshStmt:                    q.workerRefreshStmt,
+		workerRegisterStmt:                   q.workerRegisterStmt,
+		workerSweepBatchStmt:                 q.workerSweepBatchStmt,
 	}
 }

@@ -7,1004 +7,184 @@ package sqlitedb
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/google/uuid"
 )
 
-const attemptCancelRunning = `-- name: AttemptCancelRunning :exec
-UPDATE attempts SET state = 'cancelled', ended_at_ms = CAST(?1 AS INTEGER)
-WHERE execution_id = ?2 AND state = 'running'
-`
-
-type AttemptCancelRunningParams struct {
-	Now         int64
-	ExecutionID uuid.UUID
-}
-
-// AttemptCancelRunning ends the running attempt of an execution, if any, as cancelled.
-func (q *Queries) AttemptCancelRunning(ctx context.Context, arg AttemptCancelRunningParams) error {
-	_, err := q.exec(ctx, q.attemptCancelRunningStmt, attemptCancelRunning, arg.Now, arg.ExecutionID)
-	return err
-}
-
-const attemptDeleteCurrent = `-- name: AttemptDeleteCurrent :one
-DELETE FROM attempts
-WHERE execution_id = ?1 AND epoch = ?2 AND state = 'running'
-  AND expires_at_ms > ?3 AND revoked_at_ms IS NULL
-RETURNING attempt_index
-`
-
-type AttemptDeleteCurrentParams struct {
-	ExecutionID uuid.UUID
-	Epoch       int64
-	Now         int64
-}
-
-// AttemptDeleteCurrent deletes the current, unexpired, unrevoked attempt of an
-// execution whose lease is released (it never ran).
-func (q *Queries) AttemptDeleteCurrent(ctx context.Context, arg AttemptDeleteCurrentParams) (int64, error) {
-	row := q.queryRow(ctx, q.attemptDeleteCurrentStmt, attemptDeleteCurrent, arg.ExecutionID, arg.Epoch, arg.Now)
-	var attempt_index int64
-	err := row.Scan(&attempt_index)
-	return attempt_index, err
-}
-
-const attemptEnd = `-- name: AttemptEnd :one
-UPDATE attempts SET state = ?1, ended_at_ms = CAST(?2 AS INTEGER)
-WHERE execution_id = ?3 AND epoch = ?4 AND state = 'running'
-  AND expires_at_ms > ?2 AND revoked_at_ms IS NULL
-RETURNING attempt_index
-`
-
-type AttemptEndParams struct {
-	State       string
-	Now         int64
-	ExecutionID uuid.UUID
-	Epoch       int64
-}
-
-// AttemptEnd closes the current, unexpired lease of an execution as completed or failed.
-func (q *Queries) AttemptEnd(ctx context.Context, arg AttemptEndParams) (int64, error) {
-	row := q.queryRow(ctx, q.attemptEndStmt, attemptEnd,
-		arg.State,
-		arg.Now,
-		arg.ExecutionID,
-		arg.Epoch,
-	)
-	var attempt_index int64
-	err := row.Scan(&attempt_index)
-	return attempt_index, err
-}
-
-const attemptGetByLease = `-- name: AttemptGetByLease :one
-SELECT execution_id, epoch, state FROM attempts WHERE lease_id = ?1
-`
-
-type AttemptGetByLeaseRow struct {
-	ExecutionID uuid.UUID
-	Epoch       int64
-	State       string
-}
-
-// AttemptGetByLease reads the execution, epoch and state of the attempt
-// holding a lease id (a claim whose outcome was unknown, looked up).
-func (q *Queries) AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (AttemptGetByLeaseRow, error) {
-	row := q.queryRow(ctx, q.attemptGetByLeaseStmt, attemptGetByLease, leaseID)
-	var i AttemptGetByLeaseRow
-	err := row.Scan(&i.ExecutionID, &i.Epoch, &i.State)
-	return i, err
-}
-
 const attemptInsert = `-- name: AttemptInsert :exec
 INSERT INTO attempts (
-    execution_id, attempt_index, epoch, lease_id, namespace, instance_id, claimed_at_ms, expires_at_ms
+    execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state,
+    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
 ) VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+    ?1, ?2, ?3, ?4, ?5, ?6, ?7,
+    ?8, ?9, ?10, ?11
 )
 `
 
 type AttemptInsertParams struct {
 	ExecutionID  uuid.UUID
-	AttemptIndex int64
 	Epoch        int64
+	AttemptIndex int64
 	LeaseID      uuid.UUID
 	Namespace    string
 	InstanceID   string
+	State        string
 	ClaimedAtMs  int64
 	ExpiresAtMs  int64
+	EndedAtMs    int64
+	RevokedAtMs  sql.NullInt64
 }
 
-// AttemptInsert records the lease of a new attempt.
+// AttemptInsert records an attempt that ended.
 func (q *Queries) AttemptInsert(ctx context.Context, arg AttemptInsertParams) error {
 	_, err := q.exec(ctx, q.attemptInsertStmt, attemptInsert,
 		arg.ExecutionID,
-		arg.AttemptIndex,
 		arg.Epoch,
+		arg.AttemptIndex,
 		arg.LeaseID,
 		arg.Namespace,
 		arg.InstanceID,
+		arg.State,
 		arg.ClaimedAtMs,
 		arg.ExpiresAtMs,
+		arg.EndedAtMs,
+		arg.RevokedAtMs,
 	)
 	return err
 }
 
-const attemptListExpired = `-- name: AttemptListExpired :many
-SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
-FROM attempts
-WHERE state = 'running' AND expires_at_ms <= ?1
-  AND (expires_at_ms, execution_id) > (CAST(?2 AS INTEGER), CAST(?3 AS TEXT))
-ORDER BY expires_at_ms, execution_id
-LIMIT ?4
-`
-
-type AttemptListExpiredParams struct {
-	AsOf             int64
-	AfterExpiresAtMs int64
-	AfterExecutionID string
-	Limit            int64
-}
-
-type AttemptListExpiredRow struct {
-	ExecutionID  uuid.UUID
-	LeaseID      uuid.UUID
-	AttemptIndex int64
-	Epoch        int64
-	Namespace    string
-	InstanceID   string
-	ExpiresAtMs  int64
-}
-
-// AttemptListExpired pages the running leases expired by @as_of, by (expiry, execution id).
-func (q *Queries) AttemptListExpired(ctx context.Context, arg AttemptListExpiredParams) ([]AttemptListExpiredRow, error) {
-	rows, err := q.query(ctx, q.attemptListExpiredStmt, attemptListExpired,
-		arg.AsOf,
-		arg.AfterExpiresAtMs,
-		arg.AfterExecutionID,
-		arg.Limit,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []AttemptListExpiredRow{}
-	for rows.Next() {
-		var i AttemptListExpiredRow
-		if err := rows.Scan(
-			&i.ExecutionID,
-			&i.LeaseID,
-			&i.AttemptIndex,
-			&i.Epoch,
-			&i.Namespace,
-			&i.InstanceID,
-			&i.ExpiresAtMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const attemptListExpiredByNamespace = `-- name: AttemptListExpiredByNamespace :many
-SELECT execution_id, lease_id, attempt_index, epoch, namespace, instance_id, expires_at_ms
-FROM attempts
-WHERE namespace = ?1 AND state = 'running' AND expires_at_ms <= ?2
-  AND (expires_at_ms, execution_id) > (CAST(?3 AS INTEGER), CAST(?4 AS TEXT))
-ORDER BY expires_at_ms, execution_id
-LIMIT ?5
-`
-
-type AttemptListExpiredByNamespaceParams struct {
-	Namespace        string
-	AsOf             int64
-	AfterExpiresAtMs int64
-	AfterExecutionID string
-	Limit            int64
-}
-
-type AttemptListExpiredByNamespaceRow struct {
-	ExecutionID  uuid.UUID
-	LeaseID      uuid.UUID
-	AttemptIndex int64
-	Epoch        int64
-	Namespace    string
-	InstanceID   string
-	ExpiresAtMs  int64
-}
-
-// AttemptListExpiredByNamespace pages one namespace's running leases expired by @as_of.
-func (q *Queries) AttemptListExpiredByNamespace(ctx context.Context, arg AttemptListExpiredByNamespaceParams) ([]AttemptListExpiredByNamespaceRow, error) {
-	rows, err := q.query(ctx, q.attemptListExpiredByNamespaceStmt, attemptListExpiredByNamespace,
-		arg.Namespace,
-		arg.AsOf,
-		arg.AfterExpiresAtMs,
-		arg.AfterExecutionID,
-		arg.Limit,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []AttemptListExpiredByNamespaceRow{}
-	for rows.Next() {
-		var i AttemptListExpiredByNamespaceRow
-		if err := rows.Scan(
-			&i.ExecutionID,
-			&i.LeaseID,
-			&i.AttemptIndex,
-			&i.Epoch,
-			&i.Namespace,
-			&i.InstanceID,
-			&i.ExpiresAtMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const attemptReclaimBatch = `-- name: AttemptReclaimBatch :many
-UPDATE attempts SET state = 'reclaimed', ended_at_ms = CAST(?1 AS INTEGER)
-WHERE state = 'running' AND (execution_id, attempt_index) IN (
-    SELECT a.execution_id, a.attempt_index FROM attempts AS a
-    WHERE a.state = 'running' AND a.expires_at_ms <= ?1
-    ORDER BY a.expires_at_ms, a.execution_id
-    LIMIT ?2
+const attemptInsertCancelled = `-- name: AttemptInsertCancelled :exec
+INSERT INTO attempts (
+    execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state,
+    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
 )
-RETURNING execution_id
+SELECT x.id, x.epoch, x.attempts, x.lease_id, x.namespace, x.holder, 'cancelled',
+       x.claimed_at_ms, x.expires_at_ms, CAST(?1 AS INTEGER), x.revoked_at_ms
+FROM executions AS x
+WHERE x.id = ?2 AND x.state = 'running'
 `
 
-type AttemptReclaimBatchParams struct {
-	Now       int64
-	BatchSize int64
+type AttemptInsertCancelledParams struct {
+	Now int64
+	ID  uuid.UUID
 }
 
-// AttemptReclaimBatch ends up to @batch_size expired running leases, soonest expiry first.
-func (q *Queries) AttemptReclaimBatch(ctx context.Context, arg AttemptReclaimBatchParams) ([]uuid.UUID, error) {
-	rows, err := q.query(ctx, q.attemptReclaimBatchStmt, attemptReclaimBatch, arg.Now, arg.BatchSize)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []uuid.UUID{}
-	for rows.Next() {
-		var execution_id uuid.UUID
-		if err := rows.Scan(&execution_id); err != nil {
-			return nil, err
-		}
-		items = append(items, execution_id)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const attemptRenew = `-- name: AttemptRenew :one
-UPDATE attempts SET expires_at_ms = ?1
-WHERE execution_id = ?2 AND epoch = ?3 AND state = 'running'
-  AND expires_at_ms > ?4 AND revoked_at_ms IS NULL
-RETURNING expires_at_ms
-`
-
-type AttemptRenewParams struct {
-	ExpiresAtMs int64
-	ExecutionID uuid.UUID
-	Epoch       int64
-	Now         int64
-}
-
-// AttemptRenew extends the current, unexpired lease of an execution.
-func (q *Queries) AttemptRenew(ctx context.Context, arg AttemptRenewParams) (int64, error) {
-	row := q.queryRow(ctx, q.attemptRenewStmt, attemptRenew,
-		arg.ExpiresAtMs,
-		arg.ExecutionID,
-		arg.Epoch,
-		arg.Now,
-	)
-	var expires_at_ms int64
-	err := row.Scan(&expires_at_ms)
-	return expires_at_ms, err
-}
-
-const attemptRevokeHeldBy = `-- name: AttemptRevokeHeldBy :exec
-UPDATE attempts
-SET expires_at_ms = min(expires_at_ms, CAST(?1 AS INTEGER)), revoked_at_ms = CAST(?1 AS INTEGER)
-WHERE state = 'running' AND revoked_at_ms IS NULL
-  AND (namespace, instance_id) IN (
-      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
-      FROM json_each(CAST(?2 AS TEXT)) AS j
-  )
-`
-
-type AttemptRevokeHeldByParams struct {
-	Now       int64
-	Instances string
-}
-
-// AttemptRevokeHeldBy ends for good, at @now, every running lease of each
-// [namespace, instance_id] pair of a JSON array: the leases expire (and can be
-// reclaimed) and no later call renews, completes or fails them.
-func (q *Queries) AttemptRevokeHeldBy(ctx context.Context, arg AttemptRevokeHeldByParams) error {
-	_, err := q.exec(ctx, q.attemptRevokeHeldByStmt, attemptRevokeHeldBy, arg.Now, arg.Instances)
+// AttemptInsertCancelled records the attempt of a running execution as
+// cancelled (nothing when it is not running).
+func (q *Queries) AttemptInsertCancelled(ctx context.Context, arg AttemptInsertCancelledParams) error {
+	_, err := q.exec(ctx, q.attemptInsertCancelledStmt, attemptInsertCancelled, arg.Now, arg.ID)
 	return err
 }
 
-const executionCancel = `-- name: ExecutionCancel :one
-UPDATE executions SET state = 'cancelled', last_error = ?1
-WHERE id = ?2 AND state IN ('waiting', 'running')
-RETURNING id
+const executionDueExists = `-- name: ExecutionDueExists :one
+SELECT EXISTS (
+    SELECT 1 FROM executions AS s
+    WHERE s.namespace = ?1 AND s.state = 'waiting' AND s.ready = 0 AND s.run_at_ms <= ?2
+) AS due
 `
 
-type ExecutionCancelParams struct {
-	Reason string
-	ID     uuid.UUID
-}
-
-// ExecutionCancel ends a waiting or running execution as cancelled with the reason.
-func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams) (uuid.UUID, error) {
-	row := q.queryRow(ctx, q.executionCancelStmt, executionCancel, arg.Reason, arg.ID)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
-}
-
-const executionComplete = `-- name: ExecutionComplete :exec
-UPDATE executions SET state = 'completed', result = ?1
-WHERE id = ?2 AND state = 'running'
-`
-
-type ExecutionCompleteParams struct {
-	Result []byte
-	ID     uuid.UUID
-}
-
-// ExecutionComplete ends a running execution as completed with its result.
-func (q *Queries) ExecutionComplete(ctx context.Context, arg ExecutionCompleteParams) error {
-	_, err := q.exec(ctx, q.executionCompleteStmt, executionComplete, arg.Result, arg.ID)
-	return err
-}
-
-const executionFail = `-- name: ExecutionFail :exec
-UPDATE executions
-SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
-    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(?1 AS INTEGER) + CASE
-        WHEN retry_backoff_ms = 0 THEN 0
-        WHEN attempts - 1 >= 27 THEN 86400000
-        ELSE min(retry_backoff_ms << (attempts - 1), 86400000) END
-      ELSE run_at_ms END,
-    last_error = ?2
-WHERE id = ?3 AND state = 'running'
-`
-
-type ExecutionFailParams struct {
-	Now       int64
-	LastError string
-	ID        uuid.UUID
-}
-
-// ExecutionFail returns a running execution to waiting while attempts remain
-// (claimable from now + min(backoff x 2^(attempts-1), 24 h)), else ends it failed.
-func (q *Queries) ExecutionFail(ctx context.Context, arg ExecutionFailParams) error {
-	_, err := q.exec(ctx, q.executionFailStmt, executionFail, arg.Now, arg.LastError, arg.ID)
-	return err
-}
-
-const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions WHERE id = ?1
-`
-
-// ExecutionGet reads one execution by id.
-func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error) {
-	row := q.queryRow(ctx, q.executionGetStmt, executionGet, id)
-	var i Execution
-	err := row.Scan(
-		&i.ID,
-		&i.Namespace,
-		&i.Lane,
-		&i.State,
-		&i.Priority,
-		&i.Payload,
-		&i.Result,
-		&i.RequiredCapabilities,
-		&i.Attempts,
-		&i.MaxAttempts,
-		&i.ReclaimCount,
-		&i.LastError,
-		&i.Epoch,
-		&i.CreatedAtMs,
-		&i.RunAtMs,
-		&i.RetryBackoffMs,
-	)
-	return i, err
-}
-
-const executionGetState = `-- name: ExecutionGetState :one
-SELECT state FROM executions WHERE id = ?1
-`
-
-// ExecutionGetState reads the state of one execution.
-func (q *Queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
-	row := q.queryRow(ctx, q.executionGetStateStmt, executionGetState, id)
-	var state string
-	err := row.Scan(&state)
-	return state, err
-}
-
-const executionInsert = `-- name: ExecutionInsert :exec
-
-INSERT INTO executions (
-    id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms
-) VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10
-)
-`
-
-type ExecutionInsertParams struct {
-	ID                   uuid.UUID
-	Namespace            string
-	Lane                 string
-	Priority             int64
-	Payload              []byte
-	RequiredCapabilities string
-	MaxAttempts          int64
-	CreatedAtMs          int64
-	RunAtMs              int64
-	RetryBackoffMs       int64
-}
-
-// Executions and their attempts (leases).
-// ExecutionInsert creates one waiting execution.
-func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams) error {
-	_, err := q.exec(ctx, q.executionInsertStmt, executionInsert,
-		arg.ID,
-		arg.Namespace,
-		arg.Lane,
-		arg.Priority,
-		arg.Payload,
-		arg.RequiredCapabilities,
-		arg.MaxAttempts,
-		arg.CreatedAtMs,
-		arg.RunAtMs,
-		arg.RetryBackoffMs,
-	)
-	return err
-}
-
-const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE id > ?1
-ORDER BY id
-LIMIT ?2
-`
-
-type ExecutionListParams struct {
-	AfterID uuid.UUID
-	Limit   int64
-}
-
-// ExecutionList pages every execution in id order.
-func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([]Execution, error) {
-	rows, err := q.query(ctx, q.executionListStmt, executionList, arg.AfterID, arg.Limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE lane = ?1 AND id > ?2
-ORDER BY id
-LIMIT ?3
-`
-
-type ExecutionListByLaneParams struct {
-	Lane    string
-	AfterID uuid.UUID
-	Limit   int64
-}
-
-// ExecutionListByLane pages one lane's executions, across namespaces, in id order.
-func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLaneParams) ([]Execution, error) {
-	rows, err := q.query(ctx, q.executionListByLaneStmt, executionListByLane, arg.Lane, arg.AfterID, arg.Limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByLaneState = `-- name: ExecutionListByLaneState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE lane = ?1 AND state = ?2 AND id > ?3
-ORDER BY id
-LIMIT ?4
-`
-
-type ExecutionListByLaneStateParams struct {
-	Lane    string
-	State   string
-	AfterID uuid.UUID
-	Limit   int64
-}
-
-// ExecutionListByLaneState pages one lane's executions of one state, across namespaces, in id order.
-func (q *Queries) ExecutionListByLaneState(ctx context.Context, arg ExecutionListByLaneStateParams) ([]Execution, error) {
-	rows, err := q.query(ctx, q.executionListByLaneStateStmt, executionListByLaneState,
-		arg.Lane,
-		arg.State,
-		arg.AfterID,
-		arg.Limit,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE namespace = ?1 AND id > ?2
-ORDER BY id
-LIMIT ?3
-`
-
-type ExecutionListByNamespaceParams struct {
+type ExecutionDueExistsParams struct {
 	Namespace string
-	AfterID   uuid.UUID
-	Limit     int64
-}
-
-// ExecutionListByNamespace pages one namespace's executions in id order.
-func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionListByNamespaceParams) ([]Execution, error) {
-	rows, err := q.query(ctx, q.executionListByNamespaceStmt, executionListByNamespace, arg.Namespace, arg.AfterID, arg.Limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByNamespaceLane = `-- name: ExecutionListByNamespaceLane :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE namespace = ?1 AND lane = ?2 AND id > ?3
-ORDER BY id
-LIMIT ?4
-`
-
-type ExecutionListByNamespaceLaneParams struct {
-	Namespace string
-	Lane      string
-	AfterID   uuid.UUID
-	Limit     int64
-}
-
-// ExecutionListByNamespaceLane pages one lane of one namespace in id order.
-func (q *Queries) ExecutionListByNamespaceLane(ctx context.Context, arg ExecutionListByNamespaceLaneParams) ([]Execution, error) {
-	rows, err := q.query(ctx, q.executionListByNamespaceLaneStmt, executionListByNamespaceLane,
-		arg.Namespace,
-		arg.Lane,
-		arg.AfterID,
-		arg.Limit,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByNamespaceLaneState = `-- name: ExecutionListByNamespaceLaneState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE namespace = ?1 AND lane = ?2 AND state = ?3 AND id > ?4
-ORDER BY id
-LIMIT ?5
-`
-
-type ExecutionListByNamespaceLaneStateParams struct {
-	Namespace string
-	Lane      string
-	State     string
-	AfterID   uuid.UUID
-	Limit     int64
-}
-
-// ExecutionListByNamespaceLaneState pages one lane of one namespace, of one state, in id order.
-func (q *Queries) ExecutionListByNamespaceLaneState(ctx context.Context, arg ExecutionListByNamespaceLaneStateParams) ([]Execution, error) {
-	rows, err := q.query(ctx, q.executionListByNamespaceLaneStateStmt, executionListByNamespaceLaneState,
-		arg.Namespace,
-		arg.Lane,
-		arg.State,
-		arg.AfterID,
-		arg.Limit,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByNamespaceState = `-- name: ExecutionListByNamespaceState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE namespace = ?1 AND state = ?2 AND id > ?3
-ORDER BY id
-LIMIT ?4
-`
-
-type ExecutionListByNamespaceStateParams struct {
-	Namespace string
-	State     string
-	AfterID   uuid.UUID
-	Limit     int64
-}
-
-// ExecutionListByNamespaceState pages one namespace's executions of one state in id order.
-func (q *Queries) ExecutionListByNamespaceState(ctx context.Context, arg ExecutionListByNamespaceStateParams) ([]Execution, error) {
-	rows, err := q.query(ctx, q.executionListByNamespaceStateStmt, executionListByNamespaceState,
-		arg.Namespace,
-		arg.State,
-		arg.AfterID,
-		arg.Limit,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms FROM executions
-WHERE state = ?1 AND id > ?2
-ORDER BY id
-LIMIT ?3
-`
-
-type ExecutionListByStateParams struct {
-	State   string
-	AfterID uuid.UUID
-	Limit   int64
-}
-
-// ExecutionListByState pages the executions of one state, across namespaces, in id order.
-func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByStateParams) ([]Execution, error) {
-	rows, err := q.query(ctx, q.executionListByStateStmt, executionListByState, arg.State, arg.AfterID, arg.Limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Execution{}
-	for rows.Next() {
-		var i Execution
-		if err := rows.Scan(
-			&i.ID,
-			&i.Namespace,
-			&i.Lane,
-			&i.State,
-			&i.Priority,
-			&i.Payload,
-			&i.Result,
-			&i.RequiredCapabilities,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ReclaimCount,
-			&i.LastError,
-			&i.Epoch,
-			&i.CreatedAtMs,
-			&i.RunAtMs,
-			&i.RetryBackoffMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionNextRunAt = `-- name: ExecutionNextRunAt :one
-SELECT CAST(coalesce(min(e.run_at_ms), 0) AS INTEGER) AS next_run_at_ms FROM executions AS e
-WHERE e.namespace = ?1 AND e.lane = ?2
-  AND e.state IN ('waiting', 'running') AND e.state = 'waiting'
-  AND e.run_at_ms > ?3
-`
-
-type ExecutionNextRunAtParams struct {
-	Namespace string
-	Lane      string
 	Now       int64
 }
 
-// ExecutionNextRunAt finds the earliest RunAt after @now among one lane's
-// waiting executions (0: none), from the index of live executions.
-func (q *Queries) ExecutionNextRunAt(ctx context.Context, arg ExecutionNextRunAtParams) (int64, error) {
-	row := q.queryRow(ctx, q.executionNextRunAtStmt, executionNextRunAt, arg.Namespace, arg.Lane, arg.Now)
+// ExecutionDueExists tells whether a namespace has scheduled executions that
+// are due (RunAt <= @now) but not yet ready.
+func (q *Queries) ExecutionDueExists(ctx context.Context, arg ExecutionDueExistsParams) (bool, error) {
+	row := q.queryRow(ctx, q.executionDueExistsStmt, executionDueExists, arg.Namespace, arg.Now)
+	var due bool
+	err := row.Scan(&due)
+	return due, err
+}
+
+const executionNextRunAtManyLanes = `-- name: ExecutionNextRunAtManyLanes :one
+SELECT CAST(coalesce((
+    SELECT s.run_at_ms FROM executions AS s
+    WHERE s.namespace = ?1 AND s.state = 'waiting' AND s.ready = 0 AND s.run_at_ms > ?2
+      AND EXISTS (
+          SELECT 1 FROM worker_lanes AS l
+          WHERE l.namespace = s.namespace AND l.instance_id = ?3 AND l.lane = s.lane
+      )
+    ORDER BY s.run_at_ms
+    LIMIT 1
+), 0) AS INTEGER) AS next_run_at_ms
+`
+
+type ExecutionNextRunAtManyLanesParams struct {
+	Namespace  string
+	Now        int64
+	InstanceID string
+}
+
+// ExecutionNextRunAtManyLanes finds the earliest RunAt after @now among the
+// scheduled executions of a worker's lanes (0: none).
+func (q *Queries) ExecutionNextRunAtManyLanes(ctx context.Context, arg ExecutionNextRunAtManyLanesParams) (int64, error) {
+	row := q.queryRow(ctx, q.executionNextRunAtManyLanesStmt, executionNextRunAtManyLanes, arg.Namespace, arg.Now, arg.InstanceID)
 	var next_run_at_ms int64
 	err := row.Scan(&next_run_at_ms)
 	return next_run_at_ms, err
 }
 
-const executionPickInLane = `-- name: ExecutionPickInLane :many
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
-WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting'
-  AND e.priority = ?3 AND e.run_at_ms <= ?4
-  AND NOT EXISTS (
-      SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?5 AS TEXT)) AS c)
-  )
-ORDER BY e.run_at_ms, e.id
-LIMIT ?6
+const executionNextRunAtOneLane = `-- name: ExecutionNextRunAtOneLane :one
+SELECT CAST(coalesce(min(s.run_at_ms), 0) AS INTEGER) AS next_run_at_ms FROM executions AS s
+WHERE s.namespace = ?1 AND s.lane = ?2 AND s.state = 'waiting' AND s.ready = 0
+  AND s.run_at_ms > ?3
 `
 
-type ExecutionPickInLaneParams struct {
+type ExecutionNextRunAtOneLaneParams struct {
+	Namespace string
+	Lane      string
+	Now       int64
+}
+
+// ExecutionNextRunAtOneLane finds the earliest RunAt after @now among one
+// lane's scheduled executions (0: none).
+func (q *Queries) ExecutionNextRunAtOneLane(ctx context.Context, arg ExecutionNextRunAtOneLaneParams) (int64, error) {
+	row := q.queryRow(ctx, q.executionNextRunAtOneLaneStmt, executionNextRunAtOneLane, arg.Namespace, arg.Lane, arg.Now)
+	var next_run_at_ms int64
+	err := row.Scan(&next_run_at_ms)
+	return next_run_at_ms, err
+}
+
+const executionPickManyLanes = `-- name: ExecutionPickManyLanes :many
+SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+WHERE e.namespace = ?1 AND e.state = 'waiting' AND e.ready = 1
+  AND e.run_at_ms <= ?2
+  AND EXISTS (
+      SELECT 1 FROM worker_lanes AS l
+      WHERE l.namespace = e.namespace AND l.instance_id = ?3 AND l.lane = e.lane
+  )
+  AND (e.required_capabilities = '[]' OR NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
+  ))
+ORDER BY e.priority DESC, e.run_at_ms, e.id
+LIMIT ?5
+`
+
+type ExecutionPickManyLanesParams struct {
 	Namespace    string
-	Lane         string
-	Priority     int64
 	Now          int64
+	InstanceID   string
 	Capabilities string
 	Limit        int64
 }
 
-type ExecutionPickInLaneRow struct {
+type ExecutionPickManyLanesRow struct {
 	ID       uuid.UUID
 	Priority int64
 	RunAtMs  int64
 }
 
-// ExecutionPickInLane finds the @limit best claimable executions of one lane
-// at one priority (waiting, RunAt <= @now; earliest RunAt, then lowest id)
-// whose required capabilities are all in @capabilities (a JSON array).
-func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLaneParams) ([]ExecutionPickInLaneRow, error) {
-	rows, err := q.query(ctx, q.executionPickInLaneStmt, executionPickInLane,
+// ExecutionPickManyLanes is ExecutionPickOneLane for a worker of several
+// lanes: the namespace's ready executions best first, each lane tested
+// against the worker's lanes with one probe.
+func (q *Queries) ExecutionPickManyLanes(ctx context.Context, arg ExecutionPickManyLanesParams) ([]ExecutionPickManyLanesRow, error) {
+	rows, err := q.query(ctx, q.executionPickManyLanesStmt, executionPickManyLanes,
 		arg.Namespace,
-		arg.Lane,
-		arg.Priority,
 		arg.Now,
+		arg.InstanceID,
 		arg.Capabilities,
 		arg.Limit,
 	)
@@ -1012,9 +192,9 @@ func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLa
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ExecutionPickInLaneRow{}
+	items := []ExecutionPickManyLanesRow{}
 	for rows.Next() {
-		var i ExecutionPickInLaneRow
+		var i ExecutionPickManyLanesRow
 		if err := rows.Scan(&i.ID, &i.Priority, &i.RunAtMs); err != nil {
 			return nil, err
 		}
@@ -1029,19 +209,180 @@ func (q *Queries) ExecutionPickInLane(ctx context.Context, arg ExecutionPickInLa
 	return items, nil
 }
 
-const executionRelease = `-- name: ExecutionRelease :exec
-UPDATE executions SET state = 'waiting', attempts = attempts - 1
-WHERE id = ?1 AND state = 'running'
+const executionPickOneLane = `-- name: ExecutionPickOneLane :many
+SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
+  AND e.run_at_ms <= ?3
+  AND (e.required_capabilities = '[]' OR NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
+  ))
+ORDER BY e.priority DESC, e.run_at_ms, e.id
+LIMIT ?5
 `
 
-// ExecutionRelease returns a running execution to waiting with one attempt
-// fewer, its RunAt and epoch unchanged.
-func (q *Queries) ExecutionRelease(ctx context.Context, id uuid.UUID) error {
-	_, err := q.exec(ctx, q.executionReleaseStmt, executionRelease, id)
-	return err
+type ExecutionPickOneLaneParams struct {
+	Namespace    string
+	Lane         string
+	Now          int64
+	Capabilities string
+	Limit        int64
 }
 
-const executionRequeueReclaimed = `-- name: ExecutionRequeueReclaimed :exec
+type ExecutionPickOneLaneRow struct {
+	ID       uuid.UUID
+	Priority int64
+	RunAtMs  int64
+}
+
+// ExecutionPickOneLane finds the @limit best ready executions of one lane
+// (highest priority, earliest RunAt, lowest id) whose RunAt has come and
+// whose required capabilities are all in @capabilities (a JSON array).
+func (q *Queries) ExecutionPickOneLane(ctx context.Context, arg ExecutionPickOneLaneParams) ([]ExecutionPickOneLaneRow, error) {
+	rows, err := q.query(ctx, q.executionPickOneLaneStmt, executionPickOneLane,
+		arg.Namespace,
+		arg.Lane,
+		arg.Now,
+		arg.Capabilities,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExecutionPickOneLaneRow{}
+	for rows.Next() {
+		var i ExecutionPickOneLaneRow
+		if err := rows.Scan(&i.ID, &i.Priority, &i.RunAtMs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionPromoteDue = `-- name: ExecutionPromoteDue :execrows
+UPDATE executions SET ready = 1
+WHERE id IN (
+    SELECT s.id FROM executions AS s
+    WHERE s.namespace = ?1 AND s.state = 'waiting' AND s.ready = 0 AND s.run_at_ms <= ?2
+    ORDER BY s.run_at_ms
+    LIMIT ?3
+)
+`
+
+type ExecutionPromoteDueParams struct {
+	Namespace string
+	Now       int64
+	BatchSize int64
+}
+
+// ExecutionPromoteDue makes up to @batch_size of a namespace's due scheduled
+// executions ready, earliest first.
+func (q *Queries) ExecutionPromoteDue(ctx context.Context, arg ExecutionPromoteDueParams) (int64, error) {
+	result, err := q.exec(ctx, q.executionPromoteDueStmt, executionPromoteDue, arg.Namespace, arg.Now, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const executionStart = `-- name: ExecutionStart :one
+UPDATE executions
+SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
+    lease_id = CAST(?1 AS TEXT), holder = CAST(?2 AS TEXT), claimed_at_ms = CAST(?3 AS INTEGER),
+    expires_at_ms = CAST(?4 AS INTEGER),
+    revoked_at_ms = NULL
+WHERE id = ?5 AND state = 'waiting'
+RETURNING attempts, epoch, lane, payload
+`
+
+type ExecutionStartParams struct {
+	LeaseID     string
+	Holder      string
+	Now         int64
+	ExpiresAtMs int64
+	ID          uuid.UUID
+}
+
+type ExecutionStartRow struct {
+	Attempts int64
+	Epoch    int64
+	Lane     string
+	Payload  []byte
+}
+
+// ExecutionStart moves a waiting execution to running under a new lease,
+// attempt and epoch.
+func (q *Queries) ExecutionStart(ctx context.Context, arg ExecutionStartParams) (ExecutionStartRow, error) {
+	row := q.queryRow(ctx, q.executionStartStmt, executionStart,
+		arg.LeaseID,
+		arg.Holder,
+		arg.Now,
+		arg.ExpiresAtMs,
+		arg.ID,
+	)
+	var i ExecutionStartRow
+	err := row.Scan(
+		&i.Attempts,
+		&i.Epoch,
+		&i.Lane,
+		&i.Payload,
+	)
+	return i, err
+}
+
+const leaseComplete = `-- name: LeaseComplete :one
+UPDATE executions SET state = 'completed', result = ?1, finished_at_ms = CAST(?2 AS INTEGER)
+WHERE id = ?3 AND epoch = ?4 AND state = 'running'
+  AND expires_at_ms > ?2 AND revoked_at_ms IS NULL
+RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
+`
+
+type LeaseCompleteParams struct {
+	Result []byte
+	Now    int64
+	ID     uuid.UUID
+	Epoch  int64
+}
+
+type LeaseCompleteRow struct {
+	Attempts    int64
+	LeaseID     uuid.NullUUID
+	Namespace   string
+	Holder      sql.NullString
+	ClaimedAtMs sql.NullInt64
+	ExpiresAtMs sql.NullInt64
+}
+
+// LeaseComplete ends the current, unexpired, unrevoked lease and its
+// execution as completed with the result, and returns the lease to record.
+func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (LeaseCompleteRow, error) {
+	row := q.queryRow(ctx, q.leaseCompleteStmt, leaseComplete,
+		arg.Result,
+		arg.Now,
+		arg.ID,
+		arg.Epoch,
+	)
+	var i LeaseCompleteRow
+	err := row.Scan(
+		&i.Attempts,
+		&i.LeaseID,
+		&i.Namespace,
+		&i.Holder,
+		&i.ClaimedAtMs,
+		&i.ExpiresAtMs,
+	)
+	return i, err
+}
+
+const leaseFail = `-- name: LeaseFail :one
 UPDATE executions
 SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(?1 AS INTEGER) + CASE
@@ -1049,73 +390,347 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
         WHEN attempts - 1 >= 27 THEN 86400000
         ELSE min(retry_backoff_ms << (attempts - 1), 86400000) END
       ELSE run_at_ms END,
-    reclaim_count = reclaim_count + 1,
-    last_error = 'lease expired'
-WHERE state = 'running'
-  AND id IN (SELECT j.value FROM json_each(CAST(?2 AS TEXT)) AS j)
+    ready = retry_backoff_ms = 0,
+    finished_at_ms = CASE WHEN attempts < max_attempts THEN NULL ELSE CAST(?1 AS INTEGER) END,
+    last_error = ?2
+WHERE id = ?3 AND epoch = ?4 AND state = 'running'
+  AND expires_at_ms > ?1 AND revoked_at_ms IS NULL
+RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
 `
 
-type ExecutionRequeueReclaimedParams struct {
-	Now int64
-	Ids string
-}
-
-// ExecutionRequeueReclaimed returns each execution of a JSON array of ids to
-// waiting while attempts remain (claimable from now + the backoff), else ends
-// it failed; either way it counts the reclaim.
-func (q *Queries) ExecutionRequeueReclaimed(ctx context.Context, arg ExecutionRequeueReclaimedParams) error {
-	_, err := q.exec(ctx, q.executionRequeueReclaimedStmt, executionRequeueReclaimed, arg.Now, arg.Ids)
-	return err
-}
-
-const executionStart = `-- name: ExecutionStart :one
-UPDATE executions
-SET state = 'running', attempts = attempts + 1, epoch = epoch + 1
-WHERE id = ?1 AND state = 'waiting'
-RETURNING attempts, epoch, namespace, lane, payload
-`
-
-type ExecutionStartRow struct {
-	Attempts  int64
+type LeaseFailParams struct {
+	Now       int64
+	LastError string
+	ID        uuid.UUID
 	Epoch     int64
-	Namespace string
-	Lane      string
-	Payload   []byte
 }
 
-// ExecutionStart moves a waiting execution to running under a new attempt and epoch.
-func (q *Queries) ExecutionStart(ctx context.Context, id uuid.UUID) (ExecutionStartRow, error) {
-	row := q.queryRow(ctx, q.executionStartStmt, executionStart, id)
-	var i ExecutionStartRow
+type LeaseFailRow struct {
+	Attempts    int64
+	LeaseID     uuid.NullUUID
+	Namespace   string
+	Holder      sql.NullString
+	ClaimedAtMs sql.NullInt64
+	ExpiresAtMs sql.NullInt64
+}
+
+// LeaseFail ends the current, unexpired, unrevoked lease as failed: the
+// execution waits again while attempts remain (claimable from now plus its
+// backoff: ready at once without one), else ends failed, with the reason.
+// It returns the lease to record.
+func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (LeaseFailRow, error) {
+	row := q.queryRow(ctx, q.leaseFailStmt, leaseFail,
+		arg.Now,
+		arg.LastError,
+		arg.ID,
+		arg.Epoch,
+	)
+	var i LeaseFailRow
 	err := row.Scan(
 		&i.Attempts,
-		&i.Epoch,
+		&i.LeaseID,
 		&i.Namespace,
-		&i.Lane,
-		&i.Payload,
+		&i.Holder,
+		&i.ClaimedAtMs,
+		&i.ExpiresAtMs,
 	)
 	return i, err
 }
 
-const executionTopPriority = `-- name: ExecutionTopPriority :one
-SELECT e.priority FROM executions AS e
-WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting'
-  AND e.priority <= ?3
-ORDER BY e.priority DESC
-LIMIT 1
+const leaseFindHeld = `-- name: LeaseFindHeld :many
+SELECT id, epoch, lease_id FROM executions
+WHERE namespace = ?1 AND holder = CAST(?2 AS TEXT) AND state = 'running'
+  AND lease_id IN (SELECT j.value FROM json_each(CAST(?3 AS TEXT)) AS j)
 `
 
-type ExecutionTopPriorityParams struct {
+type LeaseFindHeldParams struct {
 	Namespace string
-	Lane      string
-	AtMost    int64
+	Holder    string
+	LeaseIds  string
 }
 
-// ExecutionTopPriority finds the highest priority at most @at_most among a
-// lane's waiting executions: one step of the claim's loose index scan.
-func (q *Queries) ExecutionTopPriority(ctx context.Context, arg ExecutionTopPriorityParams) (int64, error) {
-	row := q.queryRow(ctx, q.executionTopPriorityStmt, executionTopPriority, arg.Namespace, arg.Lane, arg.AtMost)
-	var priority int64
-	err := row.Scan(&priority)
-	return priority, err
+type LeaseFindHeldRow struct {
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.NullUUID
+}
+
+// LeaseFindHeld reads which leases of a JSON array of lease ids one worker
+// holds now (a claim whose outcome was unknown, looked up).
+func (q *Queries) LeaseFindHeld(ctx context.Context, arg LeaseFindHeldParams) ([]LeaseFindHeldRow, error) {
+	rows, err := q.query(ctx, q.leaseFindHeldStmt, leaseFindHeld, arg.Namespace, arg.Holder, arg.LeaseIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LeaseFindHeldRow{}
+	for rows.Next() {
+		var i LeaseFindHeldRow
+		if err := rows.Scan(&i.ID, &i.Epoch, &i.LeaseID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseListExpired = `-- name: LeaseListExpired :many
+SELECT id, lease_id, attempts, epoch, namespace, holder, expires_at_ms
+FROM executions INDEXED BY executions_expiry
+WHERE state = 'running' AND expires_at_ms <= CAST(?1 AS INTEGER)
+  AND (CAST(?2 AS TEXT) = '' OR namespace = ?2)
+  AND (expires_at_ms, id) > (CAST(?3 AS INTEGER), CAST(?4 AS TEXT))
+ORDER BY expires_at_ms, id
+LIMIT ?5
+`
+
+type LeaseListExpiredParams struct {
+	AsOf             int64
+	Namespace        string
+	AfterExpiresAtMs int64
+	AfterID          string
+	Limit            int64
+}
+
+type LeaseListExpiredRow struct {
+	ID          uuid.UUID
+	LeaseID     uuid.NullUUID
+	Attempts    int64
+	Epoch       int64
+	Namespace   string
+	Holder      sql.NullString
+	ExpiresAtMs sql.NullInt64
+}
+
+// LeaseListExpired pages the running leases expired by @as_of, by (expiry,
+// execution id), of one namespace ("" = every namespace).
+func (q *Queries) LeaseListExpired(ctx context.Context, arg LeaseListExpiredParams) ([]LeaseListExpiredRow, error) {
+	rows, err := q.query(ctx, q.leaseListExpiredStmt, leaseListExpired,
+		arg.AsOf,
+		arg.Namespace,
+		arg.AfterExpiresAtMs,
+		arg.AfterID,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LeaseListExpiredRow{}
+	for rows.Next() {
+		var i LeaseListExpiredRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.LeaseID,
+			&i.Attempts,
+			&i.Epoch,
+			&i.Namespace,
+			&i.Holder,
+			&i.ExpiresAtMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseReclaimBatch = `-- name: LeaseReclaimBatch :many
+UPDATE executions
+SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
+    run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(?1 AS INTEGER) + CASE
+        WHEN retry_backoff_ms = 0 THEN 0
+        WHEN attempts - 1 >= 27 THEN 86400000
+        ELSE min(retry_backoff_ms << (attempts - 1), 86400000) END
+      ELSE run_at_ms END,
+    ready = retry_backoff_ms = 0,
+    finished_at_ms = CASE WHEN attempts < max_attempts THEN NULL ELSE CAST(?1 AS INTEGER) END,
+    reclaim_count = reclaim_count + 1,
+    last_error = 'lease expired'
+WHERE state = 'running' AND id IN (
+    SELECT r.id FROM executions AS r INDEXED BY executions_expiry
+    WHERE r.state = 'running' AND r.expires_at_ms <= ?1
+    ORDER BY r.expires_at_ms, r.id
+    LIMIT ?2
+)
+RETURNING id, attempts, epoch, lease_id, namespace, holder, claimed_at_ms, expires_at_ms, revoked_at_ms
+`
+
+type LeaseReclaimBatchParams struct {
+	Now       int64
+	BatchSize int64
+}
+
+type LeaseReclaimBatchRow struct {
+	ID          uuid.UUID
+	Attempts    int64
+	Epoch       int64
+	LeaseID     uuid.NullUUID
+	Namespace   string
+	Holder      sql.NullString
+	ClaimedAtMs sql.NullInt64
+	ExpiresAtMs sql.NullInt64
+	RevokedAtMs sql.NullInt64
+}
+
+// LeaseReclaimBatch ends up to @batch_size expired leases, soonest expiry
+// first: each execution waits again while attempts remain (claimable from
+// now plus its backoff), else ends failed; either way it counts the reclaim,
+// with LastError "lease expired". It returns the leases to record.
+func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchParams) ([]LeaseReclaimBatchRow, error) {
+	rows, err := q.query(ctx, q.leaseReclaimBatchStmt, leaseReclaimBatch, arg.Now, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LeaseReclaimBatchRow{}
+	for rows.Next() {
+		var i LeaseReclaimBatchRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Attempts,
+			&i.Epoch,
+			&i.LeaseID,
+			&i.Namespace,
+			&i.Holder,
+			&i.ClaimedAtMs,
+			&i.ExpiresAtMs,
+			&i.RevokedAtMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseRelease = `-- name: LeaseRelease :one
+UPDATE executions
+SET state = 'waiting', attempts = attempts - 1, ready = run_at_ms <= ?1
+WHERE id = ?2 AND epoch = ?3 AND state = 'running'
+  AND expires_at_ms > ?1 AND revoked_at_ms IS NULL
+RETURNING id
+`
+
+type LeaseReleaseParams struct {
+	Now   int64
+	ID    uuid.UUID
+	Epoch int64
+}
+
+// LeaseRelease ends the current, unexpired, unrevoked lease without using up
+// its attempt: the execution waits again with its RunAt and one attempt
+// fewer, its epoch unchanged (the released lease stays fenced). It never
+// ran, so no attempt is recorded.
+func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
+	row := q.queryRow(ctx, q.leaseReleaseStmt, leaseRelease, arg.Now, arg.ID, arg.Epoch)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const leaseRenew = `-- name: LeaseRenew :one
+UPDATE executions SET expires_at_ms = CAST(?1 AS INTEGER)
+WHERE id = ?2 AND epoch = ?3 AND state = 'running'
+  AND expires_at_ms > CAST(?4 AS INTEGER) AND revoked_at_ms IS NULL
+RETURNING id
+`
+
+type LeaseRenewParams struct {
+	ExpiresAtMs int64
+	ID          uuid.UUID
+	Epoch       int64
+	Now         int64
+}
+
+// LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
+func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UUID, error) {
+	row := q.queryRow(ctx, q.leaseRenewStmt, leaseRenew,
+		arg.ExpiresAtMs,
+		arg.ID,
+		arg.Epoch,
+		arg.Now,
+	)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const leaseRevokeHeldBy = `-- name: LeaseRevokeHeldBy :exec
+UPDATE executions
+SET expires_at_ms = min(expires_at_ms, CAST(?1 AS INTEGER)), revoked_at_ms = CAST(?1 AS INTEGER)
+WHERE state = 'running' AND revoked_at_ms IS NULL
+  AND (namespace, holder) IN (
+      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
+      FROM json_each(CAST(?2 AS TEXT)) AS j
+  )
+`
+
+type LeaseRevokeHeldByParams struct {
+	Now     int64
+	Holders string
+}
+
+// LeaseRevokeHeldBy ends for good, at @now, every running lease of each
+// [namespace, holder] pair of a JSON array: the leases expire (and can be
+// reclaimed) and no later call renews, completes or fails them.
+func (q *Queries) LeaseRevokeHeldBy(ctx context.Context, arg LeaseRevokeHeldByParams) error {
+	_, err := q.exec(ctx, q.leaseRevokeHeldByStmt, leaseRevokeHeldBy, arg.Now, arg.Holders)
+	return err
+}
+
+const workerGetClaimer = `-- name: WorkerGetClaimer :one
+
+SELECT w.capabilities,
+       CAST(coalesce((SELECT min(l.lane) FROM worker_lanes AS l
+                      WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id), '') AS TEXT) AS first_lane,
+       CAST(coalesce((SELECT max(l.lane) FROM worker_lanes AS l
+                      WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id), '') AS TEXT) AS last_lane
+FROM workers AS w
+WHERE w.namespace = ?1 AND w.instance_id = ?2
+  AND w.last_heartbeat_ms + w.ttl_ms > ?3
+`
+
+type WorkerGetClaimerParams struct {
+	Namespace  string
+	InstanceID string
+	Now        int64
+}
+
+type WorkerGetClaimerRow struct {
+	Capabilities string
+	FirstLane    string
+	LastLane     string
+}
+
+// Claims and leases: claim, renew, complete, fail, release, revoke, list
+// expired and reclaim. The current lease lives on its execution's row; an
+// attempt that ends is recorded once in attempts (AttemptInsert, in the same
+// transaction). Every call that presents a lease is fenced in the statement
+// that writes: same epoch, running, unexpired, not revoked.
+// WorkerGetClaimer reads what a claim needs of an alive worker: its
+// capabilities and its first and last lane (equal: it serves one lane).
+func (q *Queries) WorkerGetClaimer(ctx context.Context, arg WorkerGetClaimerParams) (WorkerGetClaimerRow, error) {
+	row := q.queryRow(ctx, q.workerGetClaimerStmt, workerGetClaimer, arg.Namespace, arg.InstanceID, arg.Now)
+	var i WorkerGetClaimerRow
+	err := row.Scan(&i.Capabilities, &i.FirstLane, &i.LastLane)
+	return i, err
 }

@@ -41,15 +41,15 @@ type AgentVisibility struct {
 
 type Attempt struct {
 	ExecutionID  uuid.UUID
-	AttemptIndex int64
 	Epoch        int64
+	AttemptIndex int64
 	LeaseID      uuid.UUID
 	Namespace    string
 	InstanceID   string
 	State        string
 	ClaimedAtMs  int64
 	ExpiresAtMs  int64
-	EndedAtMs    sql.NullInt64
+	EndedAtMs    int64
 	RevokedAtMs  sql.NullInt64
 }
 
@@ -59,8 +59,6 @@ type Execution struct {
 	Lane                 string
 	State                string
 	Priority             int64
-	Payload              []byte
-	Result               []byte
 	RequiredCapabilities string
 	Attempts             int64
 	MaxAttempts          int64
@@ -70,6 +68,15 @@ type Execution struct {
 	CreatedAtMs          int64
 	RunAtMs              int64
 	RetryBackoffMs       int64
+	Ready                int64
+	LeaseID              uuid.NullUUID
+	Holder               sql.NullString
+	ClaimedAtMs          sql.NullInt64
+	ExpiresAtMs          sql.NullInt64
+	RevokedAtMs          sql.NullInt64
+	FinishedAtMs         sql.NullInt64
+	Payload              []byte
+	Result               []byte
 }
 
 type Worker struct {
@@ -90,4 +97,10 @@ type WorkerEvent struct {
 	Kind       string
 	AtMs       int64
 	Reason     string
+}
+
+type WorkerLane struct {
+	Namespace  string
+	InstanceID string
+	Lane       string
 }

@@ -39,8 +39,8 @@ func (q *Queries) StatsAgents(ctx context.Context) ([]AgentStateCount, error) {
 
 const statsExpiredLeases = `-- name: StatsExpiredLeases :many
 SELECT namespace, CAST(count(*) AS INTEGER) AS expired
-FROM attempts
-WHERE state = 'running' AND expires_at_ms <= ?1
+FROM executions INDEXED BY executions_expiry
+WHERE state = 'running' AND expires_at_ms <= CAST(?1 AS INTEGER)
 GROUP BY namespace
 ORDER BY namespace
 `
@@ -75,15 +75,23 @@ func (q *Queries) StatsExpiredLeases(ctx context.Context, at int64) ([]StatsExpi
 }
 
 const statsLanes = `-- name: StatsLanes :many
-SELECT namespace, lane,
-       CAST(sum(state = 'waiting' AND run_at_ms <= ?1) AS INTEGER) AS ready,
-       CAST(sum(state = 'waiting' AND run_at_ms > ?1) AS INTEGER) AS scheduled,
-       CAST(sum(state = 'running') AS INTEGER) AS running,
-       CAST(coalesce(min(CASE WHEN state = 'waiting' AND run_at_ms <= ?1 THEN run_at_ms END), 0) AS INTEGER) AS oldest_ready_ms
-FROM executions
-WHERE state IN ('waiting', 'running')
-GROUP BY namespace, lane
-ORDER BY namespace, lane
+SELECT l.namespace, l.lane,
+       CAST(sum(l.state = 'waiting' AND l.run_at_ms <= ?1) AS INTEGER) AS ready,
+       CAST(sum(l.state = 'waiting' AND l.run_at_ms > ?1) AS INTEGER) AS scheduled,
+       CAST(sum(l.state = 'running') AS INTEGER) AS running,
+       CAST(coalesce(min(CASE WHEN l.state = 'waiting' AND l.run_at_ms <= ?1 THEN l.run_at_ms END), 0) AS INTEGER) AS oldest_ready_ms
+FROM (
+    SELECT namespace, lane, state, run_at_ms FROM executions INDEXED BY executions_ready
+    WHERE state = 'waiting' AND ready = 1
+    UNION ALL
+    SELECT namespace, lane, state, run_at_ms FROM executions INDEXED BY executions_scheduled_lane
+    WHERE state = 'waiting' AND ready = 0
+    UNION ALL
+    SELECT namespace, lane, state, run_at_ms FROM executions INDEXED BY executions_expiry
+    WHERE state = 'running'
+) AS l
+GROUP BY l.namespace, l.lane
+ORDER BY l.namespace, l.lane
 `
 
 type StatsLanesRow struct {
@@ -96,8 +104,9 @@ type StatsLanesRow struct {
 }
 
 // StatsLanes counts each lane's ready, scheduled and running executions, with
-// the oldest ready RunAt (0 when none is ready).
-func (q *Queries) StatsLanes(ctx context.Context, at int64) ([]StatsLanesRow, error) {
+// the oldest ready RunAt (0 when none is ready), from the indexes of waiting
+// and running executions only.
+func (q *Queries) StatsLanes(ctx context.Context, at interface{}) ([]StatsLanesRow, error) {
 	rows, err := q.query(ctx, q.statsLanesStmt, statsLanes, at)
 	if err != nil {
 		return nil, err

@@ -200,7 +200,6 @@ const (
 	UniqueAgentID                  Constraint = "agents_pkey"
 	UniqueAgentLiveProviderSession Constraint = "agents_live_provider_session"
 	UniqueAgentIdempotency         Constraint = "agents_idempotency"
-	UniqueLeaseID                  Constraint = "attempts_lease_id"
 	UniqueExecutionID              Constraint = "executions_pkey"
 	// CheckViolation is any CHECK of the schema (SQLite does not name them
 	// reliably; the detail says which rule failed), or any other rule of the
@@ -293,7 +292,9 @@ type WorkerEventListParams struct {
 	Limit                 int
 }
 
-// Execution is a row of executions.
+// Execution is a row of executions. Holder, ClaimedAtMs and ExpiresAtMs
+// describe the current lease while running, else the last one ("" and 0:
+// never claimed); FinishedAtMs is 0 while the execution is live.
 type Execution struct {
 	ID                                  uuid.UUID
 	Namespace, Lane, State              string
@@ -304,6 +305,9 @@ type Execution struct {
 	LastError                           string
 	CreatedAtMs, RunAtMs                int64
 	RetryBackoffMs                      int64
+	Holder                              string
+	ClaimedAtMs, ExpiresAtMs            int64
+	FinishedAtMs                        int64
 }
 
 // ExecutionListParams select a keyset page of executions in id order; each
@@ -442,22 +446,28 @@ type Queries interface {
 	// WorkerEventPruneBatch deletes up to batch events with At < before.
 	WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
 
-	// ExecutionInsert adds a waiting execution.
+	// ExecutionInsert adds a waiting execution: ready when its RunAt is not
+	// after its creation, else scheduled.
 	ExecutionInsert(ctx context.Context, e Execution) error
+	// ExecutionInsertMany adds waiting executions as ExecutionInsert does,
+	// in one statement where the engine can.
+	ExecutionInsertMany(ctx context.Context, es []Execution) error
 	// ExecutionGet reads an execution.
 	ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error)
 	// ExecutionClaim moves up to len(p.LeaseIDs) of the best claimable
-	// executions for an alive worker to running under new attempts, best
-	// first (none: no leases), and when it took fewer than asked reads the
-	// worker's NextRunAtMs. A worker that is not alive is ErrNoRows. Two
-	// claims never take the same execution, on any engine. Its writes are
-	// one statement where the engine can (WriteOne).
+	// executions for an alive worker to running under new leases, best first
+	// (none: no leases), and when it took fewer than asked reads the
+	// worker's NextRunAtMs. Scheduled executions that are due are made ready
+	// first, so that they compete (up to a thousand at a time). A worker that
+	// is not alive is ErrNoRows. Two claims never take the same execution,
+	// on any engine. Its writes are one statement where the engine can
+	// (WriteOne).
 	ExecutionClaim(ctx context.Context, p ClaimParams) (ClaimResult, error)
-	// AttemptRenew extends the current, unexpired, unrevoked lease, or ErrNoRows.
-	AttemptRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) error
+	// LeaseRenew extends the current, unexpired, unrevoked lease, or ErrNoRows.
+	LeaseRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) error
 	// LeaseComplete ends the current, unexpired, unrevoked lease and its
-	// execution as completed with the result, or returns ErrNoRows. One
-	// statement where the engine can (WriteOne).
+	// execution as completed with the result, records the attempt, or
+	// returns ErrNoRows. One statement where the engine can (WriteOne).
 	LeaseComplete(ctx context.Context, l LeaseRef, nowMs int64, result []byte) error
 	// LeaseCompleteMany is LeaseComplete for many leases (results[i] is
 	// leases[i]'s), each fenced on its own (execution and epoch), in one
@@ -465,41 +475,44 @@ type Queries interface {
 	// (the others were lost).
 	LeaseCompleteMany(ctx context.Context, leases []LeaseRef, results [][]byte, nowMs int64) ([]LeaseRef, error)
 	// LeaseRelease ends the current, unexpired, unrevoked lease without
-	// using up its attempt: the attempt is deleted, the execution waits
-	// again with its RunAt and one attempt fewer, and its epoch stays (the
-	// released lease is fenced). ErrNoRows when the lease is lost.
+	// using up its attempt: the execution waits again with its RunAt and one
+	// attempt fewer, and its epoch stays (the released lease is fenced); no
+	// attempt is recorded. ErrNoRows when the lease is lost.
 	LeaseRelease(ctx context.Context, l LeaseRef, nowMs int64) error
-	// AttemptGetByLease reads the lease of the attempt holding leaseID and
-	// whether it is still running; ErrNoRows when no attempt holds it.
-	AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (l LeaseRef, running bool, err error)
-	// WorkerNextRunAt reads the earliest RunAt after now among the waiting
+	// LeaseFindHeld reads which of leaseIDs a worker holds now (running
+	// executions under those leases).
+	LeaseFindHeld(ctx context.Context, k WorkerKey, leaseIDs []uuid.UUID) ([]LeaseRef, error)
+	// WorkerNextRunAt reads the earliest RunAt after now among the scheduled
 	// executions of an alive worker's lanes (0: none); ErrNoRows when the
 	// worker is not alive.
 	WorkerNextRunAt(ctx context.Context, k WorkerKey, nowMs int64) (int64, error)
-	// LeaseFail ends the current, unexpired, unrevoked lease as failed: its
-	// execution waits again while attempts remain, else ends failed, with the
-	// reason; or returns ErrNoRows. One statement where the engine can.
+	// LeaseFail ends the current, unexpired, unrevoked lease as failed and
+	// records the attempt: its execution waits again while attempts remain,
+	// else ends failed, with the reason; or returns ErrNoRows. One statement
+	// where the engine can.
 	LeaseFail(ctx context.Context, l LeaseRef, nowMs int64, reason string) error
-	// AttemptRevokeHeldBy ends for good, at now, every running lease the
+	// LeaseRevokeHeldBy ends for good, at now, every running lease the
 	// instances hold: they expire (and can be reclaimed) and are never renewed.
-	AttemptRevokeHeldBy(ctx context.Context, holders []WorkerKey, nowMs int64) error
-	// AttemptListExpired reads a keyset page of expired running leases.
-	AttemptListExpired(ctx context.Context, p ExpiredLeaseListParams) ([]ExpiredLease, error)
-	// AttemptReclaimBatch ends up to batch expired leases (soonest first) and
-	// returns their executions.
-	AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error)
-	// ExecutionRequeueReclaimed returns each execution to waiting while
-	// attempts remain (claimable from now plus its backoff), else ends it
-	// failed, counting the reclaim.
-	ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID, nowMs int64) error
-	// ExecutionCancel ends a waiting or running execution (and its running
-	// attempt) as cancelled with the reason, and reports whether it did;
-	// false when the execution is absent or already ended.
+	LeaseRevokeHeldBy(ctx context.Context, holders []WorkerKey, nowMs int64) error
+	// LeaseListExpired reads a keyset page of expired running leases.
+	LeaseListExpired(ctx context.Context, p ExpiredLeaseListParams) ([]ExpiredLease, error)
+	// LeaseReclaimBatch ends up to batch expired leases (soonest first):
+	// each execution waits again while attempts remain (claimable from now
+	// plus its backoff), else ends failed, counting the reclaim; the attempts
+	// are recorded as reclaimed. It returns the executions.
+	LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error)
+	// ExecutionCancel ends a waiting or running execution (and records a
+	// running one's attempt) as cancelled with the reason, and reports
+	// whether it did; false when the execution is absent or already ended.
 	ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error)
 	// ExecutionGetState reads the state of an execution.
 	ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error)
 	// ExecutionList reads a keyset page of executions.
 	ExecutionList(ctx context.Context, p ExecutionListParams) ([]Execution, error)
+	// ExecutionPruneBatch deletes up to batch executions (with their
+	// attempts) that finished before beforeMs, oldest first, and returns how
+	// many it deleted.
+	ExecutionPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
 
 	// AgentInsert stores an agent record.
 	AgentInsert(ctx context.Context, a Agent) error

@@ -317,7 +317,7 @@ func runTrial(t *testing.T, tr trial) string {
 	if err := <-sweeperDone; err != nil {
 		t.Errorf("RunSweeper: %v", err)
 	}
-	if _, err := s.Sweep(ctx, time.Time{}, 0); err != nil {
+	if _, err := s.Sweep(ctx, time.Time{}, service.SweeperArgs{}); err != nil {
 		t.Fatalf("the final sweep: %v", err)
 	}
 	t.Cleanup(func() {

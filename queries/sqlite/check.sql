@@ -2,16 +2,31 @@
 -- the operations keep (0 when the database is sound).
 
 -- name: ExecutionCheckRunning :one
--- ExecutionCheckRunning counts running executions without a running attempt.
+-- ExecutionCheckRunning counts running executions whose current attempt is
+-- already recorded as ended.
 SELECT count(*) FROM executions AS e
 WHERE e.state = 'running'
-  AND NOT EXISTS (SELECT 1 FROM attempts AS a WHERE a.execution_id = e.id AND a.state = 'running');
+  AND EXISTS (SELECT 1 FROM attempts AS a WHERE a.execution_id = e.id AND a.epoch = e.epoch);
 
--- name: AttemptCheckRunning :one
--- AttemptCheckRunning counts running attempts whose execution is not running.
+-- name: AttemptCheckEpoch :one
+-- AttemptCheckEpoch counts recorded attempts of an epoch their execution
+-- never reached.
 SELECT count(*) FROM attempts AS a
 JOIN executions AS e ON e.id = a.execution_id
-WHERE a.state = 'running' AND e.state <> 'running';
+WHERE a.epoch > e.epoch;
+
+-- name: WorkerCheckLanes :one
+-- WorkerCheckLanes counts the workers whose lane rows differ from their lanes.
+SELECT count(*) FROM workers AS w
+WHERE json_array_length(w.lanes) <> (
+    SELECT count(*) FROM worker_lanes AS l WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id
+) OR EXISTS (
+    SELECT 1 FROM json_each(w.lanes) AS j
+    WHERE NOT EXISTS (
+        SELECT 1 FROM worker_lanes AS l
+        WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id AND l.lane = j.value
+    )
+);
 
 -- name: AgentCheckCounts :one
 -- AgentCheckCounts counts the agent states whose kept count differs from the agents.

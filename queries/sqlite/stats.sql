@@ -12,23 +12,32 @@ ORDER BY namespace;
 -- name: StatsExpiredLeases :many
 -- StatsExpiredLeases counts each namespace's running leases expired by @at.
 SELECT namespace, CAST(count(*) AS INTEGER) AS expired
-FROM attempts
-WHERE state = 'running' AND expires_at_ms <= @at
+FROM executions INDEXED BY executions_expiry
+WHERE state = 'running' AND expires_at_ms <= CAST(@at AS INTEGER)
 GROUP BY namespace
 ORDER BY namespace;
 
 -- name: StatsLanes :many
 -- StatsLanes counts each lane's ready, scheduled and running executions, with
--- the oldest ready RunAt (0 when none is ready).
-SELECT namespace, lane,
-       CAST(sum(state = 'waiting' AND run_at_ms <= @at) AS INTEGER) AS ready,
-       CAST(sum(state = 'waiting' AND run_at_ms > @at) AS INTEGER) AS scheduled,
-       CAST(sum(state = 'running') AS INTEGER) AS running,
-       CAST(coalesce(min(CASE WHEN state = 'waiting' AND run_at_ms <= @at THEN run_at_ms END), 0) AS INTEGER) AS oldest_ready_ms
-FROM executions
-WHERE state IN ('waiting', 'running')
-GROUP BY namespace, lane
-ORDER BY namespace, lane;
+-- the oldest ready RunAt (0 when none is ready), from the indexes of waiting
+-- and running executions only.
+SELECT l.namespace, l.lane,
+       CAST(sum(l.state = 'waiting' AND l.run_at_ms <= @at) AS INTEGER) AS ready,
+       CAST(sum(l.state = 'waiting' AND l.run_at_ms > @at) AS INTEGER) AS scheduled,
+       CAST(sum(l.state = 'running') AS INTEGER) AS running,
+       CAST(coalesce(min(CASE WHEN l.state = 'waiting' AND l.run_at_ms <= @at THEN l.run_at_ms END), 0) AS INTEGER) AS oldest_ready_ms
+FROM (
+    SELECT namespace, lane, state, run_at_ms FROM executions INDEXED BY executions_ready
+    WHERE state = 'waiting' AND ready = 1
+    UNION ALL
+    SELECT namespace, lane, state, run_at_ms FROM executions INDEXED BY executions_scheduled_lane
+    WHERE state = 'waiting' AND ready = 0
+    UNION ALL
+    SELECT namespace, lane, state, run_at_ms FROM executions INDEXED BY executions_expiry
+    WHERE state = 'running'
+) AS l
+GROUP BY l.namespace, l.lane
+ORDER BY l.namespace, l.lane;
 
 -- name: StatsAgents :many
 -- StatsAgents reads the number of agents in each state.

@@ -102,9 +102,16 @@ func seed(t *testing.T, e *Engine) {
 	_, err := e.pool.Exec(ctx, `
 		INSERT INTO workers SELECT 'ns' || (i % 10), 'i' || i, 'w', '{default}', '{}', i, 60000, i FROM generate_series(1, 20000) AS i;
 		INSERT INTO worker_events (namespace, instance_id, kind, at_ms) SELECT 'ns' || (i % 10), 'i' || (i % 500), 'heartbeat', i FROM generate_series(1, 20000) AS i;
-		INSERT INTO executions (id, namespace, lane, state, priority, payload, max_attempts, created_at_ms, run_at_ms)
-			SELECT gen_random_uuid(), 'ns' || (i % 10), 'lane' || (i % 5), CASE WHEN i % 3 = 0 THEN 'waiting' ELSE 'completed' END, i % 7, '', 1, i, i
-			FROM generate_series(1, 20000) AS i;
+		-- Executions: k 0 ready, 1 scheduled, 2 running, else completed.
+		INSERT INTO executions (id, namespace, lane, state, priority, payload, max_attempts, created_at_ms, run_at_ms, ready,
+		                        attempts, epoch, lease_id, holder, claimed_at_ms, expires_at_ms, finished_at_ms)
+			SELECT gen_random_uuid(), 'ns' || (i % 10), 'lane' || (i % 5),
+			       CASE WHEN k < 2 THEN 'waiting' WHEN k = 2 THEN 'running' ELSE 'completed' END, i % 7, '', 1, i,
+			       CASE WHEN k = 1 THEN i + 1000000 ELSE i END, k <> 1,
+			       CASE WHEN k < 2 THEN 0 ELSE 1 END, CASE WHEN k < 2 THEN 0 ELSE 1 END,
+			       CASE WHEN k >= 2 THEN gen_random_uuid() END, CASE WHEN k >= 2 THEN 'i' || (i % 500) END,
+			       CASE WHEN k >= 2 THEN i END, CASE WHEN k >= 2 THEN i + 60000 END, CASE WHEN k > 2 THEN i + 10 END
+			FROM (SELECT i, i % 10 AS k FROM generate_series(1, 20000) AS i) AS g;
 		INSERT INTO agents (id, state, terminal_reason, provider, owner_actor, owner_peer_class, owner_write_namespace, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, host)
 			SELECT 'a' || i, CASE WHEN i % 4 = 0 THEN 'running' ELSE 'terminal' END, CASE WHEN i % 4 = 0 THEN NULL ELSE 'completed' END,
 			       'p', 'o' || (i % 50), 'c', 'ns' || (i % 10), 'f', i, i, 'h' || (i % 20)
@@ -198,32 +205,45 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.WorkerEventPruneBatch(ctx, pgdb.WorkerEventPruneBatchParams{BeforeMs: 100, BatchSize: 256})
 			return err
 		},
+		"ExecutionInsert": func(q *pgdb.Queries) error {
+			return q.ExecutionInsert(ctx, pgdb.ExecutionInsertParams{ID: id, Namespace: "ns1", Lane: "lane1", Payload: []byte{}, RequiredCapabilities: []string{}, MaxAttempts: 1})
+		},
+		"ExecutionInsertMany": func(q *pgdb.Queries) error {
+			return q.ExecutionInsertMany(ctx, pgdb.ExecutionInsertManyParams{
+				Ids: []uuid.UUID{id}, Namespaces: []string{"ns1"}, Lanes: []string{"lane1"}, Priorities: []int64{0},
+				Payloads: [][]byte{{}}, Capabilities: []string{""}, MaxAttempts: []int64{1}, RunAtMs: []int64{1},
+				RetryBackoffMs: []int64{0}, Ready: []bool{true}, CreatedAtMs: []int64{1},
+			})
+		},
 		"ExecutionGet": func(q *pgdb.Queries) error { _, err := q.ExecutionGet(ctx, id); return err },
 		"ExecutionClaim": func(q *pgdb.Queries) error {
-			_, err := q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{Namespace: "ns1", InstanceID: "i1", Now: 5, LeaseIds: []uuid.UUID{uuid.New(), uuid.New()}, ExpiresAtMs: 9})
+			_, err := q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{Namespace: "ns1", InstanceID: "i1", Now: 5, LeaseIds: []uuid.UUID{uuid.New(), uuid.New()}, ExpiresAtMs: 9, Promote: true})
 			return err
 		},
-		"AttemptRenew": func(q *pgdb.Queries) error {
-			_, err := q.AttemptRenew(ctx, pgdb.AttemptRenewParams{ExpiresAtMs: 9, ExecutionID: id, Epoch: 1, Now: 5})
+		"LeaseRenew": func(q *pgdb.Queries) error {
+			_, err := q.LeaseRenew(ctx, pgdb.LeaseRenewParams{ExpiresAtMs: 9, ID: id, Epoch: 1, Now: 5})
 			return err
 		},
 		"LeaseComplete": func(q *pgdb.Queries) error {
-			_, err := q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{Result: []byte("x"), Now: 5, ExecutionID: id, Epoch: 1})
+			_, err := q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{Result: []byte("x"), Now: 5, ID: id, Epoch: 1})
 			return err
 		},
 		"LeaseCompleteMany": func(q *pgdb.Queries) error {
-			_, err := q.LeaseCompleteMany(ctx, pgdb.LeaseCompleteManyParams{ExecutionIds: []uuid.UUID{id, uuid.New()}, Epochs: []int64{1, 2}, Results: [][]byte{nil, []byte("x")}, Now: 5})
+			_, err := q.LeaseCompleteMany(ctx, pgdb.LeaseCompleteManyParams{Ids: []uuid.UUID{id, uuid.New()}, Epochs: []int64{1, 2}, Results: [][]byte{nil, []byte("x")}, Now: 5})
 			return err
 		},
 		"LeaseFail": func(q *pgdb.Queries) error {
-			_, err := q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: "x", Now: 5, ExecutionID: id, Epoch: 1})
+			_, err := q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: "x", Now: 5, ID: id, Epoch: 1})
 			return err
 		},
 		"LeaseRelease": func(q *pgdb.Queries) error {
-			_, err := q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ExecutionID: id, Epoch: 1, Now: 5})
+			_, err := q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ID: id, Epoch: 1, Now: 5})
 			return err
 		},
-		"AttemptGetByLease": func(q *pgdb.Queries) error { _, err := q.AttemptGetByLease(ctx, id); return err },
+		"LeaseFindHeld": func(q *pgdb.Queries) error {
+			_, err := q.LeaseFindHeld(ctx, pgdb.LeaseFindHeldParams{Namespace: "ns1", Holder: "i1", LeaseIds: []uuid.UUID{id}})
+			return err
+		},
 		"WorkerNextRunAt": func(q *pgdb.Queries) error {
 			_, err := q.WorkerNextRunAt(ctx, pgdb.WorkerNextRunAtParams{Namespace: "ns1", InstanceID: "i1", Now: 5})
 			return err
@@ -232,27 +252,28 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.WorkerHeartbeat(ctx, pgdb.WorkerHeartbeatParams{Now: 5, Namespace: "ns1", InstanceID: "i1", LogEvent: true})
 			return err
 		},
-		"AttemptRevokeHeldBy": func(q *pgdb.Queries) error {
-			return q.AttemptRevokeHeldBy(ctx, pgdb.AttemptRevokeHeldByParams{Now: 5, Namespaces: []string{"ns1"}, InstanceIds: []string{"i1"}})
+		"LeaseRevokeHeldBy": func(q *pgdb.Queries) error {
+			return q.LeaseRevokeHeldBy(ctx, pgdb.LeaseRevokeHeldByParams{Now: 5, Namespaces: []string{"ns1"}, Holders: []string{"i1"}})
 		},
-		"AttemptListExpired": func(q *pgdb.Queries) error {
-			_, err := q.AttemptListExpired(ctx, pgdb.AttemptListExpiredParams{AsOf: 5, AfterExpiresAtMs: 1, AfterExecutionID: id, MaxRows: 100})
+		"LeaseListExpired": func(q *pgdb.Queries) error {
+			_, err := q.LeaseListExpired(ctx, pgdb.LeaseListExpiredParams{AsOf: 5, AfterExpiresAtMs: 1, AfterID: id, MaxRows: 100})
 			return err
 		},
-		"AttemptListExpiredByNamespace": func(q *pgdb.Queries) error {
-			_, err := q.AttemptListExpiredByNamespace(ctx, pgdb.AttemptListExpiredByNamespaceParams{Namespace: "ns1", AsOf: 5, AfterExpiresAtMs: 1, AfterExecutionID: id, MaxRows: 100})
+		"LeaseListExpired namespace": func(q *pgdb.Queries) error {
+			_, err := q.LeaseListExpired(ctx, pgdb.LeaseListExpiredParams{Namespace: "ns1", AsOf: 5, AfterExpiresAtMs: 1, AfterID: id, MaxRows: 100})
 			return err
 		},
-		"AttemptReclaimBatch": func(q *pgdb.Queries) error {
-			_, err := q.AttemptReclaimBatch(ctx, pgdb.AttemptReclaimBatchParams{Now: 5, BatchSize: 256})
+		"LeaseReclaimBatch": func(q *pgdb.Queries) error {
+			_, err := q.LeaseReclaimBatch(ctx, pgdb.LeaseReclaimBatchParams{Now: 5, BatchSize: 256})
 			return err
-		},
-		"ExecutionRequeueReclaimed": func(q *pgdb.Queries) error {
-			return q.ExecutionRequeueReclaimed(ctx, pgdb.ExecutionRequeueReclaimedParams{Now: 5, Ids: []uuid.UUID{id}})
 		},
 		"ExecutionGetState": func(q *pgdb.Queries) error { _, err := q.ExecutionGetState(ctx, id); return err },
 		"ExecutionCancel": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionCancel(ctx, pgdb.ExecutionCancelParams{Reason: "r", ID: id, Now: 5})
+			return err
+		},
+		"ExecutionPruneBatch": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionPruneBatch(ctx, pgdb.ExecutionPruneBatchParams{Before: 100, BatchSize: 256})
 			return err
 		},
 		"ExecutionList": func(q *pgdb.Queries) error {
@@ -263,6 +284,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{Namespace: "ns1", AfterID: id, MaxRows: 100})
 			return err
 		},
+		"ExecutionListByNamespace lane state": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{Namespace: "ns1", Lane: "lane1", State: "waiting", AfterID: id, MaxRows: 100})
+			return err
+		},
 		"ExecutionListByLane": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionListByLane(ctx, pgdb.ExecutionListByLaneParams{Lane: "lane1", AfterID: id, MaxRows: 100})
 			return err
@@ -271,22 +296,12 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: "waiting", AfterID: id, MaxRows: 100})
 			return err
 		},
-		"ExecutionListByNamespaceLane": func(q *pgdb.Queries) error {
-			_, err := q.ExecutionListByNamespaceLane(ctx, pgdb.ExecutionListByNamespaceLaneParams{Namespace: "ns1", Lane: "lane1", AfterID: id, MaxRows: 100})
+		"ExecutionListByState lane": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: "waiting", Lane: "lane1", AfterID: id, MaxRows: 100})
 			return err
 		},
-		"ExecutionListByNamespaceState": func(q *pgdb.Queries) error {
-			_, err := q.ExecutionListByNamespaceState(ctx, pgdb.ExecutionListByNamespaceStateParams{Namespace: "ns1", State: "waiting", AfterID: id, MaxRows: 100})
-			return err
-		},
-		"ExecutionListByLaneState": func(q *pgdb.Queries) error {
-			_, err := q.ExecutionListByLaneState(ctx, pgdb.ExecutionListByLaneStateParams{Lane: "lane1", State: "waiting", AfterID: id, MaxRows: 100})
-			return err
-		},
-		"ExecutionListByNamespaceLaneState": func(q *pgdb.Queries) error {
-			_, err := q.ExecutionListByNamespaceLaneState(ctx, pgdb.ExecutionListByNamespaceLaneStateParams{Namespace: "ns1", Lane: "lane1", State: "waiting", AfterID: id, MaxRows: 100})
-			return err
-		},
+		"StatsLanes":         func(q *pgdb.Queries) error { _, err := q.StatsLanes(ctx, 5); return err },
+		"StatsExpiredLeases": func(q *pgdb.Queries) error { _, err := q.StatsExpiredLeases(ctx, 5); return err },
 
 		"AgentGet": func(q *pgdb.Queries) error { _, err := q.AgentGet(ctx, "a1"); return err },
 		"AgentSetState": func(q *pgdb.Queries) error {
@@ -535,12 +550,20 @@ func TestCheckFindsDamage(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatalf("a new database has problems: %v", problems)
 	}
-	_, err = e.pool.Exec(ctx, `INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms)
-		VALUES (gen_random_uuid(), 'ns', 'l', 'running', 0, '', 1, 1, 1, 0, 0)`)
+	// A running execution whose current attempt is already recorded as
+	// ended, and a recorded attempt of an epoch its execution never reached.
+	_, err = e.pool.Exec(ctx, `
+		INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms,
+			lease_id, holder, claimed_at_ms, expires_at_ms)
+		VALUES ('00000000-0000-7000-8000-000000000001', 'ns', 'l', 'running', 0, '', 1, 1, 1, 0, 0, gen_random_uuid(), 'i', 0, 10);
+		INSERT INTO attempts (execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state, claimed_at_ms, expires_at_ms, ended_at_ms)
+		VALUES ('00000000-0000-7000-8000-000000000001', 1, 1, gen_random_uuid(), 'ns', 'i', 'completed', 0, 10, 5),
+		       ('00000000-0000-7000-8000-000000000001', 7, 1, gen_random_uuid(), 'ns', 'i', 'failed', 0, 10, 5)`)
 	must(t, err)
 	problems, err = e.Check(ctx)
 	must(t, err)
-	if len(problems) != 1 || !strings.Contains(problems[0], "running executions without a running attempt") {
+	if len(problems) != 2 || !strings.Contains(problems[0], "running executions whose attempt is recorded as ended") ||
+		!strings.Contains(problems[1], "recorded attempts of an epoch their execution never reached") {
 		t.Fatalf("problems = %v", problems)
 	}
 }

@@ -20,7 +20,6 @@ var constraints = map[string]engine.Constraint{
 	string(engine.UniqueAgentID):                  engine.UniqueAgentID,
 	string(engine.UniqueAgentLiveProviderSession): engine.UniqueAgentLiveProviderSession,
 	string(engine.UniqueAgentIdempotency):         engine.UniqueAgentIdempotency,
-	string(engine.UniqueLeaseID):                  engine.UniqueLeaseID,
 	string(engine.UniqueExecutionID):              engine.UniqueExecutionID,
 }
 

@@ -305,8 +305,8 @@ func (e *Engine) Check(ctx context.Context) ([]string, error) {
 		return nil, engine.ErrClosed
 	}
 	return engine.ConsistencyProblems(ctx, []engine.ConsistencyCheck{
-		{Problem: "running executions without a running attempt", Count: e.q.ExecutionCheckRunning},
-		{Problem: "running attempts of executions not running", Count: e.q.AttemptCheckRunning},
+		{Problem: "running executions whose attempt is recorded as ended", Count: e.q.ExecutionCheckRunning},
+		{Problem: "recorded attempts of an epoch their execution never reached", Count: e.q.AttemptCheckEpoch},
 		{Problem: "agent states whose kept count is wrong", Count: e.q.AgentCheckCounts},
 	}, translate)
 }

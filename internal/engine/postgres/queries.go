@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -151,15 +152,31 @@ func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batc
 // Executions and leases.
 
 func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error {
-	payload := e.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
 	return translate(x.q.ExecutionInsert(ctx, pgdb.ExecutionInsertParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.RunAtMs <= e.CreatedAtMs,
 	}))
+}
+
+// ExecutionInsertMany sends every execution in one statement, column by
+// column (unnest), so a batch costs one round trip.
+func (x queries) ExecutionInsertMany(ctx context.Context, es []engine.Execution) error {
+	n := len(es)
+	p := pgdb.ExecutionInsertManyParams{
+		Ids: make([]uuid.UUID, n), Namespaces: make([]string, n), Lanes: make([]string, n),
+		Priorities: make([]int64, n), Payloads: make([][]byte, n), Capabilities: make([]string, n),
+		MaxAttempts: make([]int64, n), RunAtMs: make([]int64, n), RetryBackoffMs: make([]int64, n),
+		Ready: make([]bool, n), CreatedAtMs: make([]int64, n),
+	}
+	for i, e := range es {
+		p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = e.ID, e.Namespace, e.Lane, e.Priority
+		p.Payloads[i] = bytes(e.Payload)
+		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
+		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
+		p.Ready[i], p.CreatedAtMs[i] = e.RunAtMs <= e.CreatedAtMs, e.CreatedAtMs
+	}
+	return translate(x.q.ExecutionInsertMany(ctx, p))
 }
 
 func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Execution, error) {
@@ -176,30 +193,27 @@ func executionFromRow(r pgdb.Execution) engine.Execution {
 		Payload: r.Payload, Result: r.Result, RequiredCapabilities: list(r.RequiredCapabilities),
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
 		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
+		Holder: r.Holder.String, ClaimedAtMs: r.ClaimedAtMs.Int64, ExpiresAtMs: r.ExpiresAtMs.Int64,
+		FinishedAtMs: r.FinishedAtMs.Int64,
 	}
 }
 
-// ExecutionList runs the query of its filter combination: each has an
-// index that serves it in id order.
+// ExecutionList runs the query of its leading filter (namespace, else
+// state, else lane), each walking an index in id order; the other filters
+// are applied along the way.
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
 	n := int32(p.Limit)
 	var rows []pgdb.Execution
 	var err error
 	switch {
-	case p.Namespace != "" && p.Lane != "" && p.State != "":
-		rows, err = x.q.ExecutionListByNamespaceLaneState(ctx, pgdb.ExecutionListByNamespaceLaneStateParams{Namespace: p.Namespace, Lane: p.Lane, State: p.State, AfterID: p.AfterID, MaxRows: n})
-	case p.Namespace != "" && p.Lane != "":
-		rows, err = x.q.ExecutionListByNamespaceLane(ctx, pgdb.ExecutionListByNamespaceLaneParams{Namespace: p.Namespace, Lane: p.Lane, AfterID: p.AfterID, MaxRows: n})
-	case p.Namespace != "" && p.State != "":
-		rows, err = x.q.ExecutionListByNamespaceState(ctx, pgdb.ExecutionListByNamespaceStateParams{Namespace: p.Namespace, State: p.State, AfterID: p.AfterID, MaxRows: n})
-	case p.Lane != "" && p.State != "":
-		rows, err = x.q.ExecutionListByLaneState(ctx, pgdb.ExecutionListByLaneStateParams{Lane: p.Lane, State: p.State, AfterID: p.AfterID, MaxRows: n})
 	case p.Namespace != "":
-		rows, err = x.q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{Namespace: p.Namespace, AfterID: p.AfterID, MaxRows: n})
+		rows, err = x.q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{
+			Namespace: p.Namespace, AfterID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
+		})
+	case p.State != "":
+		rows, err = x.q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
 	case p.Lane != "":
 		rows, err = x.q.ExecutionListByLane(ctx, pgdb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, MaxRows: n})
-	case p.State != "":
-		rows, err = x.q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, MaxRows: n})
 	default:
 		rows, err = x.q.ExecutionList(ctx, pgdb.ExecutionListParams{AfterID: p.AfterID, MaxRows: n})
 	}
@@ -226,50 +240,61 @@ func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, e
 	return st, translate(err)
 }
 
-// ExecutionClaim is one statement: the pick (FOR UPDATE SKIP LOCKED), the
-// worker's liveness, the start and the attempts. When it claims fewer than
-// asked, a read tells "not alive" from "no work" and finds the next RunAt.
-func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
-	rows, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
-		Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs, LeaseIds: p.LeaseIDs, ExpiresAtMs: p.ExpiresAtMs,
-	})
-	if err != nil {
-		return engine.ClaimResult{}, translate(err)
-	}
-	var res engine.ClaimResult
-	for _, r := range rows {
-		res.Leases = append(res.Leases, engine.ClaimedLease{
-			ExecutionID: r.ID, LeaseID: r.LeaseID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
-			Namespace: p.Namespace, Lane: r.Lane, Payload: r.Payload, ExpiresAtMs: p.ExpiresAtMs,
-		})
-	}
-	if len(res.Leases) < len(p.LeaseIDs) {
-		next, err := x.WorkerNextRunAt(ctx, engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID}, p.NowMs)
-		switch {
-		case err == nil:
-			res.NextRunAtMs = next
-		case len(res.Leases) == 0:
-			return engine.ClaimResult{}, err
-		}
-		// With leases claimed (committed), a failed read only loses the hint.
-	}
-	return res, nil
+func (x queries) ExecutionPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
+	n, err := x.q.ExecutionPruneBatch(ctx, pgdb.ExecutionPruneBatchParams{Before: beforeMs, BatchSize: int32(batch)})
+	return int(n), translate(err)
 }
 
-func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
-	_, err := x.q.AttemptRenew(ctx, pgdb.AttemptRenewParams{ExpiresAtMs: expiresAtMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+// maxPromotions bounds how many times a claim makes due scheduled
+// executions ready and looks again before it claims from what is ready.
+const maxPromotions = 4
+
+// ExecutionClaim is one statement: the promotion of due scheduled work, the
+// pick (FOR UPDATE SKIP LOCKED), the worker's liveness, the start and the
+// next RunAt. When it found due scheduled work it made it ready and claimed
+// nothing: it runs again, so that the best of all claimable work wins.
+func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+	for try := 1; ; try++ {
+		r, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
+			LeaseIds: p.LeaseIDs, Namespace: p.Namespace, Now: p.NowMs, InstanceID: p.InstanceID,
+			Promote: try <= maxPromotions, ExpiresAtMs: p.ExpiresAtMs,
+		})
+		switch {
+		case err != nil:
+			return engine.ClaimResult{}, translate(err)
+		case !r.Alive:
+			return engine.ClaimResult{}, engine.ErrNoRows
+		case r.Due:
+			continue
+		}
+		res := engine.ClaimResult{Leases: make([]engine.ClaimedLease, len(r.Ids))}
+		for i, id := range r.Ids {
+			res.Leases[i] = engine.ClaimedLease{
+				ExecutionID: id, LeaseID: r.LeaseIds[i], AttemptIndex: r.Attempts[i], Epoch: r.Epochs[i],
+				Namespace: p.Namespace, Lane: r.Lanes[i], Payload: r.Payloads[i], ExpiresAtMs: p.ExpiresAtMs,
+			}
+		}
+		if len(res.Leases) < len(p.LeaseIDs) {
+			res.NextRunAtMs = r.NextRunAtMs
+		}
+		return res, nil
+	}
+}
+
+func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
+	_, err := x.q.LeaseRenew(ctx, pgdb.LeaseRenewParams{ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
 	return translate(err)
 }
 
 func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
-	_, err := x.q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{Result: result, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
+	_, err := x.q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
 	return translate(err)
 }
 
 func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef, results [][]byte, nowMs int64) ([]engine.LeaseRef, error) {
 	p := pgdb.LeaseCompleteManyParams{Results: results, Now: nowMs}
 	for _, l := range leases {
-		p.ExecutionIds = append(p.ExecutionIds, l.ExecutionID)
+		p.Ids = append(p.Ids, l.ExecutionID)
 		p.Epochs = append(p.Epochs, l.Epoch)
 	}
 	rows, err := x.q.LeaseCompleteMany(ctx, p)
@@ -284,13 +309,20 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 }
 
 func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
-	_, err := x.q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ExecutionID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	_, err := x.q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
 	return translate(err)
 }
 
-func (x queries) AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (engine.LeaseRef, bool, error) {
-	r, err := x.q.AttemptGetByLease(ctx, leaseID)
-	return engine.LeaseRef{ExecutionID: r.ExecutionID, Epoch: r.Epoch}, r.State == "running", translate(err)
+func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
+	rows, err := x.q.LeaseFindHeld(ctx, pgdb.LeaseFindHeldParams{Namespace: k.Namespace, Holder: k.InstanceID, LeaseIds: leaseIDs})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.LeaseRef, len(rows))
+	for i, r := range rows {
+		out[i] = engine.LeaseRef{ExecutionID: r.ID, Epoch: r.Epoch}
+	}
+	return out, nil
 }
 
 func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
@@ -299,53 +331,36 @@ func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs 
 }
 
 func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
-	_, err := x.q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: reason, Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch})
+	_, err := x.q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: reason, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
 	return translate(err)
 }
 
-func (x queries) AttemptRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
+func (x queries) LeaseRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
 	namespaces, instances := splitKeys(holders)
-	return translate(x.q.AttemptRevokeHeldBy(ctx, pgdb.AttemptRevokeHeldByParams{Now: nowMs, Namespaces: namespaces, InstanceIds: instances}))
+	return translate(x.q.LeaseRevokeHeldBy(ctx, pgdb.LeaseRevokeHeldByParams{Now: nowMs, Namespaces: namespaces, Holders: instances}))
 }
 
-func (x queries) AttemptListExpired(ctx context.Context, p engine.ExpiredLeaseListParams) ([]engine.ExpiredLease, error) {
-	var rows []pgdb.AttemptListExpiredRow
-	var err error
-	if p.Namespace == "" {
-		rows, err = x.q.AttemptListExpired(ctx, pgdb.AttemptListExpiredParams{
-			AsOf: p.AsOfMs, AfterExpiresAtMs: p.AfterExpiresAtMs, AfterExecutionID: p.AfterExecutionID, MaxRows: int32(p.Limit),
-		})
-	} else {
-		var nsRows []pgdb.AttemptListExpiredByNamespaceRow
-		nsRows, err = x.q.AttemptListExpiredByNamespace(ctx, pgdb.AttemptListExpiredByNamespaceParams{
-			Namespace: p.Namespace, AsOf: p.AsOfMs, AfterExpiresAtMs: p.AfterExpiresAtMs,
-			AfterExecutionID: p.AfterExecutionID, MaxRows: int32(p.Limit),
-		})
-		rows = make([]pgdb.AttemptListExpiredRow, len(nsRows))
-		for i, r := range nsRows {
-			rows[i] = pgdb.AttemptListExpiredRow(r)
-		}
-	}
+func (x queries) LeaseListExpired(ctx context.Context, p engine.ExpiredLeaseListParams) ([]engine.ExpiredLease, error) {
+	rows, err := x.q.LeaseListExpired(ctx, pgdb.LeaseListExpiredParams{
+		AsOf: p.AsOfMs, Namespace: p.Namespace, AfterExpiresAtMs: p.AfterExpiresAtMs, AfterID: p.AfterExecutionID,
+		MaxRows: int32(p.Limit),
+	})
 	if err != nil {
 		return nil, translate(err)
 	}
 	out := make([]engine.ExpiredLease, len(rows))
 	for i, r := range rows {
 		out[i] = engine.ExpiredLease{
-			ExecutionID: r.ExecutionID, LeaseID: r.LeaseID, AttemptIndex: r.AttemptIndex, Epoch: r.Epoch,
-			Namespace: r.Namespace, InstanceID: r.InstanceID, ExpiresAtMs: r.ExpiresAtMs,
+			ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
+			Namespace: r.Namespace, InstanceID: r.Holder.String, ExpiresAtMs: r.ExpiresAtMs.Int64,
 		}
 	}
 	return out, nil
 }
 
-func (x queries) AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {
-	ids, err := x.q.AttemptReclaimBatch(ctx, pgdb.AttemptReclaimBatchParams{Now: nowMs, BatchSize: int32(batch)})
+func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {
+	ids, err := x.q.LeaseReclaimBatch(ctx, pgdb.LeaseReclaimBatchParams{Now: nowMs, BatchSize: int32(batch)})
 	return ids, translate(err)
-}
-
-func (x queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID, nowMs int64) error {
-	return translate(x.q.ExecutionRequeueReclaimed(ctx, pgdb.ExecutionRequeueReclaimedParams{Now: nowMs, Ids: ids}))
 }
 
 // Agents.
@@ -513,6 +528,14 @@ func agentFromRow(r pgdb.Agent) engine.Agent {
 		IdempotencyKey:         r.IdempotencyKey.String,
 		Host:                   r.Host.String,
 	}
+}
+
+// bytes returns a non-nil slice: a nil one would be NULL, not empty.
+func bytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 // text maps "" to NULL: optional identifiers are NULL when absent.

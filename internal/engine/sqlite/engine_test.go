@@ -487,15 +487,32 @@ func TestCheckFindsDamage(t *testing.T) {
 		t.Fatalf("a new database has problems: %v", problems)
 	}
 	raw := rawDB(t, path)
-	_, err = raw.Exec(`INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms)
-		VALUES ('00000000-0000-7000-8000-000000000001', 'ns', 'l', 'running', 0, x'', 1, 1, 1, 0, 0)`)
+	// A running execution whose current attempt is already recorded as
+	// ended, and a count of agents that is wrong.
+	_, err = raw.Exec(`INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms,
+			lease_id, holder, claimed_at_ms, expires_at_ms)
+		VALUES ('00000000-0000-7000-8000-000000000001', 'ns', 'l', 'running', 0, x'', 1, 1, 1, 0, 0,
+			'00000000-0000-7000-8000-000000000002', 'i', 0, 10)`)
+	must(t, err)
+	_, err = raw.Exec(`INSERT INTO attempts (execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state, claimed_at_ms, expires_at_ms, ended_at_ms)
+		VALUES ('00000000-0000-7000-8000-000000000001', 1, 1, '00000000-0000-7000-8000-000000000002', 'ns', 'i', 'completed', 0, 10, 5)`)
 	must(t, err)
 	_, err = raw.Exec(`UPDATE agent_state_counts SET n = 5 WHERE state = 'running'`)
 	must(t, err)
 	problems, err = e.Check(ctx)
 	must(t, err)
-	if len(problems) != 2 || !strings.Contains(problems[0], "running executions without a running attempt") ||
+	if len(problems) != 2 || !strings.Contains(problems[0], "running executions whose attempt is recorded as ended") ||
 		!strings.Contains(problems[1], "agent states whose kept count is wrong") {
+		t.Fatalf("problems = %v", problems)
+	}
+	// Lane rows that differ from a worker's lanes.
+	_, err = raw.Exec(`INSERT INTO workers VALUES ('ns', 'i', 'w', '["a","b"]', '[]', 0, 1000, 0)`)
+	must(t, err)
+	_, err = raw.Exec(`DELETE FROM worker_lanes WHERE lane = 'b'`)
+	must(t, err)
+	problems, err = e.Check(ctx)
+	must(t, err)
+	if len(problems) != 3 || !strings.Contains(problems[1], "workers whose lane rows differ from their lanes") {
 		t.Fatalf("problems = %v", problems)
 	}
 }

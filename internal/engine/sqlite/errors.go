@@ -19,8 +19,7 @@ var uniqueColumns = map[string]engine.Constraint{
 	"agents.id": engine.UniqueAgentID,
 	"agents.provider, agents.provider_session_id": engine.UniqueAgentLiveProviderSession,
 	"agents.owner_actor, agents.idempotency_key":  engine.UniqueAgentIdempotency,
-	"attempts.lease_id":                           engine.UniqueLeaseID,
-	"executions.id":                               engine.UniqueExecutionID,
+	"executions.id": engine.UniqueExecutionID,
 }
 
 // translate is the SQLite engine's one translation of driver errors: no rows

@@ -1,14 +1,10 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
-	"slices"
 
 	"github.com/google/uuid"
 	sqlitedb "github.com/rosterdb/roster/db/sqlite"
@@ -171,11 +167,26 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 	if payload == nil {
 		payload = []byte{}
 	}
+	var ready int64
+	if e.RunAtMs <= e.CreatedAtMs {
+		ready = 1
+	}
 	return translate(x.q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: ready,
 	}))
+}
+
+// ExecutionInsertMany inserts one by one in the writer's transaction: the
+// single writer makes a prepared insert per row cheap.
+func (x queries) ExecutionInsertMany(ctx context.Context, es []engine.Execution) error {
+	for _, e := range es {
+		if err := x.ExecutionInsert(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (x queries) ExecutionGet(ctx context.Context, id uuid.UUID) (engine.Execution, error) {
@@ -196,30 +207,27 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 		Payload: r.Payload, Result: r.Result, RequiredCapabilities: caps,
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
 		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
+		Holder: r.Holder.String, ClaimedAtMs: r.ClaimedAtMs.Int64, ExpiresAtMs: r.ExpiresAtMs.Int64,
+		FinishedAtMs: r.FinishedAtMs.Int64,
 	}, nil
 }
 
-// ExecutionList runs the query of its filter combination: each has an
-// index that serves it in id order.
+// ExecutionList runs the query of its leading filter (namespace, else
+// state, else lane), each walking an index in id order; the other filters
+// are applied along the way.
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
 	n := int64(p.Limit)
 	var rows []sqlitedb.Execution
 	var err error
 	switch {
-	case p.Namespace != "" && p.Lane != "" && p.State != "":
-		rows, err = x.q.ExecutionListByNamespaceLaneState(ctx, sqlitedb.ExecutionListByNamespaceLaneStateParams{Namespace: p.Namespace, Lane: p.Lane, State: p.State, AfterID: p.AfterID, Limit: n})
-	case p.Namespace != "" && p.Lane != "":
-		rows, err = x.q.ExecutionListByNamespaceLane(ctx, sqlitedb.ExecutionListByNamespaceLaneParams{Namespace: p.Namespace, Lane: p.Lane, AfterID: p.AfterID, Limit: n})
-	case p.Namespace != "" && p.State != "":
-		rows, err = x.q.ExecutionListByNamespaceState(ctx, sqlitedb.ExecutionListByNamespaceStateParams{Namespace: p.Namespace, State: p.State, AfterID: p.AfterID, Limit: n})
-	case p.Lane != "" && p.State != "":
-		rows, err = x.q.ExecutionListByLaneState(ctx, sqlitedb.ExecutionListByLaneStateParams{Lane: p.Lane, State: p.State, AfterID: p.AfterID, Limit: n})
 	case p.Namespace != "":
-		rows, err = x.q.ExecutionListByNamespace(ctx, sqlitedb.ExecutionListByNamespaceParams{Namespace: p.Namespace, AfterID: p.AfterID, Limit: n})
+		rows, err = x.q.ExecutionListByNamespace(ctx, sqlitedb.ExecutionListByNamespaceParams{
+			Namespace: p.Namespace, AfterID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
+		})
+	case p.State != "":
+		rows, err = x.q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, Limit: n})
 	case p.Lane != "":
 		rows, err = x.q.ExecutionListByLane(ctx, sqlitedb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, Limit: n})
-	case p.State != "":
-		rows, err = x.q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Limit: n})
 	default:
 		rows, err = x.q.ExecutionList(ctx, sqlitedb.ExecutionListParams{AfterID: p.AfterID, Limit: n})
 	}
@@ -235,13 +243,13 @@ func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams
 	return out, nil
 }
 
-// ExecutionCancel ends the running attempt, if any, then the execution,
-// in the writer's transaction.
+// ExecutionCancel records a running execution's attempt as cancelled, then
+// ends the execution, in the writer's transaction.
 func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error) {
-	if err := x.q.AttemptCancelRunning(ctx, sqlitedb.AttemptCancelRunningParams{Now: nowMs, ExecutionID: id}); err != nil {
+	if err := x.q.AttemptInsertCancelled(ctx, sqlitedb.AttemptInsertCancelledParams{Now: nowMs, ID: id}); err != nil {
 		return false, translate(err)
 	}
-	_, err := x.q.ExecutionCancel(ctx, sqlitedb.ExecutionCancelParams{Reason: reason, ID: id})
+	_, err := x.q.ExecutionCancel(ctx, sqlitedb.ExecutionCancelParams{Reason: reason, Now: nowMs, ID: id})
 	if err = translate(err); err == engine.ErrNoRows {
 		return false, nil
 	}
@@ -253,141 +261,148 @@ func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, e
 	return st, translate(err)
 }
 
-// ExecutionClaim picks the best candidates (pick), starts each with a
-// conditional UPDATE (state = 'waiting' in the statement that writes) and
-// records its attempt. The single writer runs the whole claim in one
-// transaction, so no other claim can take a candidate between the pick and
-// the start.
+func (x queries) ExecutionPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
+	n, err := x.q.ExecutionPruneBatch(ctx, sqlitedb.ExecutionPruneBatchParams{Before: beforeMs, BatchSize: int64(batch)})
+	return int(n), translate(err)
+}
+
+// promoteBatch is how many due scheduled executions a claim makes ready at
+// once.
+const promoteBatch = 1000
+
+// ExecutionClaim makes the namespace's due scheduled executions ready (up to
+// promoteBatch), picks the best candidates (pick), and starts each with a
+// conditional UPDATE (state = 'waiting' in the statement that writes). The
+// single writer runs the whole claim in one transaction, so no other claim
+// can take a candidate between the pick and the start.
 func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+	if _, err := x.q.ExecutionPromoteDue(ctx, sqlitedb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs, BatchSize: promoteBatch}); err != nil {
+		return engine.ClaimResult{}, translate(err)
+	}
 	want := len(p.LeaseIDs)
-	cands, lanes, err := x.pick(ctx, p, want)
+	w, cands, err := x.pick(ctx, p, want)
 	if err != nil {
 		return engine.ClaimResult{}, err
 	}
 	var res engine.ClaimResult
-	for _, c := range cands {
-		if len(res.Leases) == want {
-			break
-		}
-		started, err := x.q.ExecutionStart(ctx, c.ID)
+	for _, id := range cands {
+		leaseID := p.LeaseIDs[len(res.Leases)]
+		started, err := x.q.ExecutionStart(ctx, sqlitedb.ExecutionStartParams{
+			LeaseID: leaseID.String(), Holder: p.InstanceID, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs, ID: id,
+		})
 		if err != nil {
 			return engine.ClaimResult{}, translate(err)
 		}
-		leaseID := p.LeaseIDs[len(res.Leases)]
-		if err := x.q.AttemptInsert(ctx, sqlitedb.AttemptInsertParams{
-			ExecutionID: c.ID, AttemptIndex: started.Attempts, Epoch: started.Epoch, LeaseID: leaseID,
-			Namespace: p.Namespace, InstanceID: p.InstanceID, ClaimedAtMs: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
-		}); err != nil {
-			return engine.ClaimResult{}, translate(err)
-		}
 		res.Leases = append(res.Leases, engine.ClaimedLease{
-			ExecutionID: c.ID, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
-			Namespace: started.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
+			ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
+			Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
 		})
 	}
 	if len(res.Leases) < want {
-		if res.NextRunAtMs, err = x.nextRunAt(ctx, p.Namespace, lanes, p.NowMs); err != nil {
+		if res.NextRunAtMs, err = x.nextRunAt(ctx, p.Namespace, p.InstanceID, w, p.NowMs); err != nil {
 			return engine.ClaimResult{}, err
 		}
 	}
 	return res, nil
 }
 
-// pick finds up to want of the best claimable executions for an alive
-// worker (ErrNoRows when it is not alive), best first, and returns the
-// worker's lanes. It seeks the claim index once per lane (a worker serves
-// few lanes) and merges the candidates. It only reads.
-func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) ([]sqlitedb.ExecutionPickInLaneRow, []string, error) {
-	w, err := x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
+// pick finds up to want of the best ready executions for an alive worker
+// (ErrNoRows when it is not alive), best first, and returns the worker. A
+// worker of one lane reads that lane's ready index; a worker of several
+// reads the namespace's, testing each lane with one probe of worker_lanes,
+// so the cost does not grow with the number of lanes. It only reads.
+func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqlitedb.WorkerGetClaimerRow, []uuid.UUID, error) {
+	w, err := x.q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
 	if err != nil {
-		return nil, nil, translate(err)
+		return w, nil, translate(err)
 	}
-	lanes, err := parseJSONArray(w.Lanes)
-	if err != nil {
-		return nil, nil, err
-	}
-	var cands []sqlitedb.ExecutionPickInLaneRow
-	for _, lane := range lanes {
-		// A loose index scan of the lane: its waiting priorities highest
-		// first, one seek each, then the claimable executions at that
-		// priority, until the lane has given as many as a claim could take.
-		// Executions scheduled for later at a higher priority are stepped
-		// over, never read one by one.
-		atMost, got := int64(math.MaxInt64), 0
-		for got < want {
-			prio, err := x.q.ExecutionTopPriority(ctx, sqlitedb.ExecutionTopPriorityParams{Namespace: p.Namespace, Lane: lane, AtMost: atMost})
-			if errors.Is(err, sql.ErrNoRows) {
-				break
-			}
-			if err != nil {
-				return nil, nil, translate(err)
-			}
-			rows, err := x.q.ExecutionPickInLane(ctx, sqlitedb.ExecutionPickInLaneParams{
-				Namespace: p.Namespace, Lane: lane, Priority: prio, Now: p.NowMs, Capabilities: w.Capabilities, Limit: int64(want - got),
-			})
-			if err != nil {
-				return nil, nil, translate(err)
-			}
-			cands = append(cands, rows...)
-			got += len(rows)
-			if prio == math.MinInt64 {
-				break
-			}
-			atMost = prio - 1
+	var ids []uuid.UUID
+	switch {
+	case w.FirstLane == "":
+		return w, nil, nil // no lanes: nothing is claimable
+	case w.FirstLane == w.LastLane:
+		rows, err := x.q.ExecutionPickOneLane(ctx, sqlitedb.ExecutionPickOneLaneParams{
+			Namespace: p.Namespace, Lane: w.FirstLane, Now: p.NowMs, Capabilities: w.Capabilities, Limit: int64(want),
+		})
+		if err != nil {
+			return w, nil, translate(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+	default:
+		rows, err := x.q.ExecutionPickManyLanes(ctx, sqlitedb.ExecutionPickManyLanesParams{
+			Namespace: p.Namespace, Now: p.NowMs, InstanceID: p.InstanceID, Capabilities: w.Capabilities, Limit: int64(want),
+		})
+		if err != nil {
+			return w, nil, translate(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.ID)
 		}
 	}
-	slices.SortFunc(cands, func(a, b sqlitedb.ExecutionPickInLaneRow) int {
-		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.RunAtMs, b.RunAtMs); c != 0 {
-			return c
-		}
-		return slices.Compare(a.ID[:], b.ID[:])
-	})
-	return cands, lanes, nil
+	return w, ids, nil
 }
 
-// nextRunAt is the earliest RunAt after now among the waiting executions of
-// the lanes (0: none), one seek per lane.
-func (x queries) nextRunAt(ctx context.Context, namespace string, lanes []string, nowMs int64) (int64, error) {
+// nextRunAt is the earliest RunAt after now among the scheduled executions
+// of the worker's lanes (0: none).
+func (x queries) nextRunAt(ctx context.Context, namespace, instanceID string, w sqlitedb.WorkerGetClaimerRow, nowMs int64) (int64, error) {
 	var next int64
-	for _, lane := range lanes {
-		at, err := x.q.ExecutionNextRunAt(ctx, sqlitedb.ExecutionNextRunAtParams{Namespace: namespace, Lane: lane, Now: nowMs})
-		if err != nil {
-			return 0, translate(err)
-		}
-		if at > 0 && (next == 0 || at < next) {
-			next = at
-		}
+	var err error
+	switch {
+	case w.FirstLane == "":
+	case w.FirstLane == w.LastLane:
+		next, err = x.q.ExecutionNextRunAtOneLane(ctx, sqlitedb.ExecutionNextRunAtOneLaneParams{Namespace: namespace, Lane: w.FirstLane, Now: nowMs})
+	default:
+		next, err = x.q.ExecutionNextRunAtManyLanes(ctx, sqlitedb.ExecutionNextRunAtManyLanesParams{Namespace: namespace, Now: nowMs, InstanceID: instanceID})
 	}
-	return next, nil
+	return next, translate(err)
 }
 
 func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
-	w, err := x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
+	w, err := x.q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
 	if err != nil {
 		return 0, translate(err)
 	}
-	lanes, err := parseJSONArray(w.Lanes)
-	if err != nil {
-		return 0, err
-	}
-	return x.nextRunAt(ctx, k.Namespace, lanes, nowMs)
+	return x.nextRunAt(ctx, k.Namespace, k.InstanceID, w, nowMs)
 }
 
-func (x queries) AttemptRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
-	_, err := x.q.AttemptRenew(ctx, sqlitedb.AttemptRenewParams{ExpiresAtMs: expiresAtMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
+	_, err := x.q.LeaseRenew(ctx, sqlitedb.LeaseRenewParams{ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
 	return translate(err)
 }
 
-// LeaseComplete ends the attempt, fenced in its UPDATE, then the execution,
-// in the writer's transaction.
+// ended is the lease of an attempt that just ended, to record.
+type ended struct {
+	id                       uuid.UUID
+	attempts, epoch          int64
+	leaseID                  uuid.NullUUID
+	namespace                string
+	holder                   sql.NullString
+	claimedAtMs, expiresAtMs sql.NullInt64
+	revokedAtMs              sql.NullInt64
+}
+
+// record writes the history row of an attempt that ended at nowMs.
+func (x queries) record(ctx context.Context, a ended, state string, nowMs int64) error {
+	return translate(x.q.AttemptInsert(ctx, sqlitedb.AttemptInsertParams{
+		ExecutionID: a.id, Epoch: a.epoch, AttemptIndex: a.attempts, LeaseID: a.leaseID.UUID,
+		Namespace: a.namespace, InstanceID: a.holder.String, State: state,
+		ClaimedAtMs: a.claimedAtMs.Int64, ExpiresAtMs: a.expiresAtMs.Int64, EndedAtMs: nowMs, RevokedAtMs: a.revokedAtMs,
+	}))
+}
+
+// LeaseComplete ends the lease and its execution, fenced in its UPDATE, then
+// records the attempt, in the writer's transaction.
 func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
-	if _, err := x.q.AttemptEnd(ctx, sqlitedb.AttemptEndParams{State: "completed", Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch}); err != nil {
+	r, err := x.q.LeaseComplete(ctx, sqlitedb.LeaseCompleteParams{Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	if err != nil {
 		return translate(err)
 	}
-	return translate(x.q.ExecutionComplete(ctx, sqlitedb.ExecutionCompleteParams{Result: result, ID: l.ExecutionID}))
+	return x.record(ctx, ended{
+		id: l.ExecutionID, attempts: r.Attempts, epoch: l.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
+		holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs,
+	}, "completed", nowMs)
 }
 
 // LeaseCompleteMany completes each lease in turn, in the writer's
@@ -407,71 +422,79 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 	return done, nil
 }
 
-func (x queries) AttemptGetByLease(ctx context.Context, leaseID uuid.UUID) (engine.LeaseRef, bool, error) {
-	r, err := x.q.AttemptGetByLease(ctx, leaseID)
-	return engine.LeaseRef{ExecutionID: r.ExecutionID, Epoch: r.Epoch}, r.State == "running", translate(err)
+func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
+	rows, err := x.q.LeaseFindHeld(ctx, sqlitedb.LeaseFindHeldParams{Namespace: k.Namespace, Holder: k.InstanceID, LeaseIds: mustJSON(leaseIDs)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.LeaseRef, len(rows))
+	for i, r := range rows {
+		out[i] = engine.LeaseRef{ExecutionID: r.ID, Epoch: r.Epoch}
+	}
+	return out, nil
 }
 
-// LeaseRelease deletes the attempt, fenced in its DELETE, then returns the
-// execution to waiting, in the writer's transaction.
+// LeaseRelease returns the execution to waiting, fenced in its UPDATE; a
+// released attempt never ran and is not recorded.
 func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
-	if _, err := x.q.AttemptDeleteCurrent(ctx, sqlitedb.AttemptDeleteCurrentParams{ExecutionID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs}); err != nil {
-		return translate(err)
-	}
-	return translate(x.q.ExecutionRelease(ctx, l.ExecutionID))
+	_, err := x.q.LeaseRelease(ctx, sqlitedb.LeaseReleaseParams{Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	return translate(err)
 }
 
-// LeaseFail ends the attempt, fenced in its UPDATE, then returns the
-// execution to waiting or ends it, in the writer's transaction.
+// LeaseFail ends the lease, fenced in its UPDATE, returning the execution to
+// waiting or ending it, then records the attempt, in the writer's
+// transaction.
 func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
-	if _, err := x.q.AttemptEnd(ctx, sqlitedb.AttemptEndParams{State: "failed", Now: nowMs, ExecutionID: l.ExecutionID, Epoch: l.Epoch}); err != nil {
+	r, err := x.q.LeaseFail(ctx, sqlitedb.LeaseFailParams{Now: nowMs, LastError: reason, ID: l.ExecutionID, Epoch: l.Epoch})
+	if err != nil {
 		return translate(err)
 	}
-	return translate(x.q.ExecutionFail(ctx, sqlitedb.ExecutionFailParams{Now: nowMs, LastError: reason, ID: l.ExecutionID}))
+	return x.record(ctx, ended{
+		id: l.ExecutionID, attempts: r.Attempts, epoch: l.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
+		holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs,
+	}, "failed", nowMs)
 }
 
-func (x queries) AttemptRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
-	return translate(x.q.AttemptRevokeHeldBy(ctx, sqlitedb.AttemptRevokeHeldByParams{Now: nowMs, Instances: keyPairs(holders)}))
+func (x queries) LeaseRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
+	return translate(x.q.LeaseRevokeHeldBy(ctx, sqlitedb.LeaseRevokeHeldByParams{Now: nowMs, Holders: keyPairs(holders)}))
 }
 
-func (x queries) AttemptListExpired(ctx context.Context, p engine.ExpiredLeaseListParams) ([]engine.ExpiredLease, error) {
-	var rows []sqlitedb.AttemptListExpiredRow
-	var err error
-	if p.Namespace == "" {
-		rows, err = x.q.AttemptListExpired(ctx, sqlitedb.AttemptListExpiredParams{
-			AsOf: p.AsOfMs, AfterExpiresAtMs: p.AfterExpiresAtMs, AfterExecutionID: p.AfterExecutionID.String(), Limit: int64(p.Limit),
-		})
-	} else {
-		var nsRows []sqlitedb.AttemptListExpiredByNamespaceRow
-		nsRows, err = x.q.AttemptListExpiredByNamespace(ctx, sqlitedb.AttemptListExpiredByNamespaceParams{
-			Namespace: p.Namespace, AsOf: p.AsOfMs, AfterExpiresAtMs: p.AfterExpiresAtMs,
-			AfterExecutionID: p.AfterExecutionID.String(), Limit: int64(p.Limit),
-		})
-		rows = make([]sqlitedb.AttemptListExpiredRow, len(nsRows))
-		for i, r := range nsRows {
-			rows[i] = sqlitedb.AttemptListExpiredRow(r)
-		}
-	}
+func (x queries) LeaseListExpired(ctx context.Context, p engine.ExpiredLeaseListParams) ([]engine.ExpiredLease, error) {
+	rows, err := x.q.LeaseListExpired(ctx, sqlitedb.LeaseListExpiredParams{
+		AsOf: p.AsOfMs, Namespace: p.Namespace, AfterExpiresAtMs: p.AfterExpiresAtMs,
+		AfterID: p.AfterExecutionID.String(), Limit: int64(p.Limit),
+	})
 	if err != nil {
 		return nil, translate(err)
 	}
 	out := make([]engine.ExpiredLease, len(rows))
 	for i, r := range rows {
 		out[i] = engine.ExpiredLease{
-			ExecutionID: r.ExecutionID, LeaseID: r.LeaseID, AttemptIndex: r.AttemptIndex, Epoch: r.Epoch,
-			Namespace: r.Namespace, InstanceID: r.InstanceID, ExpiresAtMs: r.ExpiresAtMs,
+			ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
+			Namespace: r.Namespace, InstanceID: r.Holder.String, ExpiresAtMs: r.ExpiresAtMs.Int64,
 		}
 	}
 	return out, nil
 }
 
-func (x queries) AttemptReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {
-	ids, err := x.q.AttemptReclaimBatch(ctx, sqlitedb.AttemptReclaimBatchParams{Now: nowMs, BatchSize: int64(batch)})
-	return ids, translate(err)
-}
-
-func (x queries) ExecutionRequeueReclaimed(ctx context.Context, ids []uuid.UUID, nowMs int64) error {
-	return translate(x.q.ExecutionRequeueReclaimed(ctx, sqlitedb.ExecutionRequeueReclaimedParams{Now: nowMs, Ids: mustJSON(ids)}))
+// LeaseReclaimBatch ends the expired leases in one UPDATE, then records
+// each attempt as reclaimed, in the writer's transaction.
+func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {
+	rows, err := x.q.LeaseReclaimBatch(ctx, sqlitedb.LeaseReclaimBatchParams{Now: nowMs, BatchSize: int64(batch)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+		if err := x.record(ctx, ended{
+			id: r.ID, attempts: r.Attempts, epoch: r.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
+			holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs, revokedAtMs: r.RevokedAtMs,
+		}, "reclaimed", nowMs); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
 }
 
 // Agents.

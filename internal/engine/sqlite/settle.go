@@ -5,13 +5,14 @@ import (
 	"database/sql"
 	"errors"
 
+	sqlitedb "github.com/rosterdb/roster/db/sqlite"
 	"github.com/rosterdb/roster/internal/engine"
 )
 
 // Claim looks on the read pool first: a claim that finds nothing claimable
-// writes nothing (no BEGIN IMMEDIATE, no commit). Only when there is
-// something to claim does it queue a write, which picks again under the
-// write lock.
+// (nothing ready, nothing scheduled that is due) writes nothing (no BEGIN
+// IMMEDIATE, no commit). Only when there is something to claim or to make
+// ready does it queue a write, which looks again under the write lock.
 func (e *Engine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	if e.closed.Load() {
 		return engine.ClaimResult{}, engine.ErrClosed
@@ -23,12 +24,17 @@ func (e *Engine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimR
 	var next int64
 	err := e.Read(ctx, func(ctx context.Context, q engine.Queries) error {
 		x := q.(queries)
-		cands, lanes, err := x.pick(ctx, p, 1)
+		due, err := x.q.ExecutionDueExists(ctx, sqlitedb.ExecutionDueExistsParams{Namespace: p.Namespace, Now: p.NowMs})
+		if err != nil || due {
+			found = due
+			return translate(err)
+		}
+		w, cands, err := x.pick(ctx, p, 1)
 		if err != nil || len(cands) > 0 {
 			found = len(cands) > 0
 			return err
 		}
-		next, err = x.nextRunAt(ctx, p.Namespace, lanes, p.NowMs)
+		next, err = x.nextRunAt(ctx, p.Namespace, p.InstanceID, w, p.NowMs)
 		return err
 	})
 	if err != nil || !found {

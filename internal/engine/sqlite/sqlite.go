@@ -414,8 +414,9 @@ func (e *Engine) Check(ctx context.Context) ([]string, error) {
 		}
 	}
 	more, err := engine.ConsistencyProblems(ctx, []engine.ConsistencyCheck{
-		{Problem: "running executions without a running attempt", Count: e.rq.ExecutionCheckRunning},
-		{Problem: "running attempts of executions not running", Count: e.rq.AttemptCheckRunning},
+		{Problem: "running executions whose attempt is recorded as ended", Count: e.rq.ExecutionCheckRunning},
+		{Problem: "recorded attempts of an epoch their execution never reached", Count: e.rq.AttemptCheckEpoch},
+		{Problem: "workers whose lane rows differ from their lanes", Count: e.rq.WorkerCheckLanes},
 		{Problem: "agent states whose kept count is wrong", Count: e.rq.AgentCheckCounts},
 	}, translate)
 	return append(problems, more...), err

@@ -1,0 +1,121 @@
+-- Executions: create, read, list, cancel, and prune finished history.
+-- Claims and leases are in leases.sql.
+
+-- name: ExecutionInsert :exec
+-- ExecutionInsert creates one waiting execution (ready, or scheduled for a
+-- later RunAt) and wakes the namespace's workers.
+WITH inserted AS (
+    INSERT INTO executions (
+        id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+        run_at_ms, retry_backoff_ms, ready
+    ) VALUES (
+        @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
+        @run_at_ms, @retry_backoff_ms, @ready
+    )
+    RETURNING namespace
+)
+SELECT roster_wake(inserted.namespace) FROM inserted;
+
+-- name: ExecutionInsertMany :exec
+-- ExecutionInsertMany creates many waiting executions in one statement (the
+-- i-th element of each array is the i-th execution's; its capabilities are
+-- joined by chr(31), which no identifier holds) and wakes each namespace's
+-- workers once.
+WITH input AS (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@namespaces::text[]) AS namespace,
+           unnest(@lanes::text[]) AS lane, unnest(@priorities::bigint[]) AS priority,
+           unnest(@payloads::bytea[]) AS payload, unnest(@capabilities::text[]) AS caps,
+           unnest(@max_attempts::bigint[]) AS max_attempts, unnest(@run_at_ms::bigint[]) AS run_at_ms,
+           unnest(@retry_backoff_ms::bigint[]) AS retry_backoff_ms, unnest(@ready::boolean[]) AS ready,
+           unnest(@created_at_ms::bigint[]) AS created_at_ms
+), inserted AS (
+    INSERT INTO executions (
+        id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+        run_at_ms, retry_backoff_ms, ready
+    )
+    SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
+           CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready
+    FROM input AS i
+    RETURNING namespace
+)
+SELECT roster_wake(n.namespace) FROM (SELECT DISTINCT namespace FROM inserted) AS n;
+
+-- name: ExecutionGet :one
+-- ExecutionGet reads one execution by id.
+SELECT * FROM executions WHERE id = @id;
+
+-- name: ExecutionGetState :one
+-- ExecutionGetState reads the state of one execution.
+SELECT state FROM executions WHERE id = @id;
+
+-- name: ExecutionCancel :one
+-- ExecutionCancel ends a waiting or running execution as cancelled with the
+-- reason, and records a running one's attempt as cancelled, in one
+-- statement; no row when the execution is absent or already ended.
+WITH current AS (
+    SELECT x.id, x.state FROM executions AS x
+    WHERE x.id = @id AND x.state IN ('waiting', 'running')
+    FOR UPDATE
+), cancelled AS (
+    UPDATE executions AS x SET state = 'cancelled', last_error = @reason, finished_at_ms = @now::bigint
+    FROM current
+    WHERE x.id = current.id
+    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms,
+              x.revoked_at_ms, current.state AS was
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+    )
+    SELECT c.id, c.attempts, c.epoch, c.lease_id, c.namespace, c.holder, 'cancelled',
+           c.claimed_at_ms, c.expires_at_ms, @now::bigint, c.revoked_at_ms
+    FROM cancelled AS c
+    WHERE c.was = 'running'
+)
+SELECT cancelled.id FROM cancelled;
+
+-- name: ExecutionPruneBatch :execrows
+-- ExecutionPruneBatch deletes up to @batch_size executions that finished
+-- before @before (their attempts go with them), oldest first.
+DELETE FROM executions
+WHERE id IN (
+    SELECT f.id FROM executions AS f
+    WHERE f.finished_at_ms < @before::bigint
+    ORDER BY f.finished_at_ms
+    LIMIT @batch_size
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: ExecutionList :many
+-- ExecutionList pages every execution in id order.
+SELECT * FROM executions
+WHERE id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByNamespace :many
+-- ExecutionListByNamespace pages one namespace's executions in id order,
+-- optionally of one lane and one state.
+SELECT * FROM executions
+WHERE namespace = @namespace AND id > @after_id
+  AND (@lane::text = '' OR lane = @lane) AND (@state::text = '' OR state = @state)
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByState :many
+-- ExecutionListByState pages the executions of one state, across namespaces,
+-- in id order, optionally of one lane.
+SELECT * FROM executions
+WHERE state = @state AND id > @after_id
+  AND (@lane::text = '' OR lane = @lane)
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListByLane :many
+-- ExecutionListByLane pages one lane's executions, across namespaces, in id
+-- order.
+SELECT * FROM executions
+WHERE lane = @lane AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
