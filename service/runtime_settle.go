@@ -87,9 +87,41 @@ func (st *settler) finish(deadline time.Time) {
 	st.poke()
 }
 
+// settleLinger is how long the settler may wait for more outcomes before
+// it writes a batch that is small beside the work in flight.
+const settleLinger = time.Millisecond
+
+// linger waits up to settleLinger while the outcomes queued are few beside
+// the handlers still running: at high concurrency a batch then carries many
+// outcomes and one claim for many slots, so each job costs the database a
+// fraction of a statement. At low concurrency it never waits.
+func (st *settler) linger() {
+	deadline := time.Now().Add(settleLinger)
+	for {
+		st.mu.Lock()
+		queued, finishing := len(st.queue), st.finishing
+		st.mu.Unlock()
+		w := st.w
+		w.mu.Lock()
+		busy := w.slots - w.free - queued // slots whose handler still runs, or whose claim is out
+		w.mu.Unlock()
+		left := time.Until(deadline)
+		if queued == 0 || finishing || busy <= 0 || left <= 0 {
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-st.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
 // run writes batches until finish's work is done.
 func (st *settler) run() {
 	for {
+		st.linger()
 		batch, wait, done := st.take()
 		if done {
 			return

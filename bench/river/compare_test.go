@@ -382,3 +382,93 @@ func BenchmarkSQLite(b *testing.B) {
 		})
 	}
 }
+
+// insertRoster creates n executions with CreateExecutions, 5,000 per call as
+// insertRiver batches River's.
+func insertRoster(b *testing.B, s *service.Store, n int) {
+	b.Helper()
+	ctx := context.Background()
+	for done := 0; done < n; {
+		batch := make([]service.CreateExecutionArgs, min(n-done, 5000))
+		for i := range batch {
+			batch[i] = service.CreateExecutionArgs{Namespace: "ns", Lane: "default"}
+		}
+		if _, err := s.CreateExecutions(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		done += len(batch)
+	}
+}
+
+// BenchmarkInsertMany: batch enqueue, River's InsertManyFast against
+// roster's CreateExecutions, 5,000 jobs per call, b.N jobs per run.
+func BenchmarkInsertMany(b *testing.B) {
+	b.Run("postgres/river", func(b *testing.B) {
+		ctx := context.Background()
+		pool, err := pgxpool.New(ctx, pgtest.Fresh(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		driver := riverpgxv5.New(pool)
+		m, err := rivermigrate.New(driver, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			b.Fatal(err)
+		}
+		c, err := river.NewClient(driver, &river.Config{Logger: discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		insertRiver(b, c, b.N)
+		report(b)
+	})
+	b.Run("postgres/roster", func(b *testing.B) {
+		s, err := service.Open(context.Background(), pgtest.Fresh(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		b.ResetTimer()
+		insertRoster(b, s, b.N)
+		report(b)
+	})
+	b.Run("sqlite/river", func(b *testing.B) {
+		ctx := context.Background()
+		path := filepath.Join(b.TempDir(), "river.db")
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		defer db.Close()
+		driver := riversqlite.New(db)
+		m, err := rivermigrate.New(driver, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			b.Fatal(err)
+		}
+		c, err := river.NewClient(driver, &river.Config{Logger: discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		insertRiver(b, c, b.N)
+		report(b)
+	})
+	b.Run("sqlite/roster", func(b *testing.B) {
+		s, err := service.Open(context.Background(), filepath.Join(b.TempDir(), "roster.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		b.ResetTimer()
+		insertRoster(b, s, b.N)
+		report(b)
+	})
+}

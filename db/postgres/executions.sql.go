@@ -392,7 +392,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 
 const executionListByState = `-- name: ExecutionListByState :many
 SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms FROM executions
-WHERE state = $1 AND id > $2
+WHERE state = $1 AND state <> 'running' AND id > $2
   AND ($3::text = '' OR lane = $3)
 ORDER BY id
 LIMIT $4
@@ -405,8 +405,8 @@ type ExecutionListByStateParams struct {
 	MaxRows int32
 }
 
-// ExecutionListByState pages the executions of one state, across namespaces,
-// in id order, optionally of one lane.
+// ExecutionListByState pages the executions of one state but running, across
+// namespaces, in id order, optionally of one lane.
 func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByStateParams) ([]Execution, error) {
 	rows, err := q.db.Query(ctx, executionListByState,
 		arg.State,
@@ -456,15 +456,82 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 	return items, nil
 }
 
+const executionListRunning = `-- name: ExecutionListRunning :many
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms FROM executions
+WHERE state = 'running' AND id > $1
+  AND ($2::text = '' OR lane = $2)
+ORDER BY id
+LIMIT $3
+`
+
+type ExecutionListRunningParams struct {
+	AfterID uuid.UUID
+	Lane    string
+	MaxRows int32
+}
+
+// ExecutionListRunning pages the running executions, across namespaces, in
+// id order, optionally of one lane: from the index of running leases (live
+// rows only), sorted.
+func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRunningParams) ([]Execution, error) {
+	rows, err := q.db.Query(ctx, executionListRunning, arg.AfterID, arg.Lane, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.Payload,
+			&i.Result,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+			&i.Ready,
+			&i.LeaseID,
+			&i.Holder,
+			&i.ClaimedAtMs,
+			&i.ExpiresAtMs,
+			&i.RevokedAtMs,
+			&i.FinishedAtMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const executionPruneBatch = `-- name: ExecutionPruneBatch :execrows
-DELETE FROM executions
-WHERE id IN (
-    SELECT f.id FROM executions AS f
-    WHERE f.finished_at_ms < $1::bigint
-    ORDER BY f.finished_at_ms
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
+WITH pruned AS (
+    DELETE FROM executions
+    WHERE id IN (
+        SELECT f.id FROM executions AS f
+        WHERE f.finished_at_ms < $1::bigint
+        ORDER BY f.finished_at_ms
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id
+), history AS (
+    DELETE FROM attempts AS a USING pruned WHERE a.execution_id = pruned.id
 )
+SELECT pruned.id FROM pruned
 `
 
 type ExecutionPruneBatchParams struct {
@@ -473,7 +540,7 @@ type ExecutionPruneBatchParams struct {
 }
 
 // ExecutionPruneBatch deletes up to @batch_size executions that finished
-// before @before (their attempts go with them), oldest first.
+// before @before, oldest first, with their attempts.
 func (q *Queries) ExecutionPruneBatch(ctx context.Context, arg ExecutionPruneBatchParams) (int64, error) {
 	result, err := q.db.Exec(ctx, executionPruneBatch, arg.Before, arg.BatchSize)
 	if err != nil {

@@ -16,77 +16,67 @@ const executionClaim = `-- name: ExecutionClaim :one
 
 WITH w AS (
     SELECT wk.lanes, wk.capabilities FROM workers AS wk
-    WHERE wk.namespace = $2 AND wk.instance_id = $4
-      AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
+    WHERE wk.namespace = $1 AND wk.instance_id = $3
+      AND wk.last_heartbeat_ms + wk.ttl_ms > $2::bigint
 ), due AS (
-    SELECT 1 AS due FROM executions AS s
-    WHERE $5::boolean AND s.namespace = $2 AND s.state = 'waiting' AND NOT s.ready
-      AND s.run_at_ms <= $3::bigint
+    SELECT s.id FROM executions AS s
+    WHERE $4::boolean AND s.namespace = $1 AND s.state = 'waiting' AND NOT s.ready
+      AND s.run_at_ms <= $2::bigint
+    ORDER BY s.run_at_ms
     LIMIT 1
-), promoted AS (
-    UPDATE executions SET ready = true
-    WHERE id IN (
-        SELECT s.id FROM executions AS s
-        WHERE EXISTS (SELECT 1 FROM due) AND s.namespace = $2 AND s.state = 'waiting' AND NOT s.ready
-          AND s.run_at_ms <= $3::bigint
-        ORDER BY s.run_at_ms
-        LIMIT 1000
-        FOR UPDATE SKIP LOCKED
-    )
-    RETURNING 1
 ), one_lane AS (
-    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e, w
-    WHERE NOT EXISTS (SELECT 1 FROM due) AND cardinality(w.lanes) = 1
-      AND e.namespace = $2 AND e.lane = w.lanes[1]
-      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= $3::bigint
-      AND e.required_capabilities <@ w.capabilities
+    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) = 1
+      AND e.namespace = $1 AND e.lane = (SELECT w.lanes[1] FROM w)
+      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= $2::bigint
+      AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
-    LIMIT cardinality($1::uuid[])
+    LIMIT cardinality($5::uuid[])
     FOR UPDATE OF e SKIP LOCKED
 ), many_lanes AS (
-    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e, w
-    WHERE NOT EXISTS (SELECT 1 FROM due) AND cardinality(w.lanes) > 1
-      AND e.namespace = $2 AND e.lane = ANY(w.lanes)
-      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= $3::bigint
-      AND e.required_capabilities <@ w.capabilities
+    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) > 1
+      AND e.namespace = $1 AND e.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
+      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= $2::bigint
+      AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
-    LIMIT cardinality($1::uuid[])
+    LIMIT cardinality($5::uuid[])
     FOR UPDATE OF e SKIP LOCKED
 ), candidates AS (
     SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS n
     FROM (SELECT id, priority, run_at_ms FROM one_lane UNION ALL SELECT id, priority, run_at_ms FROM many_lanes) AS c
 ), holder AS (
     SELECT 1 AS alive FROM workers AS wk
-    WHERE wk.namespace = $2 AND wk.instance_id = $4
-      AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
+    WHERE wk.namespace = $1 AND wk.instance_id = $3
+      AND wk.last_heartbeat_ms + wk.ttl_ms > $2::bigint
       AND EXISTS (SELECT 1 FROM candidates)
     FOR KEY SHARE OF wk
 ), started AS (
     UPDATE executions AS x
     SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
-        lease_id = ($1::uuid[])[candidates.n], holder = $4,
-        claimed_at_ms = $3::bigint, expires_at_ms = $6::bigint, revoked_at_ms = NULL
+        lease_id = ($5::uuid[])[candidates.n], holder = $3,
+        claimed_at_ms = $2::bigint, expires_at_ms = $6::bigint, revoked_at_ms = NULL
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
     RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, candidates.n
-), taken AS (
-    SELECT count(*) AS n FROM started
+), short AS (
+    SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality($5::uuid[])
 )
 SELECT
     EXISTS (SELECT 1 FROM w) AS alive,
     EXISTS (SELECT 1 FROM due) AS due,
     CAST(coalesce((
-        SELECT s.run_at_ms FROM executions AS s, w, taken
-        WHERE taken.n < cardinality($1::uuid[]) AND cardinality(w.lanes) = 1
-          AND s.namespace = $2 AND s.lane = w.lanes[1]
-          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $3::bigint
+        SELECT s.run_at_ms FROM executions AS s
+        WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) = 1
+          AND s.namespace = $1 AND s.lane = (SELECT w.lanes[1] FROM w)
+          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $2::bigint
         ORDER BY s.run_at_ms
         LIMIT 1
     ), (
-        SELECT s.run_at_ms FROM executions AS s, w, taken
-        WHERE taken.n < cardinality($1::uuid[]) AND cardinality(w.lanes) > 1
-          AND s.namespace = $2 AND s.lane = ANY(w.lanes)
-          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $3::bigint
+        SELECT s.run_at_ms FROM executions AS s
+        WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) > 1
+          AND s.namespace = $1 AND s.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
+          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $2::bigint
         ORDER BY s.run_at_ms
         LIMIT 1
     ), 0) AS bigint) AS next_run_at_ms,
@@ -100,11 +90,11 @@ FROM started
 `
 
 type ExecutionClaimParams struct {
-	LeaseIds    []uuid.UUID
 	Namespace   string
 	Now         int64
 	InstanceID  string
 	Promote     bool
+	LeaseIds    []uuid.UUID
 	ExpiresAtMs int64
 }
 
@@ -121,16 +111,21 @@ type ExecutionClaimRow struct {
 }
 
 // Leases: claim, renew, complete, fail, release, revoke, list expired and
-// reclaim. The current lease lives on its execution's row; an attempt that
-// ends is recorded once in attempts. Every call that presents a lease is
-// fenced in the statement that writes: same epoch, running, unexpired, not
-// revoked.
+// reclaim. The current lease lives on its execution's row (and stays there
+// as its last when it ends); an attempt that ends without completing is
+// recorded once in attempts. Every call that presents a lease is fenced in
+// the statement that writes: same epoch, running, unexpired, not revoked.
+// The fence is one CASE, which no partial index of running executions can
+// serve: the row is always found by its id (given state = 'running' as a
+// plain condition, the planner walked every entry of executions_expiry,
+// dead ones included, comparing ids).
 // ExecutionClaim gives an alive worker up to cardinality(@lease_ids) of the
 // best claimable executions, in one statement, and says what it found.
 //   - Scheduled executions of the namespace that are due (RunAt <= @now, not
-//     yet ready) come first: when there are any (and @promote), it makes up
-//     to 1000 of them ready, earliest first, claims nothing and says due, so
-//     that the caller claims again and the best of all claimable work wins.
+//     yet ready) come first: when there are any (and @promote), it claims
+//     nothing and says due, so that the caller makes them ready
+//     (ExecutionPromoteDue) and claims again, and the best of all claimable
+//     work wins.
 //   - Else it reads the ready index of the worker's one lane (a worker of
 //     several lanes: the namespace's, lanes filtered) best first, locking
 //     FOR UPDATE SKIP LOCKED as it goes, so it locks exactly what it claims
@@ -144,17 +139,17 @@ type ExecutionClaimRow struct {
 //     after @now among the scheduled executions of the worker's lanes (0:
 //     none), when the worker should look again at the latest.
 //
-// When there is nothing to claim or make ready it locks nothing, writes
-// nothing and takes no transaction id. One row: alive (false: the worker is
+// When there is nothing to claim it locks nothing, writes nothing and takes
+// no transaction id. One row: alive (false: the worker is
 // not alive, nothing claimed), due, next_run_at_ms, and the claimed leases
 // as arrays, best first.
 func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) (ExecutionClaimRow, error) {
 	row := q.db.QueryRow(ctx, executionClaim,
-		arg.LeaseIds,
 		arg.Namespace,
 		arg.Now,
 		arg.InstanceID,
 		arg.Promote,
+		arg.LeaseIds,
 		arg.ExpiresAtMs,
 	)
 	var i ExecutionClaimRow
@@ -172,22 +167,38 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 	return i, err
 }
 
-const leaseComplete = `-- name: LeaseComplete :one
-WITH done AS (
-    UPDATE executions AS x SET state = 'completed', result = $1, finished_at_ms = $2::bigint
-    WHERE x.id = $3 AND x.epoch = $4 AND x.state = 'running'
-      AND x.expires_at_ms > $2::bigint AND x.revoked_at_ms IS NULL
-    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
-), recorded AS (
-    INSERT INTO attempts (
-        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms
-    )
-    SELECT d.id, d.attempts, d.epoch, d.lease_id, d.namespace, d.holder, 'completed',
-           d.claimed_at_ms, d.expires_at_ms, $2::bigint
-    FROM done AS d
+const executionPromoteDue = `-- name: ExecutionPromoteDue :execrows
+UPDATE executions SET ready = true
+WHERE id IN (
+    SELECT s.id FROM executions AS s
+    WHERE s.namespace = $1 AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms <= $2::bigint
+    ORDER BY s.run_at_ms
+    LIMIT 1000
+    FOR UPDATE SKIP LOCKED
 )
-SELECT done.id FROM done
+`
+
+type ExecutionPromoteDueParams struct {
+	Namespace string
+	Now       int64
+}
+
+// ExecutionPromoteDue makes up to 1000 of a namespace's due scheduled
+// executions ready, earliest first; rows another session holds are skipped,
+// not waited for.
+func (q *Queries) ExecutionPromoteDue(ctx context.Context, arg ExecutionPromoteDueParams) (int64, error) {
+	result, err := q.db.Exec(ctx, executionPromoteDue, arg.Namespace, arg.Now)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const leaseComplete = `-- name: LeaseComplete :one
+UPDATE executions SET state = 'completed', result = $1, finished_at_ms = $2::bigint
+WHERE id = $3 AND epoch = $4
+  AND CASE WHEN state = 'running' THEN expires_at_ms > $2::bigint AND revoked_at_ms IS NULL ELSE false END
+RETURNING id
 `
 
 type LeaseCompleteParams struct {
@@ -198,8 +209,9 @@ type LeaseCompleteParams struct {
 }
 
 // LeaseComplete ends the current, unexpired, unrevoked lease and its
-// execution as completed with the result, and records the attempt, in one
-// statement (fenced in its WHERE); no row when the lease is lost.
+// execution as completed with the result (the lease stays on the row as
+// its last), in one statement fenced in its WHERE; no row when the lease is
+// lost.
 func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, leaseComplete,
 		arg.Result,
@@ -214,32 +226,22 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (u
 
 const leaseCompleteMany = `-- name: LeaseCompleteMany :many
 WITH input AS (
-    SELECT unnest($1::uuid[]) AS id,
-           unnest($2::bigint[]) AS epoch,
-           unnest($3::bytea[]) AS result
-), done AS (
-    UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = $4::bigint
-    FROM input
-    WHERE x.id = input.id AND x.epoch = input.epoch AND x.state = 'running'
-      AND x.expires_at_ms > $4::bigint AND x.revoked_at_ms IS NULL
-    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
-), recorded AS (
-    INSERT INTO attempts (
-        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms
-    )
-    SELECT d.id, d.attempts, d.epoch, d.lease_id, d.namespace, d.holder, 'completed',
-           d.claimed_at_ms, d.expires_at_ms, $4::bigint
-    FROM done AS d
+    SELECT unnest($2::uuid[]) AS id,
+           unnest($3::bigint[]) AS epoch,
+           unnest($4::bytea[]) AS result
 )
-SELECT done.id, done.epoch FROM done
+UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = $1::bigint
+FROM input
+WHERE x.id = input.id AND x.epoch = input.epoch
+  AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
+RETURNING x.id, x.epoch
 `
 
 type LeaseCompleteManyParams struct {
+	Now     int64
 	Ids     []uuid.UUID
 	Epochs  []int64
 	Results [][]byte
-	Now     int64
 }
 
 type LeaseCompleteManyRow struct {
@@ -249,14 +251,14 @@ type LeaseCompleteManyRow struct {
 
 // LeaseCompleteMany completes many leases in one statement, each fenced as
 // LeaseComplete is (current epoch, running, unexpired, unrevoked) and given
-// the result of its own (execution, epoch), records their attempts, and
-// returns the leases it completed; the others were lost.
+// the result of its own (execution, epoch), and returns the leases it
+// completed; the others were lost.
 func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyParams) ([]LeaseCompleteManyRow, error) {
 	rows, err := q.db.Query(ctx, leaseCompleteMany,
+		arg.Now,
 		arg.Ids,
 		arg.Epochs,
 		arg.Results,
-		arg.Now,
 	)
 	if err != nil {
 		return nil, err
@@ -288,8 +290,8 @@ WITH failed AS (
         ready = x.retry_backoff_ms = 0,
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST($1 AS bigint) END,
         last_error = $2
-    WHERE x.id = $3 AND x.epoch = $4 AND x.state = 'running'
-      AND x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL
+    WHERE x.id = $3 AND x.epoch = $4
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
     INSERT INTO attempts (
@@ -503,8 +505,8 @@ const leaseRelease = `-- name: LeaseRelease :one
 WITH released AS (
     UPDATE executions AS x
     SET state = 'waiting', attempts = x.attempts - 1, ready = x.run_at_ms <= $1::bigint
-    WHERE x.id = $2 AND x.epoch = $3 AND x.state = 'running'
-      AND x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL
+    WHERE x.id = $2 AND x.epoch = $3
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.namespace
 )
 SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1
@@ -530,8 +532,8 @@ func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uui
 
 const leaseRenew = `-- name: LeaseRenew :one
 UPDATE executions SET expires_at_ms = $1::bigint
-WHERE id = $2 AND epoch = $3 AND state = 'running'
-  AND expires_at_ms > $4::bigint AND revoked_at_ms IS NULL
+WHERE id = $2 AND epoch = $3
+  AND CASE WHEN state = 'running' THEN expires_at_ms > $4::bigint AND revoked_at_ms IS NULL ELSE false END
 RETURNING id
 `
 

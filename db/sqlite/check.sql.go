@@ -24,12 +24,12 @@ func (q *Queries) AgentCheckCounts(ctx context.Context) (int64, error) {
 
 const attemptCheckEpoch = `-- name: AttemptCheckEpoch :one
 SELECT count(*) FROM attempts AS a
-JOIN executions AS e ON e.id = a.execution_id
-WHERE a.epoch > e.epoch
+LEFT JOIN executions AS e ON e.id = a.execution_id
+WHERE e.id IS NULL OR a.epoch > e.epoch
 `
 
-// AttemptCheckEpoch counts recorded attempts of an epoch their execution
-// never reached.
+// AttemptCheckEpoch counts recorded attempts of an execution that is gone,
+// or of an epoch their execution never reached.
 func (q *Queries) AttemptCheckEpoch(ctx context.Context) (int64, error) {
 	row := q.queryRow(ctx, q.attemptCheckEpochStmt, attemptCheckEpoch)
 	var count int64

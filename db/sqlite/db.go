@@ -105,6 +105,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionListByStateStmt, err = db.PrepareContext(ctx, executionListByState); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByState: %w", err)
 	}
+	if q.executionListRunningStmt, err = db.PrepareContext(ctx, executionListRunning); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListRunning: %w", err)
+	}
 	if q.executionNextRunAtManyLanesStmt, err = db.PrepareContext(ctx, executionNextRunAtManyLanes); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionNextRunAtManyLanes: %w", err)
 	}
@@ -357,6 +360,11 @@ func (q *Queries) Close() error {
 	if q.executionListByStateStmt != nil {
 		if cerr := q.executionListByStateStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionListByStateStmt: %w", cerr)
+		}
+	}
+	if q.executionListRunningStmt != nil {
+		if cerr := q.executionListRunningStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListRunningStmt: %w", cerr)
 		}
 	}
 	if q.executionNextRunAtManyLanesStmt != nil {
@@ -615,6 +623,7 @@ type Queries struct {
 	executionListByLaneStmt              *sql.Stmt
 	executionListByNamespaceStmt         *sql.Stmt
 	executionListByStateStmt             *sql.Stmt
+	executionListRunningStmt             *sql.Stmt
 	executionNextRunAtManyLanesStmt      *sql.Stmt
 	executionNextRunAtOneLaneStmt        *sql.Stmt
 	executionPickManyLanesStmt           *sql.Stmt
@@ -686,6 +695,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionListByLaneStmt:              q.executionListByLaneStmt,
 		executionListByNamespaceStmt:         q.executionListByNamespaceStmt,
 		executionListByStateStmt:             q.executionListByStateStmt,
+		executionListRunningStmt:             q.executionListRunningStmt,
 		executionNextRunAtManyLanesStmt:      q.executionNextRunAtManyLanesStmt,
 		executionNextRunAtOneLaneStmt:        q.executionNextRunAtOneLaneStmt,
 		executionPickManyLanesStmt:           q.executionPickManyLanesStmt,

@@ -321,8 +321,8 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions
-WHERE state = ?1 AND id > ?2
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions INDEXED BY executions_state
+WHERE state = ?1 AND state <> 'running' AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3)
 ORDER BY id
 LIMIT ?4
@@ -335,8 +335,8 @@ type ExecutionListByStateParams struct {
 	Limit   int64
 }
 
-// ExecutionListByState pages the executions of one state, across namespaces,
-// in id order, optionally of one lane.
+// ExecutionListByState pages the executions of one state but running, across
+// namespaces, in id order, optionally of one lane.
 func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByStateParams) ([]Execution, error) {
 	rows, err := q.query(ctx, q.executionListByStateStmt, executionListByState,
 		arg.State,
@@ -344,6 +344,70 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 		arg.Lane,
 		arg.Limit,
 	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Execution{}
+	for rows.Next() {
+		var i Execution
+		if err := rows.Scan(
+			&i.ID,
+			&i.Namespace,
+			&i.Lane,
+			&i.State,
+			&i.Priority,
+			&i.RequiredCapabilities,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ReclaimCount,
+			&i.LastError,
+			&i.Epoch,
+			&i.CreatedAtMs,
+			&i.RunAtMs,
+			&i.RetryBackoffMs,
+			&i.Ready,
+			&i.LeaseID,
+			&i.Holder,
+			&i.ClaimedAtMs,
+			&i.ExpiresAtMs,
+			&i.RevokedAtMs,
+			&i.FinishedAtMs,
+			&i.Payload,
+			&i.Result,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionListRunning = `-- name: ExecutionListRunning :many
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions INDEXED BY executions_expiry
+WHERE state = 'running' AND id > ?1
+  AND (CAST(?2 AS TEXT) = '' OR lane = ?2)
+ORDER BY id
+LIMIT ?3
+`
+
+type ExecutionListRunningParams struct {
+	AfterID uuid.UUID
+	Lane    string
+	Limit   int64
+}
+
+// ExecutionListRunning pages the running executions, across namespaces, in
+// id order, optionally of one lane: from the index of running leases (live
+// rows only), sorted.
+func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRunningParams) ([]Execution, error) {
+	rows, err := q.query(ctx, q.executionListRunningStmt, executionListRunning, arg.AfterID, arg.Lane, arg.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -342,7 +342,7 @@ const leaseComplete = `-- name: LeaseComplete :one
 UPDATE executions SET state = 'completed', result = ?1, finished_at_ms = CAST(?2 AS INTEGER)
 WHERE id = ?3 AND epoch = ?4 AND state = 'running'
   AND expires_at_ms > ?2 AND revoked_at_ms IS NULL
-RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
+RETURNING id
 `
 
 type LeaseCompleteParams struct {
@@ -352,34 +352,19 @@ type LeaseCompleteParams struct {
 	Epoch  int64
 }
 
-type LeaseCompleteRow struct {
-	Attempts    int64
-	LeaseID     uuid.NullUUID
-	Namespace   string
-	Holder      sql.NullString
-	ClaimedAtMs sql.NullInt64
-	ExpiresAtMs sql.NullInt64
-}
-
 // LeaseComplete ends the current, unexpired, unrevoked lease and its
-// execution as completed with the result, and returns the lease to record.
-func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (LeaseCompleteRow, error) {
+// execution as completed with the result (the lease stays on the row as its
+// last).
+func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (uuid.UUID, error) {
 	row := q.queryRow(ctx, q.leaseCompleteStmt, leaseComplete,
 		arg.Result,
 		arg.Now,
 		arg.ID,
 		arg.Epoch,
 	)
-	var i LeaseCompleteRow
-	err := row.Scan(
-		&i.Attempts,
-		&i.LeaseID,
-		&i.Namespace,
-		&i.Holder,
-		&i.ClaimedAtMs,
-		&i.ExpiresAtMs,
-	)
-	return i, err
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }
 
 const leaseFail = `-- name: LeaseFail :one
@@ -438,7 +423,7 @@ func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (LeaseFail
 }
 
 const leaseFindHeld = `-- name: LeaseFindHeld :many
-SELECT id, epoch, lease_id FROM executions
+SELECT id, epoch, lease_id FROM executions INDEXED BY executions_expiry
 WHERE namespace = ?1 AND holder = CAST(?2 AS TEXT) AND state = 'running'
   AND lease_id IN (SELECT j.value FROM json_each(CAST(?3 AS TEXT)) AS j)
 `
@@ -675,7 +660,7 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UU
 }
 
 const leaseRevokeHeldBy = `-- name: LeaseRevokeHeldBy :exec
-UPDATE executions
+UPDATE executions INDEXED BY executions_expiry
 SET expires_at_ms = min(expires_at_ms, CAST(?1 AS INTEGER)), revoked_at_ms = CAST(?1 AS INTEGER)
 WHERE state = 'running' AND revoked_at_ms IS NULL
   AND (namespace, holder) IN (
@@ -685,8 +670,8 @@ WHERE state = 'running' AND revoked_at_ms IS NULL
 `
 
 type LeaseRevokeHeldByParams struct {
-	Now     int64
-	Holders string
+	Now     interface{}
+	Holders interface{}
 }
 
 // LeaseRevokeHeldBy ends for good, at @now, every running lease of each
@@ -722,8 +707,9 @@ type WorkerGetClaimerRow struct {
 }
 
 // Claims and leases: claim, renew, complete, fail, release, revoke, list
-// expired and reclaim. The current lease lives on its execution's row; an
-// attempt that ends is recorded once in attempts (AttemptInsert, in the same
+// expired and reclaim. The current lease lives on its execution's row (and
+// stays there as its last when it ends); an attempt that ends without
+// completing is recorded once in attempts (AttemptInsert, in the same
 // transaction). Every call that presents a lease is fenced in the statement
 // that writes: same epoch, running, unexpired, not revoked.
 // WorkerGetClaimer reads what a claim needs of an alive worker: its

@@ -466,8 +466,9 @@ type Queries interface {
 	// LeaseRenew extends the current, unexpired, unrevoked lease, or ErrNoRows.
 	LeaseRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) error
 	// LeaseComplete ends the current, unexpired, unrevoked lease and its
-	// execution as completed with the result, records the attempt, or
-	// returns ErrNoRows. One statement where the engine can (WriteOne).
+	// execution as completed with the result (the lease stays on the row as
+	// its last; no attempt is recorded), or returns ErrNoRows. One statement
+	// (WriteOne).
 	LeaseComplete(ctx context.Context, l LeaseRef, nowMs int64, result []byte) error
 	// LeaseCompleteMany is LeaseComplete for many leases (results[i] is
 	// leases[i]'s), each fenced on its own (execution and epoch), in one

@@ -577,7 +577,11 @@ func (r *run) attempts() map[string]attempt {
 	add := func(id string, epoch int64, state string, revoked bool) {
 		out[fmt.Sprintf("%s/%d", id, epoch)] = attempt{state: state, revoked: revoked}
 	}
-	const query = "SELECT CAST(execution_id AS TEXT), epoch, state, revoked_at_ms IS NOT NULL FROM attempts"
+	// Attempts that ended without completing are history rows; a completed
+	// one is its execution's last lease.
+	const query = `SELECT CAST(execution_id AS TEXT), epoch, state, revoked_at_ms IS NOT NULL FROM attempts
+		UNION ALL
+		SELECT CAST(id AS TEXT), epoch, 'completed', revoked_at_ms IS NOT NULL FROM executions WHERE state = 'completed'`
 	if r.tr.postgres {
 		conn, err := pgx.Connect(context.Background(), r.loc)
 		if err != nil {

@@ -9,11 +9,11 @@ WHERE e.state = 'running'
   AND EXISTS (SELECT 1 FROM attempts AS a WHERE a.execution_id = e.id AND a.epoch = e.epoch);
 
 -- name: AttemptCheckEpoch :one
--- AttemptCheckEpoch counts recorded attempts of an epoch their execution
--- never reached.
+-- AttemptCheckEpoch counts recorded attempts of an execution that is gone,
+-- or of an epoch their execution never reached.
 SELECT count(*) FROM attempts AS a
-JOIN executions AS e ON e.id = a.execution_id
-WHERE a.epoch > e.epoch;
+LEFT JOIN executions AS e ON e.id = a.execution_id
+WHERE e.id IS NULL OR a.epoch > e.epoch;
 
 -- name: AgentCheckCounts :one
 -- AgentCheckCounts counts the agent states whose kept count differs from the agents.

@@ -77,15 +77,21 @@ SELECT cancelled.id FROM cancelled;
 
 -- name: ExecutionPruneBatch :execrows
 -- ExecutionPruneBatch deletes up to @batch_size executions that finished
--- before @before (their attempts go with them), oldest first.
-DELETE FROM executions
-WHERE id IN (
-    SELECT f.id FROM executions AS f
-    WHERE f.finished_at_ms < @before::bigint
-    ORDER BY f.finished_at_ms
-    LIMIT @batch_size
-    FOR UPDATE SKIP LOCKED
-);
+-- before @before, oldest first, with their attempts.
+WITH pruned AS (
+    DELETE FROM executions
+    WHERE id IN (
+        SELECT f.id FROM executions AS f
+        WHERE f.finished_at_ms < @before::bigint
+        ORDER BY f.finished_at_ms
+        LIMIT @batch_size
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id
+), history AS (
+    DELETE FROM attempts AS a USING pruned WHERE a.execution_id = pruned.id
+)
+SELECT pruned.id FROM pruned;
 
 -- name: ExecutionList :many
 -- ExecutionList pages every execution in id order.
@@ -104,10 +110,20 @@ ORDER BY id
 LIMIT @max_rows;
 
 -- name: ExecutionListByState :many
--- ExecutionListByState pages the executions of one state, across namespaces,
--- in id order, optionally of one lane.
+-- ExecutionListByState pages the executions of one state but running, across
+-- namespaces, in id order, optionally of one lane.
 SELECT * FROM executions
-WHERE state = @state AND id > @after_id
+WHERE state = @state AND state <> 'running' AND id > @after_id
+  AND (@lane::text = '' OR lane = @lane)
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ExecutionListRunning :many
+-- ExecutionListRunning pages the running executions, across namespaces, in
+-- id order, optionally of one lane: from the index of running leases (live
+-- rows only), sorted.
+SELECT * FROM executions
+WHERE state = 'running' AND id > @after_id
   AND (@lane::text = '' OR lane = @lane)
 ORDER BY id
 LIMIT @max_rows;

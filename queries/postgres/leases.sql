@@ -1,16 +1,21 @@
 -- Leases: claim, renew, complete, fail, release, revoke, list expired and
--- reclaim. The current lease lives on its execution's row; an attempt that
--- ends is recorded once in attempts. Every call that presents a lease is
--- fenced in the statement that writes: same epoch, running, unexpired, not
--- revoked.
+-- reclaim. The current lease lives on its execution's row (and stays there
+-- as its last when it ends); an attempt that ends without completing is
+-- recorded once in attempts. Every call that presents a lease is fenced in
+-- the statement that writes: same epoch, running, unexpired, not revoked.
+-- The fence is one CASE, which no partial index of running executions can
+-- serve: the row is always found by its id (given state = 'running' as a
+-- plain condition, the planner walked every entry of executions_expiry,
+-- dead ones included, comparing ids).
 
 -- name: ExecutionClaim :one
 -- ExecutionClaim gives an alive worker up to cardinality(@lease_ids) of the
 -- best claimable executions, in one statement, and says what it found.
 --   * Scheduled executions of the namespace that are due (RunAt <= @now, not
---     yet ready) come first: when there are any (and @promote), it makes up
---     to 1000 of them ready, earliest first, claims nothing and says due, so
---     that the caller claims again and the best of all claimable work wins.
+--     yet ready) come first: when there are any (and @promote), it claims
+--     nothing and says due, so that the caller makes them ready
+--     (ExecutionPromoteDue) and claims again, and the best of all claimable
+--     work wins.
 --   * Else it reads the ready index of the worker's one lane (a worker of
 --     several lanes: the namespace's, lanes filtered) best first, locking
 --     FOR UPDATE SKIP LOCKED as it goes, so it locks exactly what it claims
@@ -23,8 +28,8 @@
 --   * When it claims fewer than asked, next_run_at_ms is the earliest RunAt
 --     after @now among the scheduled executions of the worker's lanes (0:
 --     none), when the worker should look again at the latest.
--- When there is nothing to claim or make ready it locks nothing, writes
--- nothing and takes no transaction id. One row: alive (false: the worker is
+-- When there is nothing to claim it locks nothing, writes nothing and takes
+-- no transaction id. One row: alive (false: the worker is
 -- not alive, nothing claimed), due, next_run_at_ms, and the claimed leases
 -- as arrays, best first.
 WITH w AS (
@@ -32,36 +37,26 @@ WITH w AS (
     WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
       AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
 ), due AS (
-    SELECT 1 AS due FROM executions AS s
+    SELECT s.id FROM executions AS s
     WHERE @promote::boolean AND s.namespace = @namespace AND s.state = 'waiting' AND NOT s.ready
       AND s.run_at_ms <= @now::bigint
+    ORDER BY s.run_at_ms
     LIMIT 1
-), promoted AS (
-    UPDATE executions SET ready = true
-    WHERE id IN (
-        SELECT s.id FROM executions AS s
-        WHERE EXISTS (SELECT 1 FROM due) AND s.namespace = @namespace AND s.state = 'waiting' AND NOT s.ready
-          AND s.run_at_ms <= @now::bigint
-        ORDER BY s.run_at_ms
-        LIMIT 1000
-        FOR UPDATE SKIP LOCKED
-    )
-    RETURNING 1
 ), one_lane AS (
-    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e, w
-    WHERE NOT EXISTS (SELECT 1 FROM due) AND cardinality(w.lanes) = 1
-      AND e.namespace = @namespace AND e.lane = w.lanes[1]
+    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) = 1
+      AND e.namespace = @namespace AND e.lane = (SELECT w.lanes[1] FROM w)
       AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= @now::bigint
-      AND e.required_capabilities <@ w.capabilities
+      AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
     LIMIT cardinality(@lease_ids::uuid[])
     FOR UPDATE OF e SKIP LOCKED
 ), many_lanes AS (
-    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e, w
-    WHERE NOT EXISTS (SELECT 1 FROM due) AND cardinality(w.lanes) > 1
-      AND e.namespace = @namespace AND e.lane = ANY(w.lanes)
+    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) > 1
+      AND e.namespace = @namespace AND e.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
       AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= @now::bigint
-      AND e.required_capabilities <@ w.capabilities
+      AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
     LIMIT cardinality(@lease_ids::uuid[])
     FOR UPDATE OF e SKIP LOCKED
@@ -82,23 +77,23 @@ WITH w AS (
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
     RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, candidates.n
-), taken AS (
-    SELECT count(*) AS n FROM started
+), short AS (
+    SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality(@lease_ids::uuid[])
 )
 SELECT
     EXISTS (SELECT 1 FROM w) AS alive,
     EXISTS (SELECT 1 FROM due) AS due,
     CAST(coalesce((
-        SELECT s.run_at_ms FROM executions AS s, w, taken
-        WHERE taken.n < cardinality(@lease_ids::uuid[]) AND cardinality(w.lanes) = 1
-          AND s.namespace = @namespace AND s.lane = w.lanes[1]
+        SELECT s.run_at_ms FROM executions AS s
+        WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) = 1
+          AND s.namespace = @namespace AND s.lane = (SELECT w.lanes[1] FROM w)
           AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > @now::bigint
         ORDER BY s.run_at_ms
         LIMIT 1
     ), (
-        SELECT s.run_at_ms FROM executions AS s, w, taken
-        WHERE taken.n < cardinality(@lease_ids::uuid[]) AND cardinality(w.lanes) > 1
-          AND s.namespace = @namespace AND s.lane = ANY(w.lanes)
+        SELECT s.run_at_ms FROM executions AS s
+        WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) > 1
+          AND s.namespace = @namespace AND s.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
           AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > @now::bigint
         ORDER BY s.run_at_ms
         LIMIT 1
@@ -111,58 +106,51 @@ SELECT
     CAST(coalesce(array_agg(started.lease_id ORDER BY started.n), '{}') AS uuid[]) AS lease_ids
 FROM started;
 
+-- name: ExecutionPromoteDue :execrows
+-- ExecutionPromoteDue makes up to 1000 of a namespace's due scheduled
+-- executions ready, earliest first; rows another session holds are skipped,
+-- not waited for.
+UPDATE executions SET ready = true
+WHERE id IN (
+    SELECT s.id FROM executions AS s
+    WHERE s.namespace = @namespace AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms <= @now::bigint
+    ORDER BY s.run_at_ms
+    LIMIT 1000
+    FOR UPDATE SKIP LOCKED
+);
+
 -- name: LeaseRenew :one
 -- LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
 UPDATE executions SET expires_at_ms = @expires_at_ms::bigint
-WHERE id = @id AND epoch = @epoch AND state = 'running'
-  AND expires_at_ms > @now::bigint AND revoked_at_ms IS NULL
+WHERE id = @id AND epoch = @epoch
+  AND CASE WHEN state = 'running' THEN expires_at_ms > @now::bigint AND revoked_at_ms IS NULL ELSE false END
 RETURNING id;
 
 -- name: LeaseComplete :one
 -- LeaseComplete ends the current, unexpired, unrevoked lease and its
--- execution as completed with the result, and records the attempt, in one
--- statement (fenced in its WHERE); no row when the lease is lost.
-WITH done AS (
-    UPDATE executions AS x SET state = 'completed', result = @result, finished_at_ms = @now::bigint
-    WHERE x.id = @id AND x.epoch = @epoch AND x.state = 'running'
-      AND x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
-    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
-), recorded AS (
-    INSERT INTO attempts (
-        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms
-    )
-    SELECT d.id, d.attempts, d.epoch, d.lease_id, d.namespace, d.holder, 'completed',
-           d.claimed_at_ms, d.expires_at_ms, @now::bigint
-    FROM done AS d
-)
-SELECT done.id FROM done;
+-- execution as completed with the result (the lease stays on the row as
+-- its last), in one statement fenced in its WHERE; no row when the lease is
+-- lost.
+UPDATE executions SET state = 'completed', result = @result, finished_at_ms = @now::bigint
+WHERE id = @id AND epoch = @epoch
+  AND CASE WHEN state = 'running' THEN expires_at_ms > @now::bigint AND revoked_at_ms IS NULL ELSE false END
+RETURNING id;
 
 -- name: LeaseCompleteMany :many
 -- LeaseCompleteMany completes many leases in one statement, each fenced as
 -- LeaseComplete is (current epoch, running, unexpired, unrevoked) and given
--- the result of its own (execution, epoch), records their attempts, and
--- returns the leases it completed; the others were lost.
+-- the result of its own (execution, epoch), and returns the leases it
+-- completed; the others were lost.
 WITH input AS (
     SELECT unnest(@ids::uuid[]) AS id,
            unnest(@epochs::bigint[]) AS epoch,
            unnest(@results::bytea[]) AS result
-), done AS (
-    UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = @now::bigint
-    FROM input
-    WHERE x.id = input.id AND x.epoch = input.epoch AND x.state = 'running'
-      AND x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
-    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
-), recorded AS (
-    INSERT INTO attempts (
-        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms
-    )
-    SELECT d.id, d.attempts, d.epoch, d.lease_id, d.namespace, d.holder, 'completed',
-           d.claimed_at_ms, d.expires_at_ms, @now::bigint
-    FROM done AS d
 )
-SELECT done.id, done.epoch FROM done;
+UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = @now::bigint
+FROM input
+WHERE x.id = input.id AND x.epoch = input.epoch
+  AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
+RETURNING x.id, x.epoch;
 
 -- name: LeaseFail :one
 -- LeaseFail ends the current, unexpired, unrevoked lease as failed and
@@ -181,8 +169,8 @@ WITH failed AS (
         ready = x.retry_backoff_ms = 0,
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST(@now AS bigint) END,
         last_error = @last_error
-    WHERE x.id = @id AND x.epoch = @epoch AND x.state = 'running'
-      AND x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
+    WHERE x.id = @id AND x.epoch = @epoch
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
     INSERT INTO attempts (
@@ -205,8 +193,8 @@ WHERE CASE WHEN failed.state = 'waiting' THEN roster_wake(failed.namespace) = 1 
 WITH released AS (
     UPDATE executions AS x
     SET state = 'waiting', attempts = x.attempts - 1, ready = x.run_at_ms <= @now::bigint
-    WHERE x.id = @id AND x.epoch = @epoch AND x.state = 'running'
-      AND x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
+    WHERE x.id = @id AND x.epoch = @epoch
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.namespace
 )
 SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1;

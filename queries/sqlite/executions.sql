@@ -56,10 +56,20 @@ ORDER BY id
 LIMIT @limit;
 
 -- name: ExecutionListByState :many
--- ExecutionListByState pages the executions of one state, across namespaces,
--- in id order, optionally of one lane.
-SELECT * FROM executions
-WHERE state = @state AND id > @after_id
+-- ExecutionListByState pages the executions of one state but running, across
+-- namespaces, in id order, optionally of one lane.
+SELECT * FROM executions INDEXED BY executions_state
+WHERE state = @state AND state <> 'running' AND id > @after_id
+  AND (CAST(@lane AS TEXT) = '' OR lane = @lane)
+ORDER BY id
+LIMIT @limit;
+
+-- name: ExecutionListRunning :many
+-- ExecutionListRunning pages the running executions, across namespaces, in
+-- id order, optionally of one lane: from the index of running leases (live
+-- rows only), sorted.
+SELECT * FROM executions INDEXED BY executions_expiry
+WHERE state = 'running' AND id > @after_id
   AND (CAST(@lane AS TEXT) = '' OR lane = @lane)
 ORDER BY id
 LIMIT @limit;

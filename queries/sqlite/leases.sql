@@ -1,6 +1,7 @@
 -- Claims and leases: claim, renew, complete, fail, release, revoke, list
--- expired and reclaim. The current lease lives on its execution's row; an
--- attempt that ends is recorded once in attempts (AttemptInsert, in the same
+-- expired and reclaim. The current lease lives on its execution's row (and
+-- stays there as its last when it ends); an attempt that ends without
+-- completing is recorded once in attempts (AttemptInsert, in the same
 -- transaction). Every call that presents a lease is fenced in the statement
 -- that writes: same epoch, running, unexpired, not revoked.
 
@@ -108,11 +109,12 @@ RETURNING id;
 
 -- name: LeaseComplete :one
 -- LeaseComplete ends the current, unexpired, unrevoked lease and its
--- execution as completed with the result, and returns the lease to record.
+-- execution as completed with the result (the lease stays on the row as its
+-- last).
 UPDATE executions SET state = 'completed', result = @result, finished_at_ms = CAST(@now AS INTEGER)
 WHERE id = @id AND epoch = @epoch AND state = 'running'
   AND expires_at_ms > @now AND revoked_at_ms IS NULL
-RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
+RETURNING id;
 
 -- name: LeaseFail :one
 -- LeaseFail ends the current, unexpired, unrevoked lease as failed: the
@@ -169,7 +171,7 @@ WHERE x.id = @id AND x.state = 'running';
 -- name: LeaseFindHeld :many
 -- LeaseFindHeld reads which leases of a JSON array of lease ids one worker
 -- holds now (a claim whose outcome was unknown, looked up).
-SELECT id, epoch, lease_id FROM executions
+SELECT id, epoch, lease_id FROM executions INDEXED BY executions_expiry
 WHERE namespace = @namespace AND holder = CAST(@holder AS TEXT) AND state = 'running'
   AND lease_id IN (SELECT j.value FROM json_each(CAST(@lease_ids AS TEXT)) AS j);
 
@@ -177,7 +179,7 @@ WHERE namespace = @namespace AND holder = CAST(@holder AS TEXT) AND state = 'run
 -- LeaseRevokeHeldBy ends for good, at @now, every running lease of each
 -- [namespace, holder] pair of a JSON array: the leases expire (and can be
 -- reclaimed) and no later call renews, completes or fails them.
-UPDATE executions
+UPDATE executions INDEXED BY executions_expiry
 SET expires_at_ms = min(expires_at_ms, CAST(@now AS INTEGER)), revoked_at_ms = CAST(@now AS INTEGER)
 WHERE state = 'running' AND revoked_at_ms IS NULL
   AND (namespace, holder) IN (

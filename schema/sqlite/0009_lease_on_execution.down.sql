@@ -65,6 +65,18 @@ SELECT execution_id, attempt_index, epoch, lease_id, namespace, instance_id, sta
        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
 FROM attempts;
 
+-- The last lease of a completed execution becomes its completed attempt
+-- (schema 9 records none), the leases of running executions running ones.
+INSERT INTO attempts_old (
+    execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+)
+SELECT x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, 'completed', x.claimed_at_ms,
+       x.expires_at_ms, x.finished_at_ms, x.revoked_at_ms
+FROM executions AS x
+WHERE x.state = 'completed' AND x.lease_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM attempts AS a WHERE a.execution_id = x.id AND a.epoch = x.epoch);
+
 INSERT INTO attempts_old (
     execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
     claimed_at_ms, expires_at_ms, revoked_at_ms

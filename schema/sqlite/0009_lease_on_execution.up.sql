@@ -3,9 +3,10 @@
 --   * the current lease lives on the execution row (lease_id, holder,
 --     claimed_at_ms, expires_at_ms, revoked_at_ms; after the attempt ends they
 --     describe the last lease), so a claim and an outcome each change one row;
---   * attempts becomes history: one row per attempt that ended (completed,
---     failed, reclaimed, cancelled), written once; a released attempt never
---     ran and leaves none;
+--   * attempts becomes history: one row per attempt that ended without
+--     completing (failed, reclaimed, cancelled), written once; a completed
+--     attempt is the execution's last lease, and a released one never ran:
+--     neither leaves a row;
 --   * finished_at_ms: when the execution became completed, failed or
 --     cancelled (NULL while live), for bounded history (PruneExecutions);
 --   * ready: a waiting execution whose RunAt had come when it started waiting
@@ -109,9 +110,10 @@ ALTER TABLE executions_new RENAME TO executions;
 ALTER TABLE attempts_new RENAME TO attempts;
 
 -- Lists: by namespace and by state in id order (other filters are applied
--- along the way).
+-- along the way); running executions are listed from executions_expiry, so
+-- a claim adds no entry to the state index.
 CREATE INDEX executions_namespace ON executions (namespace, id);
-CREATE INDEX executions_state ON executions (state, id);
+CREATE INDEX executions_state ON executions (state, id) WHERE state <> 'running';
 -- Claims: the best ready execution of one lane, or (a worker of several
 -- lanes) of the namespace, highest priority first, then earliest RunAt, then
 -- lowest id.
@@ -126,10 +128,9 @@ CREATE INDEX executions_scheduled ON executions (namespace, run_at_ms, id)
     WHERE state = 'waiting' AND ready = 0;
 CREATE INDEX executions_scheduled_lane ON executions (namespace, lane, run_at_ms)
     WHERE state = 'waiting' AND ready = 0;
--- Running leases: by expiry (reclaim, expired-lease lists) and by holder
--- (a dead worker's leases).
+-- Running leases by expiry (reclaim, expired-lease lists; a dead worker's
+-- leases and the running list read all of them: they are live rows).
 CREATE INDEX executions_expiry ON executions (expires_at_ms, id) WHERE state = 'running';
-CREATE INDEX executions_holder ON executions (namespace, holder) WHERE state = 'running';
 -- Finished executions by age, to prune history.
 CREATE INDEX executions_finished ON executions (finished_at_ms, id) WHERE finished_at_ms IS NOT NULL;
 

@@ -93,38 +93,3 @@ func BenchmarkClaimComplete(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkClaimBesideScheduled claims and completes ready executions beside
-// 0 or 100,000 executions scheduled for tomorrow in the same lane, at the
-// ready ones' priority or above it.
-func BenchmarkClaimBesideScheduled(b *testing.B) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		future, priority int // scheduled executions, and their priority (the ready ones have 0)
-	}{{0, 0}, {100_000, 0}, {100_000, 5}} {
-		future := tc.future
-		b.Run(fmt.Sprintf("scheduled=%d,priority=%d", tc.future, tc.priority), func(b *testing.B) {
-			s, raw := benchStore(b, 4)
-			_, err := s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "w",
-				Lanes: []string{"default"}, TTL: time.Hour, Now: t0})
-			must(b, err)
-			_, err = raw.Exec(ctx, `INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
-				SELECT gen_random_uuid(), 'ns', 'default', CASE WHEN i <= $3 THEN $4::bigint ELSE 0 END, '\x00', 1, $2,
-				       CASE WHEN i <= $3 THEN $2::bigint + 86400000 ELSE $2::bigint - 1000 END
-				FROM generate_series(1, $1::int) AS i`, future+b.N+1000, t0.UnixMilli(), future, tc.priority)
-			must(b, err)
-			_, err = raw.Exec(ctx, "ANALYZE executions")
-			must(b, err)
-			b.ResetTimer()
-			for range b.N {
-				l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "w", LeaseTTL: time.Minute, Now: t0})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: l, Now: t0}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}

@@ -296,6 +296,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: "waiting", AfterID: id, MaxRows: 100})
 			return err
 		},
+		"ExecutionListRunning": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListRunning(ctx, pgdb.ExecutionListRunningParams{Lane: "lane1", AfterID: id, MaxRows: 100})
+			return err
+		},
 		"ExecutionListByState lane": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: "waiting", Lane: "lane1", AfterID: id, MaxRows: 100})
 			return err
@@ -563,7 +567,7 @@ func TestCheckFindsDamage(t *testing.T) {
 	problems, err = e.Check(ctx)
 	must(t, err)
 	if len(problems) != 2 || !strings.Contains(problems[0], "running executions whose attempt is recorded as ended") ||
-		!strings.Contains(problems[1], "recorded attempts of an epoch their execution never reached") {
+		!strings.Contains(problems[1], "recorded attempts of a missing execution or of an epoch it never reached") {
 		t.Fatalf("problems = %v", problems)
 	}
 }

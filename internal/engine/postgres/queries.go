@@ -199,8 +199,9 @@ func executionFromRow(r pgdb.Execution) engine.Execution {
 }
 
 // ExecutionList runs the query of its leading filter (namespace, else
-// state, else lane), each walking an index in id order; the other filters
-// are applied along the way.
+// state, else lane), each walking an index in id order (running executions:
+// the live rows of the running index, sorted); the other filters are applied
+// along the way.
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
 	n := int32(p.Limit)
 	var rows []pgdb.Execution
@@ -210,6 +211,8 @@ func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams
 		rows, err = x.q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{
 			Namespace: p.Namespace, AfterID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
 		})
+	case p.State == "running":
+		rows, err = x.q.ExecutionListRunning(ctx, pgdb.ExecutionListRunningParams{AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
 	case p.State != "":
 		rows, err = x.q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
 	case p.Lane != "":
@@ -249,36 +252,52 @@ func (x queries) ExecutionPruneBatch(ctx context.Context, beforeMs int64, batch 
 // executions ready and looks again before it claims from what is ready.
 const maxPromotions = 4
 
-// ExecutionClaim is one statement: the promotion of due scheduled work, the
+// ExecutionClaim is one statement: the check for due scheduled work, the
 // pick (FOR UPDATE SKIP LOCKED), the worker's liveness, the start and the
-// next RunAt. When it found due scheduled work it made it ready and claimed
-// nothing: it runs again, so that the best of all claimable work wins.
+// next RunAt. When it found due scheduled work it claimed nothing: that work
+// is made ready (ExecutionPromoteDue) and the claim runs again, so that the
+// best of all claimable work wins.
 func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	for try := 1; ; try++ {
 		r, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
 			LeaseIds: p.LeaseIDs, Namespace: p.Namespace, Now: p.NowMs, InstanceID: p.InstanceID,
 			Promote: try <= maxPromotions, ExpiresAtMs: p.ExpiresAtMs,
 		})
-		switch {
-		case err != nil:
+		if err != nil {
 			return engine.ClaimResult{}, translate(err)
-		case !r.Alive:
-			return engine.ClaimResult{}, engine.ErrNoRows
-		case r.Due:
-			continue
 		}
-		res := engine.ClaimResult{Leases: make([]engine.ClaimedLease, len(r.Ids))}
-		for i, id := range r.Ids {
-			res.Leases[i] = engine.ClaimedLease{
-				ExecutionID: id, LeaseID: r.LeaseIds[i], AttemptIndex: r.Attempts[i], Epoch: r.Epochs[i],
-				Namespace: p.Namespace, Lane: r.Lanes[i], Payload: r.Payloads[i], ExpiresAtMs: p.ExpiresAtMs,
-			}
+		res, due, err := claimResult(r, p)
+		if !due {
+			return res, err
 		}
-		if len(res.Leases) < len(p.LeaseIDs) {
-			res.NextRunAtMs = r.NextRunAtMs
+		if _, err := x.q.ExecutionPromoteDue(ctx, pgdb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs}); err != nil {
+			return engine.ClaimResult{}, translate(err)
 		}
-		return res, nil
 	}
+}
+
+// claimResult reads the claim statement's row: the leases it took, best
+// first, the next RunAt when it took fewer than asked; due when it made due
+// scheduled work ready and claimed nothing (claim again); ErrNoRows when the
+// worker is not alive.
+func claimResult(r pgdb.ExecutionClaimRow, p engine.ClaimParams) (res engine.ClaimResult, due bool, err error) {
+	switch {
+	case !r.Alive:
+		return res, false, engine.ErrNoRows
+	case r.Due:
+		return res, true, nil
+	}
+	res.Leases = make([]engine.ClaimedLease, len(r.Ids))
+	for i, id := range r.Ids {
+		res.Leases[i] = engine.ClaimedLease{
+			ExecutionID: id, LeaseID: r.LeaseIds[i], AttemptIndex: r.Attempts[i], Epoch: r.Epochs[i],
+			Namespace: p.Namespace, Lane: r.Lanes[i], Payload: r.Payloads[i], ExpiresAtMs: p.ExpiresAtMs,
+		}
+	}
+	if len(res.Leases) < len(p.LeaseIDs) {
+		res.NextRunAtMs = r.NextRunAtMs
+	}
+	return res, false, nil
 }
 
 func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {

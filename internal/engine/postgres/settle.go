@@ -2,7 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/engine"
 )
 
@@ -18,12 +24,144 @@ func (e *Engine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimR
 	return res, err
 }
 
-// Settle writes the completions in one statement (LeaseCompleteMany, each
-// lease fenced on its own), each failure in one statement, then claims; each
-// statement in autocommit. When the completions' statement fails for a
-// reason of its own (not the connection's, not the server's), each
-// completion is written alone, so that one bad outcome fails no other.
+// Settle sends the outcomes (the completions in one statement, each failure
+// in one) and the claim in one pipeline: one round trip, one transaction,
+// one commit. Each lease is fenced in its own statement's WHERE, so a lost
+// lease writes nothing and affects nothing else. Should a statement fail
+// for a reason of its own (not the connection's, not the server's), the
+// transaction is rolled back and each outcome, then the claim, is written
+// alone, so that one bad outcome fails no other.
 func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
+	if len(outcomes) == 0 && claim != nil {
+		res := engine.SettleResult{}
+		res.Claim, res.ClaimErr = e.Claim(ctx, *claim)
+		return res
+	}
+	var res engine.SettleResult
+	err := e.onConn(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		var err error
+		res, err = e.pipeline(ctx, conn, nowMs, outcomes, claim)
+		return err
+	})
+	switch {
+	case err == nil:
+		if claim != nil && res.ClaimErr == errDue {
+			// Due scheduled work waits to be made ready: claim alone, which
+			// does that first.
+			res.Claim, res.ClaimErr = e.Claim(ctx, *claim)
+		}
+		return res
+	case engine.Transient(err) || errors.Is(err, engine.ErrClosed) || errors.Is(err, context.Canceled):
+		res = engine.SettleResult{Errs: make([]error, len(outcomes)), ClaimErr: err}
+		for i := range res.Errs {
+			res.Errs[i] = err
+		}
+		return res
+	}
+	return e.settleApart(ctx, nowMs, outcomes, claim)
+}
+
+// errDue says the claim of a pipeline found due scheduled work and claimed
+// nothing: the caller claims again (Claim makes that work ready first).
+var errDue = errors.New("roster: due scheduled work is to be made ready")
+
+// pipeline runs the settle's statements on conn in one batch. Its error is
+// a statement's (the batch's transaction rolled back: nothing written).
+func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) (engine.SettleResult, error) {
+	res := engine.SettleResult{Errs: make([]error, len(outcomes))}
+	complete := pgdb.LeaseCompleteManyParams{Now: nowMs}
+	var completes, fails []int
+	for i, o := range outcomes {
+		if o.Fail {
+			fails = append(fails, i)
+			continue
+		}
+		completes = append(completes, i)
+		complete.Ids = append(complete.Ids, o.Lease.ExecutionID)
+		complete.Epochs = append(complete.Epochs, o.Lease.Epoch)
+		complete.Results = append(complete.Results, o.Result)
+	}
+	failParams := func(i int) pgdb.LeaseFailParams {
+		o := outcomes[i]
+		return pgdb.LeaseFailParams{LastError: o.Reason, Now: nowMs, ID: o.Lease.ExecutionID, Epoch: o.Lease.Epoch}
+	}
+	claimParams := func() pgdb.ExecutionClaimParams {
+		return pgdb.ExecutionClaimParams{
+			LeaseIds: claim.LeaseIDs, Namespace: claim.Namespace, Now: claim.NowMs, InstanceID: claim.InstanceID,
+			Promote: true, ExpiresAtMs: claim.ExpiresAtMs,
+		}
+	}
+
+	// The generated code runs twice: against a recorder, to queue each
+	// statement with its arguments, then against the batch's results, to
+	// read each in turn.
+	rec := &recorder{}
+	record := pgdb.New(rec)
+	if len(completes) > 0 {
+		_, _ = record.LeaseCompleteMany(ctx, complete)
+	}
+	for _, i := range fails {
+		_, _ = record.LeaseFail(ctx, failParams(i))
+	}
+	if claim != nil {
+		_, _ = record.ExecutionClaim(ctx, claimParams())
+	}
+	began := time.Now()
+	br := conn.SendBatch(ctx, &rec.batch)
+	read := pgdb.New(replay{br})
+	fail := func(err error) (engine.SettleResult, error) {
+		_ = br.Close()
+		return res, translate(err)
+	}
+	if len(completes) > 0 {
+		done, err := read.LeaseCompleteMany(ctx, complete)
+		if err != nil {
+			return fail(err)
+		}
+		written := make(map[engine.LeaseRef]bool, len(done))
+		for _, r := range done {
+			written[engine.LeaseRef{ExecutionID: r.ID, Epoch: r.Epoch}] = true
+		}
+		for _, i := range completes {
+			if !written[outcomes[i].Lease] {
+				res.Errs[i] = engine.ErrNoRows
+			}
+		}
+	}
+	for _, i := range fails {
+		_, err := read.LeaseFail(ctx, failParams(i))
+		if errors.Is(err, pgx.ErrNoRows) {
+			res.Errs[i] = engine.ErrNoRows
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if claim != nil {
+		r, err := read.ExecutionClaim(ctx, claimParams())
+		if err != nil {
+			return fail(err)
+		}
+		var due bool
+		res.Claim, due, res.ClaimErr = claimResult(r, *claim)
+		if due {
+			res.ClaimErr = errDue
+		}
+	}
+	if err := br.Close(); err != nil { // the commit
+		return engine.SettleResult{Errs: res.Errs}, translate(err)
+	}
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Committed(time.Since(began), len(outcomes))
+	}
+	return res, nil
+}
+
+// settleApart writes each outcome alone (the completions first in one
+// statement, then one by one should that fail), then claims; each statement
+// in autocommit.
+func (e *Engine) settleApart(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
 	res := engine.SettleResult{Errs: make([]error, len(outcomes))}
 	var completes []int
 	var refs []engine.LeaseRef
@@ -78,3 +216,40 @@ func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 	}
 	return res
 }
+
+// errRecorded is what the recorder answers: the statement was queued, not
+// run.
+var errRecorded = errors.New("roster: statement recorded for a batch")
+
+// recorder is a pgdb.DBTX that queues each statement it is given, with its
+// arguments, in a batch.
+type recorder struct{ batch pgx.Batch }
+
+func (r *recorder) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.batch.Queue(sql, args...)
+	return pgconn.CommandTag{}, errRecorded
+}
+
+func (r *recorder) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r.batch.Queue(sql, args...)
+	return nil, errRecorded
+}
+
+func (r *recorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	r.batch.Queue(sql, args...)
+	return recordedRow{}
+}
+
+type recordedRow struct{}
+
+func (recordedRow) Scan(...any) error { return errRecorded }
+
+// replay is a pgdb.DBTX that answers each statement with the next result of
+// a batch that queued the same statements in the same order.
+type replay struct{ br pgx.BatchResults }
+
+func (r replay) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) { return r.br.Exec() }
+
+func (r replay) Query(context.Context, string, ...any) (pgx.Rows, error) { return r.br.Query() }
+
+func (r replay) QueryRow(context.Context, string, ...any) pgx.Row { return r.br.QueryRow() }

@@ -288,14 +288,14 @@ func BenchmarkClaimComplete(b *testing.B) {
 }
 
 // BenchmarkExpiredLeasePage reads one 100-lease page of expired leases from a
-// table of n attempts (1% running and expired, the rest completed): the page
-// cost must not grow with the table.
+// table of n executions (1% running and expired, the rest completed): the
+// page cost must not grow with the table.
 func BenchmarkExpiredLeasePage(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{10_000, 1_000_000} {
-		b.Run(fmt.Sprintf("attempts=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("executions=%d", n), func(b *testing.B) {
 			s := benchStore(b, service.DurabilityNormal)
-			bulkAttempts(b, s, n)
+			bulkLeases(b, s, n)
 			for b.Loop() {
 				page, err := s.ListExpiredLeases(ctx, service.ListExpiredLeasesArgs{AsOf: t0.Add(time.Hour), Limit: 100})
 				if err != nil || len(page.Leases) != 100 {
@@ -306,55 +306,21 @@ func BenchmarkExpiredLeasePage(b *testing.B) {
 	}
 }
 
-// bulkAttempts inserts n executions with one attempt each (raw SQL, setup only).
-func bulkAttempts(b *testing.B, s benchDB, n int) {
+// bulkLeases inserts n executions, each claimed once: 1% still running
+// (their leases expire within a second of t0), the rest completed (raw SQL,
+// setup only).
+func bulkLeases(b *testing.B, s benchDB, n int) {
 	b.Helper()
-	ctx := context.Background()
 	now := t0.UnixMilli()
-	_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-		INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms)
+	_, err := s.writer.ExecContext(context.Background(), `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+		INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms,
+			lease_id, holder, claimed_at_ms, expires_at_ms, finished_at_ms)
 		SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'l',
-		       CASE WHEN i % 100 = 0 THEN 'running' ELSE 'completed' END, 0, x'', 1, 1, 1, ?2, ?2 FROM n`, n, now)
+		       CASE WHEN i % 100 = 0 THEN 'running' ELSE 'completed' END, 0, x'', 1, 1, 1, ?2, ?2,
+		       printf('00000000-0000-7000-9000-%012d', i), 'i', ?2, ?2 + (i % 1000),
+		       CASE WHEN i % 100 = 0 THEN NULL ELSE ?2 END
+		FROM n`, n, now)
 	must(b, err)
-	_, err = s.writer.ExecContext(ctx, `INSERT INTO attempts (execution_id, attempt_index, epoch, lease_id, namespace,
-		instance_id, state, claimed_at_ms, expires_at_ms, ended_at_ms)
-		SELECT id, 1, 1, printf('00000000-0000-7000-9000-%s', substr(id, 25)), 'ns', 'i',
-		       state, ?, ? + (rowid % 1000), CASE WHEN state = 'running' THEN NULL ELSE ? END
-		FROM executions`, now, now, now)
-	must(b, err)
-}
-
-// BenchmarkClaimBesideScheduled claims and completes ready executions beside
-// 0 or 100,000 executions scheduled for tomorrow in the same lane, at the
-// ready ones' priority or above it: RunAt must not turn the claim's index
-// seek into a scan (the loose scan steps over a scheduled priority level).
-func BenchmarkClaimBesideScheduled(b *testing.B) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		future, priority int // scheduled executions, and their priority (the ready ones have 0)
-	}{{0, 0}, {100_000, 0}, {100_000, 5}} {
-		future := tc.future
-		b.Run(fmt.Sprintf("scheduled=%d,priority=%d", tc.future, tc.priority), func(b *testing.B) {
-			s := benchStore(b)
-			worker(b, s, "ns", "w", []string{"default"}, nil)
-			_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-				INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
-				SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'default', CASE WHEN i <= ?3 THEN ?4 ELSE 0 END, x'00', 1, ?2,
-				       CASE WHEN i <= ?3 THEN ?2 + 86400000 ELSE ?2 - 1000 END FROM n`,
-				future+b.N+1000, t0.UnixMilli(), future, tc.priority)
-			must(b, err)
-			b.ResetTimer()
-			for range b.N {
-				l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "w", LeaseTTL: time.Minute, Now: t0})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: l, Now: t0}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }
 
 // BenchmarkStats reads Stats beside 10k vs 1M finished executions (and the
@@ -367,10 +333,14 @@ func BenchmarkStats(b *testing.B) {
 			s := benchStore(b, service.DurabilityNormal)
 			bulkWorkers(b, s, 50, time.Hour)
 			_, err := s.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-				INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms)
+				INSERT INTO executions (id, namespace, lane, state, priority, payload, attempts, max_attempts, epoch, created_at_ms, run_at_ms,
+					lease_id, holder, claimed_at_ms, expires_at_ms, finished_at_ms)
 				SELECT printf('00000000-0000-7000-8000-%012d', i), 'ns', 'lane' || (i % 10),
 				       CASE WHEN i <= 1000 THEN 'waiting' WHEN i <= 1100 THEN 'running' ELSE 'completed' END,
-				       0, x'', CASE WHEN i <= 1000 THEN 0 ELSE 1 END, 1, CASE WHEN i <= 1000 THEN 0 ELSE 1 END, ?2, ?2 FROM n`,
+				       0, x'', CASE WHEN i <= 1000 THEN 0 ELSE 1 END, 1, CASE WHEN i <= 1000 THEN 0 ELSE 1 END, ?2, ?2,
+				       CASE WHEN i > 1000 THEN printf('00000000-0000-7000-9000-%012d', i) END, CASE WHEN i > 1000 THEN 'i' END,
+				       CASE WHEN i > 1000 THEN ?2 END, CASE WHEN i > 1000 THEN ?2 + 60000 END, CASE WHEN i > 1100 THEN ?2 END
+				FROM n`,
 				finished+1100, t0.UnixMilli())
 			must(b, err)
 			_, err = s.writer.ExecContext(ctx, "ANALYZE")

@@ -213,8 +213,9 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 }
 
 // ExecutionList runs the query of its leading filter (namespace, else
-// state, else lane), each walking an index in id order; the other filters
-// are applied along the way.
+// state, else lane), each walking an index in id order (running executions:
+// the live rows of the running index, sorted); the other filters are applied
+// along the way.
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
 	n := int64(p.Limit)
 	var rows []sqlitedb.Execution
@@ -224,6 +225,8 @@ func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams
 		rows, err = x.q.ExecutionListByNamespace(ctx, sqlitedb.ExecutionListByNamespaceParams{
 			Namespace: p.Namespace, AfterID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
 		})
+	case p.State == "running":
+		rows, err = x.q.ExecutionListRunning(ctx, sqlitedb.ExecutionListRunningParams{AfterID: p.AfterID, Lane: p.Lane, Limit: n})
 	case p.State != "":
 		rows, err = x.q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, Limit: n})
 	case p.Lane != "":
@@ -392,17 +395,11 @@ func (x queries) record(ctx context.Context, a ended, state string, nowMs int64)
 	}))
 }
 
-// LeaseComplete ends the lease and its execution, fenced in its UPDATE, then
-// records the attempt, in the writer's transaction.
+// LeaseComplete ends the lease and its execution, fenced in its UPDATE (the
+// lease stays on the row as its last).
 func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
-	r, err := x.q.LeaseComplete(ctx, sqlitedb.LeaseCompleteParams{Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
-	if err != nil {
-		return translate(err)
-	}
-	return x.record(ctx, ended{
-		id: l.ExecutionID, attempts: r.Attempts, epoch: l.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
-		holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs,
-	}, "completed", nowMs)
+	_, err := x.q.LeaseComplete(ctx, sqlitedb.LeaseCompleteParams{Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	return translate(err)
 }
 
 // LeaseCompleteMany completes each lease in turn, in the writer's

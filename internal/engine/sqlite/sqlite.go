@@ -415,7 +415,7 @@ func (e *Engine) Check(ctx context.Context) ([]string, error) {
 	}
 	more, err := engine.ConsistencyProblems(ctx, []engine.ConsistencyCheck{
 		{Problem: "running executions whose attempt is recorded as ended", Count: e.rq.ExecutionCheckRunning},
-		{Problem: "recorded attempts of an epoch their execution never reached", Count: e.rq.AttemptCheckEpoch},
+		{Problem: "recorded attempts of a missing execution or of an epoch it never reached", Count: e.rq.AttemptCheckEpoch},
 		{Problem: "workers whose lane rows differ from their lanes", Count: e.rq.WorkerCheckLanes},
 		{Problem: "agent states whose kept count is wrong", Count: e.rq.AgentCheckCounts},
 	}, translate)
