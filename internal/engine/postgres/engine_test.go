@@ -120,10 +120,9 @@ func seed(t *testing.T, e *Engine) {
 	must(t, err)
 }
 
-// assertIndexed fails unless every statement call issues is planned on
-// indexes: no sequential scan of a table (json and unnest functions are not
-// tables).
-func assertIndexed(t *testing.T, e *Engine, call func(q *pgdb.Queries) error) {
+// plansOf returns the plan of every statement call issues, with sequential
+// scans disabled.
+func plansOf(t *testing.T, e *Engine, call func(q *pgdb.Queries) error) []string {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := e.pool.Begin(ctx)
@@ -136,7 +135,15 @@ func assertIndexed(t *testing.T, e *Engine, call func(q *pgdb.Queries) error) {
 	if len(rec.plans) == 0 {
 		t.Fatal("the call issued no query")
 	}
-	for _, plan := range rec.plans {
+	return rec.plans
+}
+
+// assertIndexed fails unless every statement call issues is planned on
+// indexes: no sequential scan of a table (json and unnest functions are not
+// tables).
+func assertIndexed(t *testing.T, e *Engine, call func(q *pgdb.Queries) error) {
+	t.Helper()
+	for _, plan := range plansOf(t, e, call) {
 		if strings.Contains(plan, "ERROR: ") {
 			t.Fatalf("EXPLAIN failed: %s", plan)
 		}
@@ -677,5 +684,47 @@ func TestListenerReopensAfterLoss(t *testing.T) {
 	case <-sub.C():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reopened listener did not hear the new execution")
+	}
+}
+
+// TestLeaseFencesSeekByID: a lease fence (renew, complete, fail, release)
+// finds its execution by primary key. The fence compares expires_at_ms, so a
+// careless predicate lets the planner walk executions_expiry instead, which
+// holds every running execution: the cost of a settle would grow with the
+// running set.
+func TestLeaseFencesSeekByID(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	seed(t, e)
+	ctx := context.Background()
+	id := uuid.New()
+	for name, call := range map[string]func(q *pgdb.Queries) error{
+		"LeaseRenew": func(q *pgdb.Queries) error {
+			_, err := q.LeaseRenew(ctx, pgdb.LeaseRenewParams{ExpiresAtMs: 9, ID: id, Epoch: 1, Now: 5})
+			return err
+		},
+		"LeaseComplete": func(q *pgdb.Queries) error {
+			_, err := q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{Result: []byte("x"), Now: 5, ID: id, Epoch: 1})
+			return err
+		},
+		"LeaseCompleteMany": func(q *pgdb.Queries) error {
+			_, err := q.LeaseCompleteMany(ctx, pgdb.LeaseCompleteManyParams{Ids: []uuid.UUID{id, uuid.New()}, Epochs: []int64{1, 2}, Results: [][]byte{nil, []byte("x")}, Now: 5})
+			return err
+		},
+		"LeaseFail": func(q *pgdb.Queries) error {
+			_, err := q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: "x", Now: 5, ID: id, Epoch: 1})
+			return err
+		},
+		"LeaseRelease": func(q *pgdb.Queries) error {
+			_, err := q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ID: id, Epoch: 1, Now: 5})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, plan := range plansOf(t, e, call) {
+				if strings.Contains(plan, "executions_expiry") || !strings.Contains(plan, "executions_pkey") {
+					t.Fatalf("the fence does not seek by primary key:\n%s", plan)
+				}
+			}
+		})
 	}
 }
