@@ -520,16 +520,16 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 const executionPruneBatch = `-- name: ExecutionPruneBatch :execrows
 WITH pruned AS (
     DELETE FROM executions
-    WHERE id IN (
+    WHERE id = ANY (ARRAY(
         SELECT f.id FROM executions AS f
         WHERE f.finished_at_ms < $1::bigint
         ORDER BY f.finished_at_ms
         LIMIT $2
         FOR UPDATE SKIP LOCKED
-    )
+    ))
     RETURNING id
 ), history AS (
-    DELETE FROM attempts AS a USING pruned WHERE a.execution_id = pruned.id
+    DELETE FROM attempts AS a WHERE a.execution_id = ANY (ARRAY(SELECT pruned.id FROM pruned))
 )
 SELECT pruned.id FROM pruned
 `
@@ -540,7 +540,9 @@ type ExecutionPruneBatchParams struct {
 }
 
 // ExecutionPruneBatch deletes up to @batch_size executions that finished
-// before @before, oldest first, with their attempts.
+// before @before, oldest first, with their attempts. The ids are collected
+// into an array first, so that every plan (a generic one too) deletes them
+// by primary key instead of hash-joining them against the whole table.
 func (q *Queries) ExecutionPruneBatch(ctx context.Context, arg ExecutionPruneBatchParams) (int64, error) {
 	result, err := q.db.Exec(ctx, executionPruneBatch, arg.Before, arg.BatchSize)
 	if err != nil {

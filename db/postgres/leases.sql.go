@@ -169,13 +169,13 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 
 const executionPromoteDue = `-- name: ExecutionPromoteDue :execrows
 UPDATE executions SET ready = true
-WHERE id IN (
+WHERE id = ANY (ARRAY(
     SELECT s.id FROM executions AS s
     WHERE s.namespace = $1 AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms <= $2::bigint
     ORDER BY s.run_at_ms
     LIMIT 1000
     FOR UPDATE SKIP LOCKED
-)
+))
 `
 
 type ExecutionPromoteDueParams struct {
@@ -185,7 +185,7 @@ type ExecutionPromoteDueParams struct {
 
 // ExecutionPromoteDue makes up to 1000 of a namespace's due scheduled
 // executions ready, earliest first; rows another session holds are skipped,
-// not waited for.
+// not waited for (ids collected first: every plan updates them by primary key).
 func (q *Queries) ExecutionPromoteDue(ctx context.Context, arg ExecutionPromoteDueParams) (int64, error) {
 	result, err := q.db.Exec(ctx, executionPromoteDue, arg.Namespace, arg.Now)
 	if err != nil {

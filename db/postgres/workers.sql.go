@@ -275,12 +275,12 @@ func (q *Queries) WorkerEventListLatestByNamespace(ctx context.Context, arg Work
 
 const workerEventPruneBatch = `-- name: WorkerEventPruneBatch :execrows
 DELETE FROM worker_events
-WHERE seq IN (
+WHERE seq = ANY (ARRAY(
     SELECT e.seq FROM worker_events AS e
     WHERE e.at_ms < $1
     ORDER BY e.at_ms
     LIMIT $2
-)
+))
 `
 
 type WorkerEventPruneBatchParams struct {
@@ -288,7 +288,8 @@ type WorkerEventPruneBatchParams struct {
 	BatchSize int32
 }
 
-// WorkerEventPruneBatch deletes up to @batch_size of the events logged before @before_ms.
+// WorkerEventPruneBatch deletes up to @batch_size of the events logged before
+// @before_ms (seqs collected first: every plan deletes them by primary key).
 func (q *Queries) WorkerEventPruneBatch(ctx context.Context, arg WorkerEventPruneBatchParams) (int64, error) {
 	result, err := q.db.Exec(ctx, workerEventPruneBatch, arg.BeforeMs, arg.BatchSize)
 	if err != nil {

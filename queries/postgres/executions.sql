@@ -77,19 +77,21 @@ SELECT cancelled.id FROM cancelled;
 
 -- name: ExecutionPruneBatch :execrows
 -- ExecutionPruneBatch deletes up to @batch_size executions that finished
--- before @before, oldest first, with their attempts.
+-- before @before, oldest first, with their attempts. The ids are collected
+-- into an array first, so that every plan (a generic one too) deletes them
+-- by primary key instead of hash-joining them against the whole table.
 WITH pruned AS (
     DELETE FROM executions
-    WHERE id IN (
+    WHERE id = ANY (ARRAY(
         SELECT f.id FROM executions AS f
         WHERE f.finished_at_ms < @before::bigint
         ORDER BY f.finished_at_ms
         LIMIT @batch_size
         FOR UPDATE SKIP LOCKED
-    )
+    ))
     RETURNING id
 ), history AS (
-    DELETE FROM attempts AS a USING pruned WHERE a.execution_id = pruned.id
+    DELETE FROM attempts AS a WHERE a.execution_id = ANY (ARRAY(SELECT pruned.id FROM pruned))
 )
 SELECT pruned.id FROM pruned;
 

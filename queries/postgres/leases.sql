@@ -109,15 +109,15 @@ FROM started;
 -- name: ExecutionPromoteDue :execrows
 -- ExecutionPromoteDue makes up to 1000 of a namespace's due scheduled
 -- executions ready, earliest first; rows another session holds are skipped,
--- not waited for.
+-- not waited for (ids collected first: every plan updates them by primary key).
 UPDATE executions SET ready = true
-WHERE id IN (
+WHERE id = ANY (ARRAY(
     SELECT s.id FROM executions AS s
     WHERE s.namespace = @namespace AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms <= @now::bigint
     ORDER BY s.run_at_ms
     LIMIT 1000
     FOR UPDATE SKIP LOCKED
-);
+));
 
 -- name: LeaseRenew :one
 -- LeaseRenew extends the current, unexpired, unrevoked lease of an execution.

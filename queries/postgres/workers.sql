@@ -122,14 +122,15 @@ ORDER BY seq
 LIMIT @max_rows;
 
 -- name: WorkerEventPruneBatch :execrows
--- WorkerEventPruneBatch deletes up to @batch_size of the events logged before @before_ms.
+-- WorkerEventPruneBatch deletes up to @batch_size of the events logged before
+-- @before_ms (seqs collected first: every plan deletes them by primary key).
 DELETE FROM worker_events
-WHERE seq IN (
+WHERE seq = ANY (ARRAY(
     SELECT e.seq FROM worker_events AS e
     WHERE e.at_ms < @before_ms
     ORDER BY e.at_ms
     LIMIT @batch_size
-);
+));
 
 -- name: WorkerEventListLatest :many
 -- WorkerEventListLatest reads the newest events of every namespace, newest first.
