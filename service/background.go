@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"time"
+
+	"github.com/rosterdb/roster/internal/engine"
 )
 
 // KeepAliveArgs configure KeepAlive.
@@ -99,14 +103,18 @@ type SweeperArgs struct {
 	// pruned with their attempts; 0 means 7 days, negative keeps every
 	// execution.
 	ExecutionRetention time.Duration
+	// InstanceID names this RunSweeper in the leadership lease (an
+	// identifier); "" means host name and process id.
+	InstanceID string
 	// After replaces time.After for the waits between runs (tests).
 	After func(time.Duration) <-chan time.Time
 }
 
 // SweepReport counts what one maintenance run did: workers swept, leases
-// reclaimed, events pruned and executions pruned.
+// reclaimed, events pruned, executions pruned, and executions created by
+// schedules.
 type SweepReport struct {
-	Swept, Reclaimed, Pruned, PrunedExecutions int
+	Swept, Reclaimed, Pruned, PrunedExecutions, Scheduled int
 }
 
 // DefaultEventRetention is how long Sweep and RunSweeper keep audit events
@@ -121,7 +129,9 @@ const DefaultExecutionRetention = 7 * 24 * time.Hour
 // sweeps expired workers, reclaims expired leases, prunes events older than
 // a.EventRetention and executions that finished longer ago than
 // a.ExecutionRetention (each 0: the default of 7 days; negative: keep
-// them). a.Interval and a.After are not used.
+// them), and creates the due runs of schedules. It does not take the
+// leadership (RunSweeper does): running it beside a leader is safe, only
+// redundant. a.Interval, a.InstanceID and a.After are not used.
 func (s *Store) Sweep(ctx context.Context, now time.Time, a SweeperArgs) (SweepReport, error) {
 	if err := s.check(); err != nil {
 		return SweepReport{}, err
@@ -151,6 +161,9 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, a SweeperArgs) (SweepR
 			return r, err
 		}
 	}
+	if r.Scheduled, err = s.runSchedules(ctx, now); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -176,8 +189,16 @@ func retentions(a SweeperArgs) (events, executions time.Duration, err error) {
 // maxRetention bounds the retentions: 100 years.
 const maxRetention = 100 * 365 * 24 * time.Hour
 
-// RunSweeper runs Sweep on an interval until ctx ends (returning nil) or the
-// Store is closed (returning ErrClosed). Failures of a run are logged and the
+// RunSweeper runs the fleet's maintenance (Sweep) on an interval until ctx
+// ends (returning nil) or the Store is closed (returning ErrClosed). Any
+// number of processes on any number of hosts may run it on one database: at
+// any moment at most one of them, the leader, does the work. Leadership is
+// a fenced lease in the database (holder, epoch, expiry), taken and renewed
+// by compare-and-set at each Interval and lost after 3 Intervals without a
+// renewal, so a follower takes over within 3 Intervals of the leader's
+// death; a leader that finds it lost the lease stops at once, and each run
+// ends by the lease's expiry. On shutdown a leader resigns, so that another
+// takes over at its next Interval. Failures of a run are logged and the
 // next run goes ahead.
 func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 	interval := a.Interval
@@ -190,27 +211,131 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 	if _, _, err := retentions(a); err != nil {
 		return err
 	}
+	instance := a.InstanceID
+	if instance == "" {
+		instance = defaultInstanceID()
+	}
+	if err := validIdentifier("InstanceID", instance); err != nil {
+		return err
+	}
 	after := a.After
 	if after == nil {
 		after = time.After
 	}
+	l := &leadership{s: s, instance: instance, term: 3 * interval}
+	defer l.resign()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-after(jitter(interval)):
 		}
-		r, err := s.Sweep(ctx, time.Time{}, a)
+		until, err := l.renew(ctx)
+		switch {
+		case errors.Is(err, ErrClosed):
+			return err
+		case err != nil:
+			if ctx.Err() == nil {
+				s.log.Warn("roster: sweeper: leadership check failed", "err", err)
+			}
+			continue
+		case until.IsZero():
+			continue // another instance leads
+		}
+		began := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, until)
+		r, err := s.Sweep(rctx, time.Time{}, a)
+		cancel()
 		switch {
 		case errors.Is(err, ErrClosed):
 			return err
 		case err != nil && ctx.Err() == nil:
-			s.log.Warn("roster: sweeper run failed", "err", err)
-		case r != SweepReport{}:
-			s.log.Debug("roster: sweeper run", "swept", r.Swept, "reclaimed", r.Reclaimed, "pruned", r.Pruned,
-				"pruned_executions", r.PrunedExecutions)
+			s.log.Warn("roster: sweeper run failed", "epoch", l.epoch, "err", err)
+		default:
+			s.log.Debug("roster: sweeper run", "instance", instance, "epoch", l.epoch,
+				"began", began.UnixNano(), "ended", time.Now().UnixNano(),
+				"swept", r.Swept, "reclaimed", r.Reclaimed, "pruned", r.Pruned,
+				"pruned_executions", r.PrunedExecutions, "scheduled", r.Scheduled)
 		}
 	}
+}
+
+// leadership is one RunSweeper's hold on the maintenance lease.
+type leadership struct {
+	s        *Store
+	instance string
+	term     time.Duration
+	epoch    int64 // 0: not leading
+}
+
+// renew takes or renews the lease and returns the local time by which this
+// instance's term ends (zero: another instance leads). The term is counted
+// from before the statement, so it ends no later than the lease in the
+// database.
+func (l *leadership) renew(ctx context.Context) (time.Time, error) {
+	began := time.Now()
+	now := l.s.now(time.Time{})
+	var epoch int64
+	err := l.s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		epoch, err = q.LeaderTake(ctx, maintenanceRole, l.instance, l.epoch, now.UnixMilli(), now.Add(l.term).UnixMilli())
+		return err
+	})
+	switch {
+	case errors.Is(err, engine.ErrNoRows):
+		l.lost("another instance leads")
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, err
+	}
+	if epoch != l.epoch {
+		if l.epoch != 0 {
+			l.lost("the lease lapsed")
+		}
+		l.epoch = epoch
+		l.s.log.Info("roster: sweeper: leading maintenance", "instance", l.instance, "epoch", epoch)
+		l.changed()
+	}
+	return began.Add(l.term), nil
+}
+
+// lost records that this instance no longer leads.
+func (l *leadership) lost(why string) {
+	if l.epoch == 0 {
+		return
+	}
+	l.s.log.Info("roster: sweeper: lost the maintenance leadership", "instance", l.instance, "epoch", l.epoch, "why", why)
+	l.epoch = 0
+	l.changed()
+}
+
+func (l *leadership) changed() {
+	if o, ok := l.s.cfg.observer.(FleetObserver); ok {
+		o.LeaderChanged()
+	}
+}
+
+// resign ends this instance's lease at once, if it leads.
+func (l *leadership) resign() {
+	if l.epoch == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now := l.s.now(time.Time{}).UnixMilli()
+	_ = l.s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		return q.LeaderResign(ctx, maintenanceRole, l.instance, l.epoch, now)
+	})
+	l.epoch = 0
+}
+
+// defaultInstanceID is host name and process id.
+func defaultInstanceID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // jitter spreads d by ±10% so that a fleet's timers do not align.

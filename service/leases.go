@@ -57,7 +57,16 @@ type CreateExecutionArgs struct {
 	// RetryBackoff: 0 means a failed or reclaimed attempt is claimable again
 	// at once; else (1 ms to 24 h) it waits min(RetryBackoff × 2^(Attempts−1), 24 h).
 	RetryBackoff time.Duration
-	Now          time.Time
+	// UniqueKey (optional, an identifier) makes the create idempotent: while
+	// an execution of the namespace holding the key is waiting or running, or
+	// was created less than its UniqueFor ago (whatever its state), creating
+	// another writes nothing and returns that execution's id with a nil
+	// error. Held by the schema, so concurrent creates on many hosts yield one.
+	UniqueKey string
+	// UniqueFor (0 to 30 days) keeps the key held for that long after the
+	// creation, even once the execution ended; 0: only while it is live.
+	UniqueFor time.Duration
+	Now       time.Time
 }
 
 // Execution is one unit of work.
@@ -74,6 +83,7 @@ type Execution struct {
 	RunAt                               time.Time // when it is (or was last) claimable from
 	RetryBackoff                        time.Duration
 	FinishedAt                          time.Time // when it became completed, failed or cancelled; zero while live
+	UniqueKey                           string    // "" when created without one
 	// The current lease while running, else the last one (zero: never
 	// claimed): its holder, when it was claimed and when it expires (or
 	// expired).
@@ -170,7 +180,12 @@ type ExpiredLeasePage struct {
 // maxCreateBatch bounds CreateExecutions.
 const maxCreateBatch = 10000
 
+// maxUniqueFor bounds CreateExecutionArgs.UniqueFor.
+const maxUniqueFor = 30 * 24 * time.Hour
+
 // CreateExecution adds a waiting execution and returns its id (a UUIDv7).
+// With a UniqueKey that a live (or, within its UniqueFor, any) execution of
+// the namespace holds, it writes nothing and returns that execution's id.
 func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uuid.UUID, error) {
 	if err := s.check(); err != nil {
 		return uuid.Nil, err
@@ -178,6 +193,13 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 	row, err := s.executionRow(a, "")
 	if err != nil {
 		return uuid.Nil, err
+	}
+	if row.UniqueKey != "" {
+		ids, err := s.createUnique(ctx, []engine.Execution{row}, []int64{uniqueUntil(row, a.UniqueFor)})
+		if err != nil {
+			return uuid.Nil, err
+		}
+		return ids[0], nil
 	}
 	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return q.ExecutionInsert(ctx, row)
@@ -192,7 +214,9 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 // CreateExecutions adds 1 to 10,000 waiting executions in one transaction
 // and returns their ids in input order. Every item is validated first: the
 // first bad one is ErrInvalidInput naming its index, and nothing is written.
-// On PostgreSQL the batch is one statement, one round trip.
+// On PostgreSQL a batch without unique keys is one statement, one round
+// trip. Items whose UniqueKey is held (by a stored execution or an earlier
+// item of the batch) get the holder's id and write nothing.
 func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) ([]uuid.UUID, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -202,12 +226,21 @@ func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) 
 	}
 	rows := make([]engine.Execution, len(as))
 	ids := make([]uuid.UUID, len(as))
+	keyed := false
 	for i, a := range as {
 		row, err := s.executionRow(a, fmt.Sprintf("[%d].", i))
 		if err != nil {
 			return nil, err
 		}
 		rows[i], ids[i] = row, row.ID
+		keyed = keyed || row.UniqueKey != ""
+	}
+	if keyed {
+		until := make([]int64, len(as))
+		for i := range as {
+			until[i] = uniqueUntil(rows[i], as[i].UniqueFor)
+		}
+		return s.createUnique(ctx, rows, until)
 	}
 	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return q.ExecutionInsertMany(ctx, rows)
@@ -217,6 +250,91 @@ func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) 
 	}
 	s.work.signal()
 	return ids, nil
+}
+
+// uniqueUntil is until when a new execution's key stays held whatever its
+// state (0: only while it is live).
+func uniqueUntil(row engine.Execution, uniqueFor time.Duration) int64 {
+	if row.UniqueKey == "" || uniqueFor <= 0 {
+		return 0
+	}
+	return row.CreatedAtMs + uniqueFor.Milliseconds()
+}
+
+// createUnique writes a batch some of whose items hold unique keys, in one
+// transaction: an item whose key is held (by a live execution, by a key
+// whose UniqueFor has not ended, or by an earlier item) gets the holder's
+// id; the others are inserted, and a keyed insert that loses a race with a
+// concurrent create of the same key (the schema's unique index) gets the
+// winner's id. Keys with a UniqueFor are then held until it ends.
+func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until []int64) ([]uuid.UUID, error) {
+	ids := make([]uuid.UUID, len(rows))
+	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		first := map[[2]string]uuid.UUID{}
+		var plain []engine.Execution
+		for i, row := range rows {
+			if row.UniqueKey == "" {
+				plain, ids[i] = append(plain, row), row.ID
+				continue
+			}
+			k := [2]string{row.Namespace, row.UniqueKey}
+			if id, ok := first[k]; ok {
+				ids[i] = id
+				continue
+			}
+			id, err := s.createKeyed(ctx, q, row, until[i])
+			if err != nil {
+				return err
+			}
+			first[k], ids[i] = id, id
+		}
+		if len(plain) > 0 {
+			return q.ExecutionInsertMany(ctx, plain)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.work.signal()
+	return ids, nil
+}
+
+// createKeyed inserts row unless its key is held, and returns the id of
+// the execution holding the key. An insert that finds the key taken by a
+// concurrent create (which it waited for) reads the winner; should the
+// winner have ended already, it looks again.
+func (s *Store) createKeyed(ctx context.Context, q engine.Queries, row engine.Execution, until int64) (uuid.UUID, error) {
+	for range 3 {
+		id, err := s.holderOf(ctx, q, row.Namespace, row.UniqueKey, row.CreatedAtMs)
+		if !errors.Is(err, engine.ErrNoRows) {
+			return id, err
+		}
+		inserted, err := q.ExecutionInsertUnique(ctx, row)
+		if err != nil {
+			return uuid.Nil, err
+		}
+		if inserted {
+			if until > 0 {
+				if err := q.ExecutionKeyPut(ctx, row.Namespace, row.UniqueKey, row.ID, until); err != nil {
+					return uuid.Nil, err
+				}
+			}
+			return row.ID, nil
+		}
+	}
+	return uuid.Nil, fmt.Errorf("%w: unique key %q of namespace %q changed hands repeatedly during the create; retry",
+		ErrConflict, row.UniqueKey, row.Namespace)
+}
+
+// holderOf reads the execution holding a unique key at now: the live one,
+// else the one whose UniqueFor has not ended; ErrNoRows when none.
+func (s *Store) holderOf(ctx context.Context, q engine.Queries, namespace, key string, nowMs int64) (uuid.UUID, error) {
+	id, err := q.ExecutionFindLiveByKey(ctx, namespace, key)
+	if !errors.Is(err, engine.ErrNoRows) {
+		return id, err
+	}
+	return q.ExecutionKeyGet(ctx, namespace, key, nowMs)
 }
 
 // executionRow validates a and makes the row of a new execution; prefix
@@ -235,6 +353,17 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 	if a.MaxAttempts < 0 {
 		return engine.Execution{}, invalid(prefix+"MaxAttempts", "%d is negative", a.MaxAttempts)
 	}
+	if a.UniqueKey != "" {
+		if err := validIdentifier(prefix+"UniqueKey", a.UniqueKey); err != nil {
+			return engine.Execution{}, err
+		}
+	}
+	if a.UniqueFor < 0 || a.UniqueFor > maxUniqueFor {
+		return engine.Execution{}, invalid(prefix+"UniqueFor", "%v is outside 0..30 days", a.UniqueFor)
+	}
+	if a.UniqueFor > 0 && a.UniqueKey == "" {
+		return engine.Execution{}, invalid(prefix+"UniqueFor", "needs a UniqueKey")
+	}
 	if err := validPayload(prefix+"Payload", a.Payload); err != nil {
 		return engine.Execution{}, err
 	}
@@ -252,6 +381,13 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 	if !a.RunAt.IsZero() {
 		runAt = a.RunAt.UnixMilli()
 	}
+	maxAttempts, backoff := a.MaxAttempts, a.RetryBackoff
+	if maxAttempts == 0 {
+		maxAttempts = s.cfg.defaultMaxAttempts
+	}
+	if backoff == 0 {
+		backoff = s.cfg.defaultRetryBackoff
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return engine.Execution{}, fmt.Errorf("roster: new execution id: %w", err)
@@ -263,10 +399,11 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 		Priority:             int64(a.Priority),
 		Payload:              a.Payload,
 		RequiredCapabilities: caps,
-		MaxAttempts:          int64(max(a.MaxAttempts, 1)),
+		MaxAttempts:          int64(maxAttempts),
 		CreatedAtMs:          now,
 		RunAtMs:              runAt,
-		RetryBackoffMs:       a.RetryBackoff.Milliseconds(),
+		RetryBackoffMs:       backoff.Milliseconds(),
+		UniqueKey:            a.UniqueKey,
 	}, nil
 }
 
@@ -731,8 +868,27 @@ func (s *Store) PruneExecutions(ctx context.Context, before time.Time) (int, err
 			return err
 		})
 		total += n
-		if err != nil || n < sweepBatchSize {
+		if err != nil {
 			return total, err
+		}
+		if n < sweepBatchSize {
+			return total, s.pruneKeys(ctx, beforeMs)
+		}
+	}
+}
+
+// pruneKeys deletes, in bounded batches, the unique keys whose UniqueFor
+// ended before beforeMs.
+func (s *Store) pruneKeys(ctx context.Context, beforeMs int64) error {
+	for {
+		var n int
+		err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+			var err error
+			n, err = q.ExecutionKeyPruneBatch(ctx, beforeMs, sweepBatchSize)
+			return err
+		})
+		if err != nil || n < sweepBatchSize {
+			return err
 		}
 	}
 }
@@ -777,6 +933,7 @@ func executionFromRow(r engine.Execution) Execution {
 		RunAt:                msTime(r.RunAtMs),
 		RetryBackoff:         time.Duration(r.RetryBackoffMs) * time.Millisecond,
 		FinishedAt:           optionalTime(r.FinishedAtMs),
+		UniqueKey:            r.UniqueKey,
 		Holder:               r.Holder,
 		ClaimedAt:            optionalTime(r.ClaimedAtMs),
 		LeaseExpiresAt:       optionalTime(r.ExpiresAtMs),

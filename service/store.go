@@ -62,6 +62,10 @@ type config struct {
 	localClock    func() time.Time // the local clock an engine compares with its own (tests skew it)
 	workerPoll    time.Duration    // RunWorker's poll interval (tests lengthen it)
 	observer      Observer
+	// Executions created with MaxAttempts 0 or RetryBackoff 0 get these
+	// (WithExecutionDefaults).
+	defaultMaxAttempts  int
+	defaultRetryBackoff time.Duration
 }
 
 // engineConfig is what the engine is asked for.
@@ -83,17 +87,18 @@ func (c *config) engineConfig() engine.Config {
 
 func defaultConfig() config {
 	return config{
-		now:           time.Now,
-		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-		durability:    DurabilityFull,
-		readConns:     4,
-		queueCapacity: 256,
-		admission:     2 * time.Second,
-		busyTimeout:   5 * time.Second,
-		migrate:       true,
-		heartbeatLog:  true,
-		workerPoll:    defaultWorkerPoll,
-		observer:      nopObserver{},
+		now:                time.Now,
+		logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		durability:         DurabilityFull,
+		readConns:          4,
+		queueCapacity:      256,
+		admission:          2 * time.Second,
+		busyTimeout:        5 * time.Second,
+		migrate:            true,
+		heartbeatLog:       true,
+		defaultMaxAttempts: 1,
+		workerPoll:         defaultWorkerPoll,
+		observer:           nopObserver{},
 	}
 }
 
@@ -136,6 +141,15 @@ func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
 // to the audit log (the other kinds are always logged). The default is true.
 func WithHeartbeatEvents(on bool) Option { return func(c *config) { c.heartbeatLog = on } }
 
+// WithExecutionDefaults sets what an execution created with a zero
+// MaxAttempts or a zero RetryBackoff gets instead (default 1 and 0): a fleet
+// whose hosts may crash gives its work a few attempts, so that work a dead
+// worker held is re-run (crashed work is re-run only while attempts remain).
+// maxAttempts is at least 1; retryBackoff 0 or between 1 ms and 24 h.
+func WithExecutionDefaults(maxAttempts int, retryBackoff time.Duration) Option {
+	return func(c *config) { c.defaultMaxAttempts, c.defaultRetryBackoff = maxAttempts, retryBackoff }
+}
+
 // WithBusyTimeout sets how long a connection waits for a lock held by another
 // process before SQLite reports it busy (default 5s).
 func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busyTimeout = d } }
@@ -158,6 +172,11 @@ func (c *config) validate() error {
 		return invalid("WithObserver", "nil observer")
 	case c.busyTimeout < 0:
 		return invalid("WithBusyTimeout", "negative timeout %v", c.busyTimeout)
+	case c.defaultMaxAttempts < 1:
+		return invalid("WithExecutionDefaults", "maxAttempts %d is below 1", c.defaultMaxAttempts)
+	case c.defaultRetryBackoff < 0 || (c.defaultRetryBackoff > 0 && c.defaultRetryBackoff < time.Millisecond) ||
+		c.defaultRetryBackoff > maxRetryBackoff:
+		return invalid("WithExecutionDefaults", "retryBackoff %v is neither 0 nor between 1ms and 24h", c.defaultRetryBackoff)
 	}
 	return nil
 }

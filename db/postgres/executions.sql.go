@@ -52,7 +52,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms FROM executions WHERE id = $1
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions WHERE id = $1
 `
 
 // ExecutionGet reads one execution by id.
@@ -83,6 +83,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.ExpiresAtMs,
 		&i.RevokedAtMs,
 		&i.FinishedAtMs,
+		&i.UniqueKey,
 	)
 	return i, err
 }
@@ -207,7 +208,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, arg ExecutionInsertMa
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
 WHERE id > $1
 ORDER BY id
 LIMIT $2
@@ -252,6 +253,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 			&i.ExpiresAtMs,
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}
@@ -264,7 +266,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 }
 
 const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
 WHERE lane = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -311,6 +313,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 			&i.ExpiresAtMs,
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}
@@ -323,7 +326,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 }
 
 const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
 WHERE namespace = $1 AND id > $2
   AND ($3::text = '' OR lane = $3) AND ($4::text = '' OR state = $4)
 ORDER BY id
@@ -379,6 +382,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 			&i.ExpiresAtMs,
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}
@@ -391,7 +395,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
 WHERE state = $1 AND state <> 'running' AND id > $2
   AND ($3::text = '' OR lane = $3)
 ORDER BY id
@@ -445,6 +449,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 			&i.ExpiresAtMs,
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}
@@ -457,7 +462,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionListRunning = `-- name: ExecutionListRunning :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
 WHERE state = 'running' AND id > $1
   AND ($2::text = '' OR lane = $2)
 ORDER BY id
@@ -506,6 +511,7 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 			&i.ExpiresAtMs,
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}

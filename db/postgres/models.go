@@ -76,6 +76,38 @@ type Execution struct {
 	ExpiresAtMs          pgtype.Int8
 	RevokedAtMs          pgtype.Int8
 	FinishedAtMs         pgtype.Int8
+	UniqueKey            pgtype.Text
+}
+
+type ExecutionKey struct {
+	Namespace   string
+	UniqueKey   string
+	ExecutionID uuid.UUID
+	UntilMs     int64
+}
+
+type Leader struct {
+	Name        string
+	Holder      string
+	Epoch       int64
+	ExpiresAtMs int64
+}
+
+type Schedule struct {
+	Namespace            string
+	Name                 string
+	EveryMs              pgtype.Int8
+	Cron                 pgtype.Text
+	Lane                 string
+	Priority             int64
+	RequiredCapabilities []string
+	MaxAttempts          int64
+	RetryBackoffMs       int64
+	Paused               bool
+	NextRunAtMs          int64
+	LastExecutionID      uuid.NullUUID
+	UpdatedAtMs          int64
+	Payload              []byte
 }
 
 type Worker struct {

@@ -84,6 +84,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionDueExistsStmt, err = db.PrepareContext(ctx, executionDueExists); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionDueExists: %w", err)
 	}
+	if q.executionFindLiveByKeyStmt, err = db.PrepareContext(ctx, executionFindLiveByKey); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionFindLiveByKey: %w", err)
+	}
 	if q.executionGetStmt, err = db.PrepareContext(ctx, executionGet); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionGet: %w", err)
 	}
@@ -92,6 +95,18 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.executionInsertStmt, err = db.PrepareContext(ctx, executionInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionInsert: %w", err)
+	}
+	if q.executionInsertUniqueStmt, err = db.PrepareContext(ctx, executionInsertUnique); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionInsertUnique: %w", err)
+	}
+	if q.executionKeyGetStmt, err = db.PrepareContext(ctx, executionKeyGet); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionKeyGet: %w", err)
+	}
+	if q.executionKeyPruneBatchStmt, err = db.PrepareContext(ctx, executionKeyPruneBatch); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionKeyPruneBatch: %w", err)
+	}
+	if q.executionKeyPutStmt, err = db.PrepareContext(ctx, executionKeyPut); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionKeyPut: %w", err)
 	}
 	if q.executionListStmt, err = db.PrepareContext(ctx, executionList); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionList: %w", err)
@@ -126,8 +141,23 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionPruneBatchStmt, err = db.PrepareContext(ctx, executionPruneBatch); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionPruneBatch: %w", err)
 	}
+	if q.executionRetryStmt, err = db.PrepareContext(ctx, executionRetry); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionRetry: %w", err)
+	}
 	if q.executionStartStmt, err = db.PrepareContext(ctx, executionStart); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionStart: %w", err)
+	}
+	if q.leaderGetStmt, err = db.PrepareContext(ctx, leaderGet); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaderGet: %w", err)
+	}
+	if q.leaderInsertStmt, err = db.PrepareContext(ctx, leaderInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaderInsert: %w", err)
+	}
+	if q.leaderResignStmt, err = db.PrepareContext(ctx, leaderResign); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaderResign: %w", err)
+	}
+	if q.leaderTakeStmt, err = db.PrepareContext(ctx, leaderTake); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaderTake: %w", err)
 	}
 	if q.leaseCompleteStmt, err = db.PrepareContext(ctx, leaseComplete); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseComplete: %w", err)
@@ -152,6 +182,21 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.leaseRevokeHeldByStmt, err = db.PrepareContext(ctx, leaseRevokeHeldBy); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseRevokeHeldBy: %w", err)
+	}
+	if q.scheduleAdvanceStmt, err = db.PrepareContext(ctx, scheduleAdvance); err != nil {
+		return nil, fmt.Errorf("error preparing query ScheduleAdvance: %w", err)
+	}
+	if q.scheduleDeleteStmt, err = db.PrepareContext(ctx, scheduleDelete); err != nil {
+		return nil, fmt.Errorf("error preparing query ScheduleDelete: %w", err)
+	}
+	if q.scheduleListStmt, err = db.PrepareContext(ctx, scheduleList); err != nil {
+		return nil, fmt.Errorf("error preparing query ScheduleList: %w", err)
+	}
+	if q.scheduleListDueStmt, err = db.PrepareContext(ctx, scheduleListDue); err != nil {
+		return nil, fmt.Errorf("error preparing query ScheduleListDue: %w", err)
+	}
+	if q.schedulePutStmt, err = db.PrepareContext(ctx, schedulePut); err != nil {
+		return nil, fmt.Errorf("error preparing query SchedulePut: %w", err)
 	}
 	if q.statsAgentsStmt, err = db.PrepareContext(ctx, statsAgents); err != nil {
 		return nil, fmt.Errorf("error preparing query StatsAgents: %w", err)
@@ -327,6 +372,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionDueExistsStmt: %w", cerr)
 		}
 	}
+	if q.executionFindLiveByKeyStmt != nil {
+		if cerr := q.executionFindLiveByKeyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionFindLiveByKeyStmt: %w", cerr)
+		}
+	}
 	if q.executionGetStmt != nil {
 		if cerr := q.executionGetStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionGetStmt: %w", cerr)
@@ -340,6 +390,26 @@ func (q *Queries) Close() error {
 	if q.executionInsertStmt != nil {
 		if cerr := q.executionInsertStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionInsertStmt: %w", cerr)
+		}
+	}
+	if q.executionInsertUniqueStmt != nil {
+		if cerr := q.executionInsertUniqueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionInsertUniqueStmt: %w", cerr)
+		}
+	}
+	if q.executionKeyGetStmt != nil {
+		if cerr := q.executionKeyGetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionKeyGetStmt: %w", cerr)
+		}
+	}
+	if q.executionKeyPruneBatchStmt != nil {
+		if cerr := q.executionKeyPruneBatchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionKeyPruneBatchStmt: %w", cerr)
+		}
+	}
+	if q.executionKeyPutStmt != nil {
+		if cerr := q.executionKeyPutStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionKeyPutStmt: %w", cerr)
 		}
 	}
 	if q.executionListStmt != nil {
@@ -397,9 +467,34 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionPruneBatchStmt: %w", cerr)
 		}
 	}
+	if q.executionRetryStmt != nil {
+		if cerr := q.executionRetryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionRetryStmt: %w", cerr)
+		}
+	}
 	if q.executionStartStmt != nil {
 		if cerr := q.executionStartStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionStartStmt: %w", cerr)
+		}
+	}
+	if q.leaderGetStmt != nil {
+		if cerr := q.leaderGetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaderGetStmt: %w", cerr)
+		}
+	}
+	if q.leaderInsertStmt != nil {
+		if cerr := q.leaderInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaderInsertStmt: %w", cerr)
+		}
+	}
+	if q.leaderResignStmt != nil {
+		if cerr := q.leaderResignStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaderResignStmt: %w", cerr)
+		}
+	}
+	if q.leaderTakeStmt != nil {
+		if cerr := q.leaderTakeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaderTakeStmt: %w", cerr)
 		}
 	}
 	if q.leaseCompleteStmt != nil {
@@ -440,6 +535,31 @@ func (q *Queries) Close() error {
 	if q.leaseRevokeHeldByStmt != nil {
 		if cerr := q.leaseRevokeHeldByStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing leaseRevokeHeldByStmt: %w", cerr)
+		}
+	}
+	if q.scheduleAdvanceStmt != nil {
+		if cerr := q.scheduleAdvanceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing scheduleAdvanceStmt: %w", cerr)
+		}
+	}
+	if q.scheduleDeleteStmt != nil {
+		if cerr := q.scheduleDeleteStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing scheduleDeleteStmt: %w", cerr)
+		}
+	}
+	if q.scheduleListStmt != nil {
+		if cerr := q.scheduleListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing scheduleListStmt: %w", cerr)
+		}
+	}
+	if q.scheduleListDueStmt != nil {
+		if cerr := q.scheduleListDueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing scheduleListDueStmt: %w", cerr)
+		}
+	}
+	if q.schedulePutStmt != nil {
+		if cerr := q.schedulePutStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing schedulePutStmt: %w", cerr)
 		}
 	}
 	if q.statsAgentsStmt != nil {
@@ -616,9 +736,14 @@ type Queries struct {
 	executionCancelStmt                  *sql.Stmt
 	executionCheckRunningStmt            *sql.Stmt
 	executionDueExistsStmt               *sql.Stmt
+	executionFindLiveByKeyStmt           *sql.Stmt
 	executionGetStmt                     *sql.Stmt
 	executionGetStateStmt                *sql.Stmt
 	executionInsertStmt                  *sql.Stmt
+	executionInsertUniqueStmt            *sql.Stmt
+	executionKeyGetStmt                  *sql.Stmt
+	executionKeyPruneBatchStmt           *sql.Stmt
+	executionKeyPutStmt                  *sql.Stmt
 	executionListStmt                    *sql.Stmt
 	executionListByLaneStmt              *sql.Stmt
 	executionListByNamespaceStmt         *sql.Stmt
@@ -630,7 +755,12 @@ type Queries struct {
 	executionPickOneLaneStmt             *sql.Stmt
 	executionPromoteDueStmt              *sql.Stmt
 	executionPruneBatchStmt              *sql.Stmt
+	executionRetryStmt                   *sql.Stmt
 	executionStartStmt                   *sql.Stmt
+	leaderGetStmt                        *sql.Stmt
+	leaderInsertStmt                     *sql.Stmt
+	leaderResignStmt                     *sql.Stmt
+	leaderTakeStmt                       *sql.Stmt
 	leaseCompleteStmt                    *sql.Stmt
 	leaseFailStmt                        *sql.Stmt
 	leaseFindHeldStmt                    *sql.Stmt
@@ -639,6 +769,11 @@ type Queries struct {
 	leaseReleaseStmt                     *sql.Stmt
 	leaseRenewStmt                       *sql.Stmt
 	leaseRevokeHeldByStmt                *sql.Stmt
+	scheduleAdvanceStmt                  *sql.Stmt
+	scheduleDeleteStmt                   *sql.Stmt
+	scheduleListStmt                     *sql.Stmt
+	scheduleListDueStmt                  *sql.Stmt
+	schedulePutStmt                      *sql.Stmt
 	statsAgentsStmt                      *sql.Stmt
 	statsExpiredLeasesStmt               *sql.Stmt
 	statsLanesStmt                       *sql.Stmt
@@ -688,9 +823,14 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionCancelStmt:                  q.executionCancelStmt,
 		executionCheckRunningStmt:            q.executionCheckRunningStmt,
 		executionDueExistsStmt:               q.executionDueExistsStmt,
+		executionFindLiveByKeyStmt:           q.executionFindLiveByKeyStmt,
 		executionGetStmt:                     q.executionGetStmt,
 		executionGetStateStmt:                q.executionGetStateStmt,
 		executionInsertStmt:                  q.executionInsertStmt,
+		executionInsertUniqueStmt:            q.executionInsertUniqueStmt,
+		executionKeyGetStmt:                  q.executionKeyGetStmt,
+		executionKeyPruneBatchStmt:           q.executionKeyPruneBatchStmt,
+		executionKeyPutStmt:                  q.executionKeyPutStmt,
 		executionListStmt:                    q.executionListStmt,
 		executionListByLaneStmt:              q.executionListByLaneStmt,
 		executionListByNamespaceStmt:         q.executionListByNamespaceStmt,
@@ -702,7 +842,12 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionPickOneLaneStmt:             q.executionPickOneLaneStmt,
 		executionPromoteDueStmt:              q.executionPromoteDueStmt,
 		executionPruneBatchStmt:              q.executionPruneBatchStmt,
+		executionRetryStmt:                   q.executionRetryStmt,
 		executionStartStmt:                   q.executionStartStmt,
+		leaderGetStmt:                        q.leaderGetStmt,
+		leaderInsertStmt:                     q.leaderInsertStmt,
+		leaderResignStmt:                     q.leaderResignStmt,
+		leaderTakeStmt:                       q.leaderTakeStmt,
 		leaseCompleteStmt:                    q.leaseCompleteStmt,
 		leaseFailStmt:                        q.leaseFailStmt,
 		leaseFindHeldStmt:                    q.leaseFindHeldStmt,
@@ -711,6 +856,11 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		leaseReleaseStmt:                     q.leaseReleaseStmt,
 		leaseRenewStmt:                       q.leaseRenewStmt,
 		leaseRevokeHeldByStmt:                q.leaseRevokeHeldByStmt,
+		scheduleAdvanceStmt:                  q.scheduleAdvanceStmt,
+		scheduleDeleteStmt:                   q.scheduleDeleteStmt,
+		scheduleListStmt:                     q.scheduleListStmt,
+		scheduleListDueStmt:                  q.scheduleListDueStmt,
+		schedulePutStmt:                      q.schedulePutStmt,
 		statsAgentsStmt:                      q.statsAgentsStmt,
 		statsExpiredLeasesStmt:               q.statsExpiredLeasesStmt,
 		statsLanesStmt:                       q.statsLanesStmt,

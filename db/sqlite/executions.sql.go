@@ -34,7 +34,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions WHERE id = ?1
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions WHERE id = ?1
 `
 
 // ExecutionGet reads one execution by id.
@@ -65,6 +65,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.FinishedAtMs,
 		&i.Payload,
 		&i.Result,
+		&i.UniqueKey,
 	)
 	return i, err
 }
@@ -128,7 +129,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions
 WHERE id > ?1
 ORDER BY id
 LIMIT ?2
@@ -173,6 +174,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 			&i.FinishedAtMs,
 			&i.Payload,
 			&i.Result,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}
@@ -188,7 +190,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 }
 
 const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions
 WHERE lane = ?1 AND id > ?2
 ORDER BY id
 LIMIT ?3
@@ -235,6 +237,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 			&i.FinishedAtMs,
 			&i.Payload,
 			&i.Result,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}
@@ -250,7 +253,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 }
 
 const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions
 WHERE namespace = ?1 AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3) AND (CAST(?4 AS TEXT) = '' OR state = ?4)
 ORDER BY id
@@ -306,6 +309,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 			&i.FinishedAtMs,
 			&i.Payload,
 			&i.Result,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}
@@ -321,7 +325,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions INDEXED BY executions_state
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions INDEXED BY executions_state
 WHERE state = ?1 AND state <> 'running' AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3)
 ORDER BY id
@@ -375,6 +379,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 			&i.FinishedAtMs,
 			&i.Payload,
 			&i.Result,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}
@@ -390,7 +395,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionListRunning = `-- name: ExecutionListRunning :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result FROM executions INDEXED BY executions_expiry
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions INDEXED BY executions_expiry
 WHERE state = 'running' AND id > ?1
   AND (CAST(?2 AS TEXT) = '' OR lane = ?2)
 ORDER BY id
@@ -439,6 +444,7 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 			&i.FinishedAtMs,
 			&i.Payload,
 			&i.Result,
+			&i.UniqueKey,
 		); err != nil {
 			return nil, err
 		}

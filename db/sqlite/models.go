@@ -77,6 +77,38 @@ type Execution struct {
 	FinishedAtMs         sql.NullInt64
 	Payload              []byte
 	Result               []byte
+	UniqueKey            sql.NullString
+}
+
+type ExecutionKey struct {
+	Namespace   string
+	UniqueKey   string
+	ExecutionID string
+	UntilMs     int64
+}
+
+type Leader struct {
+	Name        string
+	Holder      string
+	Epoch       int64
+	ExpiresAtMs int64
+}
+
+type Schedule struct {
+	Namespace            string
+	Name                 string
+	EveryMs              sql.NullInt64
+	Cron                 sql.NullString
+	Lane                 string
+	Priority             int64
+	RequiredCapabilities string
+	MaxAttempts          int64
+	RetryBackoffMs       int64
+	Paused               int64
+	NextRunAtMs          int64
+	LastExecutionID      sql.NullString
+	UpdatedAtMs          int64
+	Payload              []byte
 }
 
 type Worker struct {

@@ -308,6 +308,7 @@ type Execution struct {
 	Holder                              string
 	ClaimedAtMs, ExpiresAtMs            int64
 	FinishedAtMs                        int64
+	UniqueKey                           string // "": none
 }
 
 // ExecutionListParams select a keyset page of executions in id order; each
@@ -378,6 +379,25 @@ type Agent struct {
 type AgentListParams struct {
 	State, OwnerActor, VisibleIn, AfterID string
 	Limit                                 int
+}
+
+// Schedule is a row of schedules: a template that creates one execution
+// per period, every EveryMs (aligned to the Unix epoch) or at each time of
+// Cron (then EveryMs is 0).
+type Schedule struct {
+	Namespace, Name             string
+	EveryMs                     int64
+	Cron                        string
+	Lane                        string
+	Priority                    int64
+	RequiredCapabilities        []string
+	MaxAttempts, RetryBackoffMs int64
+	Payload                     []byte
+	Paused                      bool
+	NextRunAtMs                 int64
+	LastExecutionID             uuid.UUID // uuid.Nil: none yet
+	LastState                   string    // the last run's state ("": none, or pruned); ScheduleList only
+	UpdatedAtMs                 int64
 }
 
 // StatsRows are the aggregates Stats reads, each ordered by namespace (then
@@ -514,6 +534,51 @@ type Queries interface {
 	// attempts) that finished before beforeMs, oldest first, and returns how
 	// many it deleted.
 	ExecutionPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
+
+	// ExecutionInsertUnique adds a waiting execution holding e.UniqueKey, as
+	// ExecutionInsert does, unless a waiting or running execution of its
+	// namespace holds the key: then it writes nothing and returns false. A
+	// concurrent insert of the same key waits for the other to end.
+	ExecutionInsertUnique(ctx context.Context, e Execution) (bool, error)
+	// ExecutionFindLiveByKey reads the waiting or running execution holding
+	// a unique key, or ErrNoRows.
+	ExecutionFindLiveByKey(ctx context.Context, namespace, key string) (uuid.UUID, error)
+	// ExecutionKeyGet reads the execution a unique key is held for until
+	// after now (its UniqueFor), or ErrNoRows.
+	ExecutionKeyGet(ctx context.Context, namespace, key string, nowMs int64) (uuid.UUID, error)
+	// ExecutionKeyPut holds a unique key for an execution until untilMs.
+	ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs int64) error
+	// ExecutionKeyPruneBatch deletes up to batch unique keys held until
+	// before beforeMs, and returns how many it deleted.
+	ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
+	// ExecutionRetry puts a failed or cancelled execution back to waiting at
+	// runAtMs (ready when not after nowMs), with one more attempt when none is
+	// left, and reports whether it did (false: absent or in another state).
+	ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs, nowMs int64) (bool, error)
+
+	// LeaderTake takes or renews the leadership lease name for holder until
+	// expiresAtMs by compare-and-set, and returns its epoch: the holder
+	// keeps epoch while its lease holds, anyone takes a lapsed lease under
+	// the next epoch. ErrNoRows when another holder's lease holds.
+	LeaderTake(ctx context.Context, name, holder string, epoch, nowMs, expiresAtMs int64) (int64, error)
+	// LeaderResign ends holder's lease of epoch at now, if it still holds.
+	LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error
+	// LeaderGet reads the leadership lease name, or ErrNoRows.
+	LeaderGet(ctx context.Context, name string) (holder string, epoch, expiresAtMs int64, err error)
+
+	// SchedulePut creates or replaces a schedule (LastExecutionID is kept).
+	SchedulePut(ctx context.Context, s Schedule) error
+	// ScheduleDelete removes a schedule and reports whether it was there.
+	ScheduleDelete(ctx context.Context, namespace, name string) (bool, error)
+	// ScheduleList reads the schedules of a namespace ("" = every one) by
+	// (namespace, name), with their last run's state.
+	ScheduleList(ctx context.Context, namespace string) ([]Schedule, error)
+	// ScheduleListDue reads up to max schedules not paused whose next period
+	// began at or before now, earliest first.
+	ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]Schedule, error)
+	// ScheduleAdvance moves a schedule still at period fromMs to nextMs and
+	// records its run, and reports whether it did (compare-and-set).
+	ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error)
 
 	// AgentInsert stores an agent record.
 	AgentInsert(ctx context.Context, a Agent) error

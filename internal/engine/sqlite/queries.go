@@ -208,7 +208,7 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
 		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
 		Holder: r.Holder.String, ClaimedAtMs: r.ClaimedAtMs.Int64, ExpiresAtMs: r.ExpiresAtMs.Int64,
-		FinishedAtMs: r.FinishedAtMs.Int64,
+		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String,
 	}, nil
 }
 

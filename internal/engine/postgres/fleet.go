@@ -1,0 +1,127 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	pgdb "github.com/rosterdb/roster/db/postgres"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) (bool, error) {
+	woken, err := x.q.ExecutionInsertUnique(ctx, pgdb.ExecutionInsertUniqueParams{
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
+		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.RunAtMs <= e.CreatedAtMs, UniqueKey: text(e.UniqueKey),
+	})
+	return len(woken) == 1, translate(err)
+}
+
+func (x queries) ExecutionFindLiveByKey(ctx context.Context, namespace, key string) (uuid.UUID, error) {
+	id, err := x.q.ExecutionFindLiveByKey(ctx, pgdb.ExecutionFindLiveByKeyParams{Namespace: namespace, UniqueKey: text(key)})
+	return id, translate(err)
+}
+
+func (x queries) ExecutionKeyGet(ctx context.Context, namespace, key string, nowMs int64) (uuid.UUID, error) {
+	id, err := x.q.ExecutionKeyGet(ctx, pgdb.ExecutionKeyGetParams{Namespace: namespace, UniqueKey: key, Now: nowMs})
+	return id, translate(err)
+}
+
+func (x queries) ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs int64) error {
+	return translate(x.q.ExecutionKeyPut(ctx, pgdb.ExecutionKeyPutParams{
+		Namespace: namespace, UniqueKey: key, ExecutionID: id, UntilMs: untilMs,
+	}))
+}
+
+func (x queries) ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
+	n, err := x.q.ExecutionKeyPruneBatch(ctx, pgdb.ExecutionKeyPruneBatchParams{Before: beforeMs, BatchSize: int32(batch)})
+	return int(n), translate(err)
+}
+
+func (x queries) ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs, nowMs int64) (bool, error) {
+	_, err := x.q.ExecutionRetry(ctx, pgdb.ExecutionRetryParams{RunAt: runAtMs, Ready: runAtMs <= nowMs, ID: id})
+	if err = translate(err); err == engine.ErrNoRows {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (x queries) LeaderTake(ctx context.Context, name, holder string, epoch, nowMs, expiresAtMs int64) (int64, error) {
+	e, err := x.q.LeaderTake(ctx, pgdb.LeaderTakeParams{Name: name, Holder: holder, ExpiresAtMs: expiresAtMs, Epoch: epoch, Now: nowMs})
+	return e, translate(err)
+}
+
+func (x queries) LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error {
+	return translate(x.q.LeaderResign(ctx, pgdb.LeaderResignParams{Now: nowMs, Name: name, Holder: holder, Epoch: epoch}))
+}
+
+func (x queries) LeaderGet(ctx context.Context, name string) (string, int64, int64, error) {
+	r, err := x.q.LeaderGet(ctx, name)
+	return r.Holder, r.Epoch, r.ExpiresAtMs, translate(err)
+}
+
+func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
+	return translate(x.q.SchedulePut(ctx, pgdb.SchedulePutParams{
+		Namespace: s.Namespace, Name: s.Name, EveryMs: pgtype.Int8{Int64: s.EveryMs, Valid: s.EveryMs != 0},
+		Cron: text(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: array(s.RequiredCapabilities),
+		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
+		UpdatedAtMs: s.UpdatedAtMs, Payload: bytes(s.Payload),
+	}))
+}
+
+func (x queries) ScheduleDelete(ctx context.Context, namespace, name string) (bool, error) {
+	n, err := x.q.ScheduleDelete(ctx, pgdb.ScheduleDeleteParams{Namespace: namespace, Name: name})
+	return n > 0, translate(err)
+}
+
+func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.Schedule, error) {
+	rows, err := x.q.ScheduleList(ctx, namespace)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Schedule, len(rows))
+	for i, r := range rows {
+		out[i] = scheduleFromRow(pgdb.ScheduleListDueRow{
+			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
+			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
+			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
+		})
+		out[i].LastState = r.LastState
+	}
+	return out, nil
+}
+
+func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]engine.Schedule, error) {
+	rows, err := x.q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: nowMs, MaxRows: int32(max)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Schedule, len(rows))
+	for i, r := range rows {
+		out[i] = scheduleFromRow(r)
+	}
+	return out, nil
+}
+
+func scheduleFromRow(r pgdb.ScheduleListDueRow) engine.Schedule {
+	var last uuid.UUID
+	if r.LastExecutionID.Valid {
+		last = r.LastExecutionID.UUID
+	}
+	return engine.Schedule{
+		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
+		Priority: r.Priority, RequiredCapabilities: list(r.RequiredCapabilities), MaxAttempts: r.MaxAttempts,
+		RetryBackoffMs: r.RetryBackoffMs, Payload: r.Payload, Paused: r.Paused, NextRunAtMs: r.NextRunAtMs,
+		LastExecutionID: last,
+	}
+}
+
+func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {
+	n, err := x.q.ScheduleAdvance(ctx, pgdb.ScheduleAdvanceParams{
+		NextRunAtMs: nextMs, LastExecutionID: uuid.NullUUID{UUID: runID, Valid: runID != uuid.Nil},
+		Namespace: namespace, Name: name, FromMs: fromMs,
+	})
+	return n == 1, translate(err)
+}

@@ -1,0 +1,173 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/google/uuid"
+
+	sqlitedb "github.com/rosterdb/roster/db/sqlite"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) (bool, error) {
+	var ready int64
+	if e.RunAtMs <= e.CreatedAtMs {
+		ready = 1
+	}
+	payload := e.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	n, err := x.q.ExecutionInsertUnique(ctx, sqlitedb.ExecutionInsertUniqueParams{
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
+		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: ready, UniqueKey: nullString(e.UniqueKey),
+	})
+	return n == 1, translate(err)
+}
+
+func (x queries) ExecutionFindLiveByKey(ctx context.Context, namespace, key string) (uuid.UUID, error) {
+	id, err := x.q.ExecutionFindLiveByKey(ctx, sqlitedb.ExecutionFindLiveByKeyParams{Namespace: namespace, UniqueKey: nullString(key)})
+	return id, translate(err)
+}
+
+func (x queries) ExecutionKeyGet(ctx context.Context, namespace, key string, nowMs int64) (uuid.UUID, error) {
+	s, err := x.q.ExecutionKeyGet(ctx, sqlitedb.ExecutionKeyGetParams{Namespace: namespace, UniqueKey: key, Now: nowMs})
+	if err != nil {
+		return uuid.Nil, translate(err)
+	}
+	return uuid.Parse(s)
+}
+
+func (x queries) ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs int64) error {
+	return translate(x.q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{
+		Namespace: namespace, UniqueKey: key, ExecutionID: id.String(), UntilMs: untilMs,
+	}))
+}
+
+func (x queries) ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
+	n, err := x.q.ExecutionKeyPruneBatch(ctx, sqlitedb.ExecutionKeyPruneBatchParams{Before: beforeMs, BatchSize: int64(batch)})
+	return int(n), translate(err)
+}
+
+func (x queries) ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs, nowMs int64) (bool, error) {
+	var ready int64
+	if runAtMs <= nowMs {
+		ready = 1
+	}
+	_, err := x.q.ExecutionRetry(ctx, sqlitedb.ExecutionRetryParams{RunAt: runAtMs, Ready: ready, ID: id})
+	if err = translate(err); err == engine.ErrNoRows {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// LeaderTake renews or takes over the lease, else creates it: the single
+// writer runs both statements in one transaction.
+func (x queries) LeaderTake(ctx context.Context, name, holder string, epoch, nowMs, expiresAtMs int64) (int64, error) {
+	e, err := x.q.LeaderTake(ctx, sqlitedb.LeaderTakeParams{Name: name, Holder: holder, ExpiresAtMs: expiresAtMs, Epoch: epoch, Now: nowMs})
+	if err = translate(err); err != engine.ErrNoRows {
+		return e, err
+	}
+	n, err := x.q.LeaderInsert(ctx, sqlitedb.LeaderInsertParams{Name: name, Holder: holder, ExpiresAtMs: expiresAtMs})
+	if err != nil {
+		return 0, translate(err)
+	}
+	if n == 0 {
+		return 0, engine.ErrNoRows
+	}
+	return 1, nil
+}
+
+func (x queries) LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error {
+	return translate(x.q.LeaderResign(ctx, sqlitedb.LeaderResignParams{Now: nowMs, Name: name, Holder: holder, Epoch: epoch}))
+}
+
+func (x queries) LeaderGet(ctx context.Context, name string) (string, int64, int64, error) {
+	r, err := x.q.LeaderGet(ctx, name)
+	return r.Holder, r.Epoch, r.ExpiresAtMs, translate(err)
+}
+
+func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
+	payload := s.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	var paused int64
+	if s.Paused {
+		paused = 1
+	}
+	return translate(x.q.SchedulePut(ctx, sqlitedb.SchedulePutParams{
+		Namespace: s.Namespace, Name: s.Name, EveryMs: sql.NullInt64{Int64: s.EveryMs, Valid: s.EveryMs != 0},
+		Cron: nullString(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: jsonArray(s.RequiredCapabilities),
+		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: paused, NextRunAtMs: s.NextRunAtMs,
+		UpdatedAtMs: s.UpdatedAtMs, Payload: payload,
+	}))
+}
+
+func (x queries) ScheduleDelete(ctx context.Context, namespace, name string) (bool, error) {
+	n, err := x.q.ScheduleDelete(ctx, sqlitedb.ScheduleDeleteParams{Namespace: namespace, Name: name})
+	return n > 0, translate(err)
+}
+
+func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.Schedule, error) {
+	rows, err := x.q.ScheduleList(ctx, namespace)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Schedule, len(rows))
+	for i, r := range rows {
+		s, err := scheduleFromRow(sqlitedb.ScheduleListDueRow{
+			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
+			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
+			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.LastState = r.LastState
+		out[i] = s
+	}
+	return out, nil
+}
+
+func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]engine.Schedule, error) {
+	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: nowMs, MaxRows: int64(max)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Schedule, len(rows))
+	for i, r := range rows {
+		if out[i], err = scheduleFromRow(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func scheduleFromRow(r sqlitedb.ScheduleListDueRow) (engine.Schedule, error) {
+	caps, err := parseJSONArray(r.RequiredCapabilities)
+	if err != nil {
+		return engine.Schedule{}, err
+	}
+	var last uuid.UUID
+	if r.LastExecutionID.Valid {
+		if last, err = uuid.Parse(r.LastExecutionID.String); err != nil {
+			return engine.Schedule{}, err
+		}
+	}
+	return engine.Schedule{
+		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
+		Priority: r.Priority, RequiredCapabilities: caps, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
+		Payload: r.Payload, Paused: r.Paused != 0, NextRunAtMs: r.NextRunAtMs, LastExecutionID: last,
+	}, nil
+}
+
+func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {
+	n, err := x.q.ScheduleAdvance(ctx, sqlitedb.ScheduleAdvanceParams{
+		NextRunAtMs: nextMs, LastExecutionID: sql.NullString{String: runID.String(), Valid: runID != uuid.Nil},
+		Namespace: namespace, Name: name, FromMs: fromMs,
+	})
+	return n == 1, translate(err)
+}

@@ -1,0 +1,379 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/robfig/cron/v3"
+
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// RetryExecutionArgs redrive a failed or cancelled execution.
+type RetryExecutionArgs struct {
+	ID    uuid.UUID
+	RunAt time.Time // zero: now
+	Now   time.Time
+}
+
+// RetryExecution (redrive) puts a failed or cancelled execution back to
+// waiting at RunAt (zero: now), granting one more attempt when none is left
+// (MaxAttempts = Attempts + 1); LastError is kept until the next attempt
+// ends. A waiting execution is a no-op (nil); a running or completed one is
+// ErrConflict, and so is one whose UniqueKey another live execution holds
+// now; an unknown id is ErrNotFound.
+func (s *Store) RetryExecution(ctx context.Context, a RetryExecutionArgs) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return err
+	}
+	if err := validTime("RunAt", a.RunAt); err != nil {
+		return err
+	}
+	runAt := now
+	if !a.RunAt.IsZero() {
+		runAt = a.RunAt.UnixMilli()
+	}
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		done, err := q.ExecutionRetry(ctx, a.ID, runAt, now)
+		if err != nil || done {
+			return err
+		}
+		state, err := q.ExecutionGetState(ctx, a.ID)
+		switch {
+		case errors.Is(err, engine.ErrNoRows):
+			return fmt.Errorf("%w: execution %s", ErrNotFound, a.ID)
+		case err != nil:
+			return err
+		case state == string(ExecutionWaiting):
+			return nil
+		}
+		return fmt.Errorf("%w: execution %s is %s; only a failed or cancelled one can be retried", ErrConflict, a.ID, state)
+	})
+	if err != nil {
+		return err
+	}
+	s.work.signal()
+	return nil
+}
+
+// maintenanceRole names the leadership lease of RunSweeper.
+const maintenanceRole = "maintenance"
+
+// Leader says which RunSweeper instance holds the maintenance leadership and
+// until when; "" and a zero time when none does.
+func (s *Store) Leader(ctx context.Context) (instanceID string, until time.Time, err error) {
+	if err := s.check(); err != nil {
+		return "", time.Time{}, err
+	}
+	now := s.now(time.Time{}).UnixMilli()
+	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		holder, _, expires, err := q.LeaderGet(ctx, maintenanceRole)
+		switch {
+		case errors.Is(err, engine.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		case expires > now:
+			instanceID, until = holder, msTime(expires)
+		}
+		return nil
+	})
+	return instanceID, until, err
+}
+
+// FleetObserver is an Observer that also hears of leadership and schedules
+// (package metrics implements it). The Store calls these methods only on
+// an Observer that implements them.
+type FleetObserver interface {
+	Observer
+	// LeaderChanged: this process's RunSweeper took the maintenance
+	// leadership under a new epoch, or lost it.
+	LeaderChanged()
+	// ScheduleRuns: n executions were created by schedules.
+	ScheduleRuns(n int)
+}
+
+// Schedule creates one execution per period from its Template: every Every
+// (periods aligned to the Unix epoch: Every 1h runs on the hour, UTC) or at
+// each time of Cron (5 fields, UTC, github.com/robfig/cron/v3's standard
+// parser). The leader's maintenance creates the run of each due period with
+// UniqueKey "schedule:<Name>:<period start in Unix ms>", so a change of
+// leader, two leaders racing at a handover, or a restart never creates a
+// period twice; after an outage only the latest missed period runs.
+type Schedule struct {
+	Namespace, Name string        // identifiers; (Namespace, Name) is the key
+	Every           time.Duration // exactly one of Every (1 s to 366 days) and Cron
+	Cron            string
+	// Template is what each run creates. Its Namespace is the schedule's
+	// (empty, or the same); its UniqueKey is set by the schedule and must
+	// be empty; its RunAt and Now are not used (a run is claimable at once).
+	Template  CreateExecutionArgs
+	Paused    bool      // a paused schedule creates nothing
+	NextRunAt time.Time // read-only: the next period's start
+	// LastExecutionID is the execution of the latest run (uuid.Nil: none
+	// yet), and LastState its state ("" when none, or pruned): read-only.
+	LastExecutionID uuid.UUID
+	LastState       ExecutionState
+}
+
+const (
+	minScheduleEvery = time.Second
+	maxScheduleEvery = 366 * 24 * time.Hour
+	// scheduleBatch bounds the schedules one maintenance run looks at.
+	scheduleBatch = 256
+	// catchUpSteps bounds the walk over a cron schedule's missed times.
+	catchUpSteps = 1_000_000
+)
+
+// period is a schedule's parsed timing.
+type period struct {
+	every time.Duration
+	cron  cron.Schedule
+}
+
+// parsePeriod validates Every and Cron: exactly one of them.
+func parsePeriod(every time.Duration, spec string) (period, error) {
+	switch {
+	case every != 0 && spec != "":
+		return period{}, invalid("Every", "both Every and Cron are set; give one")
+	case every == 0 && spec == "":
+		return period{}, invalid("Every", "neither Every nor Cron is set; give one")
+	case spec != "":
+		c, err := cron.ParseStandard(spec)
+		if err != nil {
+			return period{}, invalid("Cron", "%q does not parse: %v", spec, err)
+		}
+		if len(spec) > 256 {
+			return period{}, invalid("Cron", "longer than 256 bytes")
+		}
+		return period{cron: c}, nil
+	case every < minScheduleEvery || every > maxScheduleEvery:
+		return period{}, invalid("Every", "%v is outside 1s..366 days", every)
+	}
+	return period{every: every}, nil
+}
+
+// next is the first period start at or after t.
+func (p period) next(t time.Time) time.Time {
+	if p.cron != nil {
+		return p.cron.Next(t.Add(-time.Nanosecond).UTC())
+	}
+	ms, every := t.UnixMilli(), p.every.Milliseconds()
+	return time.UnixMilli((ms + every - 1) / every * every).UTC()
+}
+
+// after is the first period start after t.
+func (p period) after(t time.Time) time.Time {
+	return p.next(t.Add(time.Millisecond))
+}
+
+// latest is the last period start at or before now, walking from from (a
+// period start at or before now).
+func (p period) latest(from, now time.Time) time.Time {
+	if p.cron == nil {
+		every := p.every.Milliseconds()
+		return time.UnixMilli(now.UnixMilli() / every * every).UTC()
+	}
+	t := from
+	for range catchUpSteps {
+		n := p.cron.Next(t)
+		if n.After(now) {
+			break
+		}
+		t = n
+	}
+	return t
+}
+
+// PutSchedule creates or replaces a schedule; its next run is the first
+// period that starts at or after now. A bad Every or Cron, or a Template
+// that CreateExecution would refuse, is ErrInvalidInput and writes nothing.
+func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validIdentifier("Namespace", sc.Namespace); err != nil {
+		return err
+	}
+	if err := validIdentifier("Name", sc.Name); err != nil {
+		return err
+	}
+	p, err := parsePeriod(sc.Every, sc.Cron)
+	if err != nil {
+		return err
+	}
+	tpl := sc.Template
+	if tpl.Namespace != "" && tpl.Namespace != sc.Namespace {
+		return invalid("Template.Namespace", "%q is not the schedule's namespace %q", tpl.Namespace, sc.Namespace)
+	}
+	if tpl.UniqueKey != "" || tpl.UniqueFor != 0 {
+		return invalid("Template.UniqueKey", "set by the schedule: leave UniqueKey and UniqueFor empty")
+	}
+	tpl.Namespace, tpl.RunAt, tpl.Now = sc.Namespace, time.Time{}, time.Time{}
+	row, err := s.executionRow(tpl, "Template.")
+	if err != nil {
+		return err
+	}
+	now := s.now(time.Time{})
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		return q.SchedulePut(ctx, engine.Schedule{
+			Namespace: sc.Namespace, Name: sc.Name, EveryMs: sc.Every.Milliseconds(), Cron: sc.Cron,
+			Lane: row.Lane, Priority: row.Priority, RequiredCapabilities: row.RequiredCapabilities,
+			MaxAttempts: int64(tpl.MaxAttempts), RetryBackoffMs: tpl.RetryBackoff.Milliseconds(),
+			Payload: row.Payload, Paused: sc.Paused, NextRunAtMs: p.next(now).UnixMilli(), UpdatedAtMs: now.UnixMilli(),
+		})
+	})
+}
+
+// DeleteSchedule removes a schedule (its past runs stay); an absent one is
+// ErrNotFound.
+func (s *Store) DeleteSchedule(ctx context.Context, namespace, name string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validIdentifier("namespace", namespace); err != nil {
+		return err
+	}
+	if err := validIdentifier("name", name); err != nil {
+		return err
+	}
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		found, err := q.ScheduleDelete(ctx, namespace, name)
+		if err == nil && !found {
+			return fmt.Errorf("%w: schedule %q in namespace %q", ErrNotFound, name, namespace)
+		}
+		return err
+	})
+}
+
+// ListSchedules returns the schedules of a namespace ("" = every namespace),
+// ordered by (Namespace, Name).
+func (s *Store) ListSchedules(ctx context.Context, namespace string) ([]Schedule, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if namespace != "" {
+		if err := validIdentifier("namespace", namespace); err != nil {
+			return nil, err
+		}
+	}
+	var out []Schedule
+	err := s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		rows, err := q.ScheduleList(ctx, namespace)
+		out = make([]Schedule, len(rows))
+		for i, r := range rows {
+			out[i] = scheduleFromRow(r)
+		}
+		return err
+	})
+	return out, err
+}
+
+func scheduleFromRow(r engine.Schedule) Schedule {
+	return Schedule{
+		Namespace: r.Namespace, Name: r.Name,
+		Every: time.Duration(r.EveryMs) * time.Millisecond, Cron: r.Cron,
+		Template: CreateExecutionArgs{
+			Namespace: r.Namespace, Lane: r.Lane, Payload: r.Payload, Priority: int(r.Priority),
+			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: int(r.MaxAttempts),
+			RetryBackoff: time.Duration(r.RetryBackoffMs) * time.Millisecond,
+		},
+		Paused: r.Paused, NextRunAt: msTime(r.NextRunAtMs),
+		LastExecutionID: r.LastExecutionID, LastState: ExecutionState(r.LastState),
+	}
+}
+
+// errScheduleMoved rolls back a schedule's run that another maintainer
+// made first.
+var errScheduleMoved = errors.New("roster: the schedule moved on")
+
+// runSchedules creates the run of each due schedule's latest period at now,
+// and returns how many executions it created.
+func (s *Store) runSchedules(ctx context.Context, now time.Time) (int, error) {
+	nowMs := now.UnixMilli()
+	created := 0
+	for {
+		var due []engine.Schedule
+		err := s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+			var err error
+			due, err = q.ScheduleListDue(ctx, nowMs, scheduleBatch)
+			return err
+		})
+		if err != nil {
+			return created, err
+		}
+		for _, sc := range due {
+			n, err := s.runSchedule(ctx, sc, now)
+			created += n
+			if err != nil {
+				return created, err
+			}
+		}
+		if len(due) < scheduleBatch {
+			break
+		}
+	}
+	if created > 0 {
+		if o, ok := s.cfg.observer.(FleetObserver); ok {
+			o.ScheduleRuns(created)
+		}
+		s.work.signal()
+	}
+	return created, nil
+}
+
+// runSchedule creates the run of one due schedule's latest period and moves
+// the schedule to its next period, in one transaction; it returns 1 when it
+// created an execution (0: the period's run existed, or another maintainer
+// moved the schedule first).
+func (s *Store) runSchedule(ctx context.Context, sc engine.Schedule, now time.Time) (int, error) {
+	p, err := parsePeriod(time.Duration(sc.EveryMs)*time.Millisecond, sc.Cron)
+	if err != nil {
+		s.log.Warn("roster: a stored schedule does not parse; skipped", "namespace", sc.Namespace, "name", sc.Name, "err", err)
+		return 0, nil
+	}
+	start := p.latest(msTime(sc.NextRunAtMs), now)
+	next := p.after(start)
+	row, err := s.executionRow(CreateExecutionArgs{
+		Namespace: sc.Namespace, Lane: sc.Lane, Payload: sc.Payload, Priority: int(sc.Priority),
+		RequiredCapabilities: sc.RequiredCapabilities, MaxAttempts: int(sc.MaxAttempts),
+		RetryBackoff: time.Duration(sc.RetryBackoffMs) * time.Millisecond, Now: now,
+	}, "")
+	if err != nil {
+		s.log.Warn("roster: a stored schedule's template is refused; skipped", "namespace", sc.Namespace, "name", sc.Name, "err", err)
+		return 0, nil
+	}
+	row.UniqueKey = "schedule:" + sc.Name + ":" + strconv.FormatInt(start.UnixMilli(), 10)
+	// The period's key stays held for the period (at most 30 days), so
+	// that a maintainer that read the schedule before this run committed
+	// cannot create the period again after the run ended.
+	hold := min(next.Sub(start), maxUniqueFor)
+	created := 0
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		created = 0
+		id, err := s.createKeyed(ctx, q, row, row.CreatedAtMs+hold.Milliseconds())
+		if err != nil {
+			return err
+		}
+		if id == row.ID {
+			created = 1
+		}
+		moved, err := q.ScheduleAdvance(ctx, sc.Namespace, sc.Name, sc.NextRunAtMs, next.UnixMilli(), id)
+		if err == nil && !moved {
+			return errScheduleMoved
+		}
+		return err
+	})
+	if errors.Is(err, errScheduleMoved) {
+		return 0, nil
+	}
+	return created, err
+}
