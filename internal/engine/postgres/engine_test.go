@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/engine"
 	"github.com/rosterdb/roster/internal/engine/enginetest"
@@ -827,5 +828,72 @@ func TestBatchesSeekByKeyUnderGenericPlans(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestFleetQueriesUseIndexes(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	seed(t, e)
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		UPDATE executions SET unique_key = 'k' || (random() * 1000000)::bigint WHERE state IN ('completed', 'failed', 'cancelled');
+		INSERT INTO execution_keys SELECT 'ns' || (i % 10), 'k' || i, gen_random_uuid(), i FROM generate_series(1, 20000) AS i;
+		INSERT INTO schedules (namespace, name, every_ms, lane, priority, max_attempts, retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload)
+			SELECT 'ns' || (i % 10), 's' || i, 60000, 'l', 0, 1, 0, i % 3 = 0, i, i, '' FROM generate_series(1, 20000) AS i;
+		ANALYZE;`)
+	must(t, err)
+	id := uuid.New()
+	for name, call := range map[string]func(q *pgdb.Queries) error{
+		"ExecutionInsertUnique": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionInsertUnique(ctx, pgdb.ExecutionInsertUniqueParams{ID: id, Namespace: "ns1", Lane: "l", Payload: []byte{},
+				RequiredCapabilities: []string{}, MaxAttempts: 1, Ready: true, UniqueKey: pgtype.Text{String: "k", Valid: true}})
+			return err
+		},
+		"ExecutionFindLiveByKey": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionFindLiveByKey(ctx, pgdb.ExecutionFindLiveByKeyParams{Namespace: "ns1", UniqueKey: pgtype.Text{String: "k", Valid: true}})
+			return err
+		},
+		"ExecutionKeyGet": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionKeyGet(ctx, pgdb.ExecutionKeyGetParams{Namespace: "ns1", UniqueKey: "k1", Now: 5})
+			return err
+		},
+		"ExecutionKeyPut": func(q *pgdb.Queries) error {
+			return q.ExecutionKeyPut(ctx, pgdb.ExecutionKeyPutParams{Namespace: "ns1", UniqueKey: "k1", ExecutionID: id, UntilMs: 5})
+		},
+		"ExecutionKeyPruneBatch": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionKeyPruneBatch(ctx, pgdb.ExecutionKeyPruneBatchParams{Before: 5, BatchSize: 10})
+			return err
+		},
+		"ExecutionRetry": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionRetry(ctx, pgdb.ExecutionRetryParams{RunAt: 5, Ready: true, ID: id})
+			return err
+		},
+		"LeaderTake": func(q *pgdb.Queries) error {
+			_, err := q.LeaderTake(ctx, pgdb.LeaderTakeParams{Name: "maintenance", Holder: "h", ExpiresAtMs: 9, Epoch: 1, Now: 5})
+			return err
+		},
+		"LeaderResign": func(q *pgdb.Queries) error {
+			return q.LeaderResign(ctx, pgdb.LeaderResignParams{Now: 5, Name: "maintenance", Holder: "h", Epoch: 1})
+		},
+		"LeaderGet": func(q *pgdb.Queries) error { _, err := q.LeaderGet(ctx, "maintenance"); return err },
+		"SchedulePut": func(q *pgdb.Queries) error {
+			return q.SchedulePut(ctx, pgdb.SchedulePutParams{Namespace: "ns1", Name: "s1", EveryMs: pgtype.Int8{Int64: 1000, Valid: true},
+				Lane: "l", RequiredCapabilities: []string{}, NextRunAtMs: 5, Payload: []byte{}})
+		},
+		"ScheduleDelete": func(q *pgdb.Queries) error {
+			_, err := q.ScheduleDelete(ctx, pgdb.ScheduleDeleteParams{Namespace: "ns1", Name: "s1"})
+			return err
+		},
+		"ScheduleList": func(q *pgdb.Queries) error { _, err := q.ScheduleList(ctx, "ns1"); return err },
+		"ScheduleListDue": func(q *pgdb.Queries) error {
+			_, err := q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: 5, MaxRows: 10})
+			return err
+		},
+		"ScheduleAdvance": func(q *pgdb.Queries) error {
+			_, err := q.ScheduleAdvance(ctx, pgdb.ScheduleAdvanceParams{NextRunAtMs: 9, Namespace: "ns1", Name: "s1", FromMs: 5})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call) })
 	}
 }

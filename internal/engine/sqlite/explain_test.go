@@ -469,3 +469,68 @@ func TestLatestEventsReadBackwards(t *testing.T) {
 		})
 	}
 }
+
+func TestFleetQueriesUseIndexes(t *testing.T) {
+	e := openMemory(t)
+	ctx := context.Background()
+	id := uuid.New()
+	for name, call := range map[string]func(q *sqlitedb.Queries) error{
+		"ExecutionInsertUnique": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionInsertUnique(ctx, sqlitedb.ExecutionInsertUniqueParams{ID: id, Namespace: "n", Lane: "l", Payload: []byte{},
+				RequiredCapabilities: "[]", MaxAttempts: 1, Ready: 1, UniqueKey: sql.NullString{String: "k", Valid: true}})
+			return err
+		},
+		"ExecutionFindLiveByKey": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFindLiveByKey(ctx, sqlitedb.ExecutionFindLiveByKeyParams{Namespace: "n", UniqueKey: sql.NullString{String: "k", Valid: true}})
+			return err
+		},
+		"ExecutionKeyGet": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionKeyGet(ctx, sqlitedb.ExecutionKeyGetParams{Namespace: "n", UniqueKey: "k", Now: 5})
+			return err
+		},
+		"ExecutionKeyPut": func(q *sqlitedb.Queries) error {
+			return q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{Namespace: "n", UniqueKey: "k", ExecutionID: id.String(), UntilMs: 5})
+		},
+		"ExecutionKeyPruneBatch": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionKeyPruneBatch(ctx, sqlitedb.ExecutionKeyPruneBatchParams{Before: 5, BatchSize: 10})
+			return err
+		},
+		"ExecutionRetry": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionRetry(ctx, sqlitedb.ExecutionRetryParams{RunAt: 5, Ready: 1, ID: id})
+			return err
+		},
+		"LeaderTake": func(q *sqlitedb.Queries) error {
+			_, err := q.LeaderTake(ctx, sqlitedb.LeaderTakeParams{Holder: "h", Epoch: 1, Now: 5, ExpiresAtMs: 9, Name: "maintenance"})
+			return err
+		},
+		"LeaderInsert": func(q *sqlitedb.Queries) error {
+			_, err := q.LeaderInsert(ctx, sqlitedb.LeaderInsertParams{Name: "maintenance", Holder: "h", ExpiresAtMs: 9})
+			return err
+		},
+		"LeaderResign": func(q *sqlitedb.Queries) error {
+			return q.LeaderResign(ctx, sqlitedb.LeaderResignParams{Now: 5, Name: "maintenance", Holder: "h", Epoch: 1})
+		},
+		"LeaderGet": func(q *sqlitedb.Queries) error { _, err := q.LeaderGet(ctx, "maintenance"); return err },
+		"SchedulePut": func(q *sqlitedb.Queries) error {
+			return q.SchedulePut(ctx, sqlitedb.SchedulePutParams{Namespace: "n", Name: "s", EveryMs: sql.NullInt64{Int64: 1000, Valid: true},
+				Lane: "l", RequiredCapabilities: "[]", NextRunAtMs: 5, Payload: []byte{}})
+		},
+		"ScheduleDelete": func(q *sqlitedb.Queries) error {
+			_, err := q.ScheduleDelete(ctx, sqlitedb.ScheduleDeleteParams{Namespace: "n", Name: "s"})
+			return err
+		},
+		"ScheduleList": func(q *sqlitedb.Queries) error { _, err := q.ScheduleList(ctx, "n"); return err },
+		"ScheduleListDue": func(q *sqlitedb.Queries) error {
+			_, err := q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: 5, MaxRows: 10})
+			return err
+		},
+		"ScheduleAdvance": func(q *sqlitedb.Queries) error {
+			_, err := q.ScheduleAdvance(ctx, sqlitedb.ScheduleAdvanceParams{NextRunAtMs: 9, Namespace: "n", Name: "s", FromMs: 5})
+			return err
+		},
+	} {
+		// Listing every namespace's schedules walks the table in key order:
+		// schedules are few, and the page is all of them.
+		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call, name == "ScheduleList") })
+	}
+}
