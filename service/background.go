@@ -225,10 +225,16 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 	l := &leadership{s: s, instance: instance, term: 3 * interval}
 	defer l.resign()
 	for {
+		// A follower looks four times as often as the leader renews, so
+		// that it takes over soon after a dead leader's lease lapses.
+		wait := interval
+		if l.epoch == 0 {
+			wait = interval / 4
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-after(jitter(interval)):
+		case <-after(jitter(wait)):
 		}
 		until, err := l.renew(ctx)
 		switch {
