@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -13,6 +14,10 @@ type Stats struct {
 	At         time.Time
 	Namespaces []NamespaceStats   // ordered by name
 	Agents     map[AgentState]int // every state present, zero included
+	// Leader is the RunSweeper instance that holds the maintenance
+	// leadership at At, until LeaderUntil ("" and zero: none).
+	Leader      string
+	LeaderUntil time.Time
 }
 
 // NamespaceStats describes one namespace.
@@ -44,15 +49,26 @@ func (s *Store) Stats(ctx context.Context, at time.Time) (Stats, error) {
 	}
 	at = s.now(at)
 	var rows engine.StatsRows
+	var holder string
+	var until int64
 	err := s.snapshot(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
-		rows, err = q.Stats(ctx, at.UnixMilli())
+		if rows, err = q.Stats(ctx, at.UnixMilli()); err != nil {
+			return err
+		}
+		holder, _, until, err = q.LeaderGet(ctx, maintenanceRole)
+		if errors.Is(err, engine.ErrNoRows) {
+			return nil
+		}
 		return err
 	})
 	if err != nil {
 		return Stats{}, err
 	}
 	st := Stats{At: at, Agents: map[AgentState]int{}}
+	if until > at.UnixMilli() {
+		st.Leader, st.LeaderUntil = holder, msTime(until)
+	}
 	for _, state := range []AgentState{AgentSpawned, AgentRunning, AgentSuspended, AgentTerminal} {
 		st.Agents[state] = int(rows.Agents[string(state)])
 	}

@@ -224,11 +224,30 @@ func eventsPrune(ctx context.Context, c *cli, args []string) error {
 
 // Executions.
 
-var executionHeader = []string{"ID", "NAMESPACE", "LANE", "STATE", "PRIORITY", "ATTEMPTS", "RUN AT", "PAYLOAD", "LAST ERROR"}
+var executionHeader = []string{"ID", "NAMESPACE", "LANE", "STATE", "PRIORITY", "ATTEMPTS", "RUN AT", "HOLDER", "LEASE EXPIRES", "PAYLOAD", "LAST ERROR"}
 
+// executionRow is an execution's line in a list: a running one shows its
+// holder and lease expiry.
 func executionRow(e service.Execution) []string {
+	holder, expires := "-", "-"
+	if e.State == service.ExecutionRunning {
+		holder, expires = e.Holder, ts(e.LeaseExpiresAt)
+	}
 	return []string{e.ID.String(), e.Namespace, e.Lane, string(e.State), strconv.Itoa(e.Priority),
-		fmt.Sprintf("%d/%d", e.Attempts, e.MaxAttempts), ts(e.RunAt), preview(e.Payload), orDash(e.LastError)}
+		fmt.Sprintf("%d/%d", e.Attempts, e.MaxAttempts), ts(e.RunAt), holder, expires, preview(e.Payload), orDash(e.LastError)}
+}
+
+// executionFields is one execution as FIELD VALUE lines, every field shown.
+func executionFields(e service.Execution) [][]string {
+	return [][]string{
+		{"id", e.ID.String()}, {"namespace", e.Namespace}, {"lane", e.Lane}, {"state", string(e.State)},
+		{"priority", strconv.Itoa(e.Priority)}, {"attempts", fmt.Sprintf("%d of %d", e.Attempts, e.MaxAttempts)},
+		{"reclaim_count", strconv.Itoa(e.ReclaimCount)}, {"required_capabilities", list(e.RequiredCapabilities)},
+		{"unique_key", orDash(e.UniqueKey)}, {"created_at", ts(e.CreatedAt)}, {"run_at", ts(e.RunAt)},
+		{"retry_backoff", e.RetryBackoff.String()}, {"holder", orDash(e.Holder)}, {"claimed_at", ts(e.ClaimedAt)},
+		{"lease_expires_at", ts(e.LeaseExpiresAt)}, {"finished_at", ts(e.FinishedAt)}, {"last_error", orDash(e.LastError)},
+		{"payload", preview(e.Payload)}, {"result", preview(e.Result)},
+	}
 }
 
 func executionsList(ctx context.Context, c *cli, args []string) error {
@@ -270,25 +289,7 @@ func executionsGet(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(executionView(e), executionHeader, [][]string{executionRow(e)}, "")
-	})
-}
-
-func executionsCancel(ctx context.Context, c *cli, args []string) error {
-	reason := c.flags.String("reason", "cancelled by an operator", "why (becomes the execution's last error)")
-	return c.withWrite(ctx, args, 1, func(s *service.Store) error {
-		id, err := c.executionID()
-		if err != nil {
-			return err
-		}
-		if err := s.CancelExecution(ctx, service.CancelExecutionArgs{ID: id, Reason: *reason}); err != nil {
-			return err
-		}
-		e, err := s.GetExecution(ctx, id)
-		if err != nil {
-			return err
-		}
-		return c.print(executionView(e), executionHeader, [][]string{executionRow(e)}, "")
+		return c.print(executionView(e), []string{"FIELD", "VALUE"}, executionFields(e), "")
 	})
 }
 
@@ -413,9 +414,11 @@ func sweep(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		out := map[string]int{"swept": r.Swept, "reclaimed": r.Reclaimed, "pruned": r.Pruned, "pruned_executions": r.PrunedExecutions}
-		return c.print(out, []string{"SWEPT", "RECLAIMED", "PRUNED", "PRUNED EXECUTIONS"},
-			[][]string{{strconv.Itoa(r.Swept), strconv.Itoa(r.Reclaimed), strconv.Itoa(r.Pruned), strconv.Itoa(r.PrunedExecutions)}}, "")
+		out := map[string]int{"swept": r.Swept, "reclaimed": r.Reclaimed, "pruned": r.Pruned, "pruned_executions": r.PrunedExecutions,
+			"scheduled": r.Scheduled}
+		return c.print(out, []string{"SWEPT", "RECLAIMED", "PRUNED", "PRUNED EXECUTIONS", "SCHEDULED"},
+			[][]string{{strconv.Itoa(r.Swept), strconv.Itoa(r.Reclaimed), strconv.Itoa(r.Pruned), strconv.Itoa(r.PrunedExecutions),
+				strconv.Itoa(r.Scheduled)}}, "")
 	})
 }
 
@@ -441,6 +444,11 @@ func stats(ctx context.Context, c *cli, args []string) error {
 		footer := fmt.Sprintf("agents: spawned %d, running %d, suspended %d, terminal %d (at %s)",
 			st.Agents[service.AgentSpawned], st.Agents[service.AgentRunning], st.Agents[service.AgentSuspended],
 			st.Agents[service.AgentTerminal], ts(st.At))
+		if st.Leader != "" {
+			footer += fmt.Sprintf("\nmaintenance leader: %s (until %s)", st.Leader, ts(st.LeaderUntil))
+		} else {
+			footer += "\nmaintenance leader: none"
+		}
 		return c.print(statsView(st), []string{"NAMESPACE", "LANE", "ALIVE", "LAPSED", "EXPIRED LEASES", "READY", "SCHEDULED", "RUNNING", "OLDEST READY"},
 			rows, footer)
 	})

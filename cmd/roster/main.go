@@ -34,9 +34,11 @@ Usage:
   roster migrate up|down|version|force      schema migrations
   roster workers list|sweep                 the worker registry
   roster events list|prune                  the audit log (list --follow tails it)
-  roster executions list|get|cancel|prune   the execution queue
+  roster executions list|get|cancel|retry|prune  the execution queue
   roster leases expired|reclaim             expired leases
   roster agents list|get|terminate-live     the agent ledger
+  roster schedules list|put|delete|pause|resume  periodic executions
+  roster leader                             who leads the fleet's maintenance
   roster sweep                              one full maintenance run
   roster stats                              the fleet at a glance
   roster check                              look for damage in the database
@@ -227,11 +229,21 @@ func (c *cli) parse(args []string, positional int) error {
 		}
 		return usagef("%v", strings.Replace(err.Error(), "provided but not defined: -", "provided but not defined: --", 1))
 	}
-	if len(c.args) != positional {
+	switch {
+	case positional == anyCount:
+	case positional == oneOrMore && len(c.args) == 0:
+		return usagef("want at least one argument")
+	case positional >= 0 && len(c.args) != positional:
 		return usagef("want %d argument(s), got %d", positional, len(c.args))
 	}
 	return nil
 }
+
+// Positional argument counts that are not exact.
+const (
+	oneOrMore = -1
+	anyCount  = -2
+)
 
 func isBool(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
@@ -385,7 +397,7 @@ func init() {
 			"get":            {args: " ID", help: "Show one agent (reads only).", run: agentsGet},
 			"terminate-live": {help: "The boot scan: end every live agent (of --host only, when given) with reason host_restart.", run: agentsTerminateLive},
 		}},
-		"sweep": {help: "One full maintenance run: sweep lapsed workers, reclaim expired leases, prune old events.", run: sweep},
+		"sweep": {help: "One full maintenance run: sweep lapsed workers, reclaim expired leases, prune old events and executions, create the due runs of schedules.", run: sweep},
 		"stats": {help: "The fleet at a glance: workers, lanes, expired leases, agents (reads only).", run: stats},
 		"check": {help: "Look for damage: the engine's integrity check and roster's consistency rules (reads only). Exit 1 when a problem is found.", run: check},
 		"serve": {help: "Serve a read-only status page of the fleet, its JSON, /metrics and /healthz.", run: serve},
@@ -396,4 +408,5 @@ func init() {
 		}
 		commands[name] = cmd
 	}
+	registerFleet()
 }

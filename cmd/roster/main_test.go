@@ -69,6 +69,8 @@ func seed(t *testing.T) fleet {
 	must(t, err)
 	f.scheduled, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "z", RunAt: time.Now().Add(time.Hour)})
 	must(t, err)
+	must(t, s.PutSchedule(ctx, service.Schedule{Namespace: "ns", Name: "nightly", Every: 24 * time.Hour,
+		Template: service.CreateExecutionArgs{Lane: "reports"}}))
 	for _, id := range []string{"ag1", "ag2"} {
 		must(t, s.InsertAgent(ctx, service.Agent{ID: id, State: service.AgentRunning, Provider: "p", OwnerActor: "o",
 			OwnerPeerClass: "c", OwnerWriteNamespace: "ns", SpawnFingerprint: "f", Host: "host-" + id}))
@@ -97,7 +99,12 @@ func TestCLIUsageAndHelp(t *testing.T) {
 		{[]string{"workers", "--help"}, 0, "list|sweep"},
 		{[]string{"workers", "fly"}, 2, `unknown subcommand "fly"`},
 		{[]string{"workers", "list", "--help"}, 0, "-namespace"},
-		{[]string{"executions", "cancel", "--help"}, 0, "Usage: roster executions cancel [flags] ID"},
+		{[]string{"executions", "cancel", "--help"}, 0, "Usage: roster executions cancel [flags] [ID...]"},
+		{[]string{"executions", "retry", "--help"}, 0, "Usage: roster executions retry [flags] ID..."},
+		{[]string{"schedules", "--help"}, 0, "list|pause|put|resume"},
+		{[]string{"schedules", "put", "--help"}, 0, "-cron"},
+		{[]string{"executions", "retry"}, 2, "want at least one argument"},
+		{[]string{"executions", "cancel", "--all", "--db", missing}, 1, "no database at"},
 		{[]string{"serve", "--help"}, 0, "-token"},
 		{[]string{"workers", "list", "--bogus"}, 2, "flag provided but not defined: --bogus"},
 		{[]string{"agents", "get"}, 2, "want 1 argument"},
@@ -161,13 +168,15 @@ func TestCLIReadCommands(t *testing.T) {
 		{[]string{"workers", "list"}, []string{"NAMESPACE", `"x,y"`, "lapsed", "alive", "TTL MS"}, []string{`"instance_id"`, `"ttl_ms": 60000`, `"items"`, `"next"`}},
 		{[]string{"workers", "list", "--namespace", "other"}, []string{"live"}, []string{`"namespace": "other"`}},
 		{[]string{"events", "list"}, []string{"SEQ", "registered"}, []string{`"kind": "registered"`, `"instance_id"`}},
-		{[]string{"executions", "list", "--namespace", "ns"}, []string{"running", "waiting", `"resize cat.jpg"`, "1/3"}, []string{`"run_at"`, `"retry_backoff_ms"`, `"max_attempts": 3`}},
+		{[]string{"executions", "list", "--namespace", "ns"}, []string{"running", "waiting", `"resize cat.jpg"`, "1/3", "HOLDER", "LEASE EXPIRES"}, []string{`"run_at"`, `"retry_backoff_ms"`, `"max_attempts": 3`, `"payload_text": "resize cat.jpg"`, `"holder": "a"`, `"lease_expires_at": "`}},
 		{[]string{"executions", "list", "--lane", "z", "--state", "waiting"}, []string{"waiting"}, []string{`"lane": "z"`}},
-		{[]string{"executions", "get", f.running.String()}, []string{"running", "1/3"}, []string{`"state": "running"`, `"attempts": 1`}},
+		{[]string{"executions", "get", f.running.String()}, []string{"running", "1 of 3", "holder", "lease_expires_at", "result"}, []string{`"state": "running"`, `"attempts": 1`, `"claimed_at": "`}},
+		{[]string{"schedules", "list"}, []string{"NAMESPACE", "nightly", "every 24h0m0s", "active"}, []string{`"name": "nightly"`, `"every_ms": 86400000`, `"next_run_at"`}},
+		{[]string{"leader"}, []string{"LEADER", "-"}, []string{`"leader": ""`, `"until": null`}},
 		{[]string{"leases", "expired"}, []string{"EXPIRED AT", f.running.String(), " a"}, []string{`"execution_id": "` + f.running.String() + `"`, `"epoch": 1`}},
 		{[]string{"agents", "list"}, []string{"ag1", "ag2", "host-ag1"}, []string{`"owner_actor": "o"`, `"host": "host-ag2"`}},
 		{[]string{"agents", "get", "ag1"}, []string{"ag1", "running"}, []string{`"id": "ag1"`}},
-		{[]string{"stats"}, []string{"NAMESPACE", "ns", "other", "agents: spawned 0, running 2"}, []string{`"workers_lapsed": 2`, `"expired_leases": 1`, `"ready": 1`, `"scheduled": 1`, `"running": 1`, `"oldest_ready_age_ms"`}},
+		{[]string{"stats"}, []string{"NAMESPACE", "ns", "other", "agents: spawned 0, running 2"}, []string{`"leader": ""`, `"workers_lapsed": 2`, `"expired_leases": 1`, `"ready": 1`, `"scheduled": 1`, `"running": 1`, `"oldest_ready_age_ms"`}},
 		{[]string{"check"}, []string{"ok: no problem found"}, []string{`"ok": true`, `"problems": []`}},
 		{[]string{"migrate", "version"}, []string{"VERSION", "LATEST"}, []string{fmt.Sprintf(`"version": %d`, latestVersion(t))}},
 	} {
@@ -422,5 +431,74 @@ func TestCLIOnPostgres(t *testing.T) {
 	code, out, errOut := runCLI(t, "workers", "list", "--db", u.String())
 	if code != 1 || strings.Contains(out+errOut, secret) {
 		t.Fatalf("exit %d, output:\n%s%s", code, out, errOut)
+	}
+}
+
+// The fleet commands: retry several executions, cancel several or a
+// filter with --all, schedules put/pause/resume/delete, leader.
+func TestCLIFleetCommands(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fleet.db")
+	s, err := service.Open(ctx, path)
+	must(t, err)
+	var ids []uuid.UUID
+	for range 3 {
+		id, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l", Payload: []byte{0xff, 0}})
+		must(t, err)
+		ids = append(ids, id)
+	}
+	must(t, s.Close())
+	db := []string{"--db", path}
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(t, append(args, db...)...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	// Cancel two by id, then retry both; --json shows no payload_text for
+	// binary payloads.
+	out := cli(0, "executions", "cancel", ids[0].String(), ids[1].String(), "--json")
+	if strings.Count(out, `"state": "cancelled"`) != 2 || strings.Contains(out, "payload_text") {
+		t.Fatalf("cancel: %s", out)
+	}
+	out = cli(0, "executions", "retry", ids[0].String(), ids[1].String())
+	if strings.Count(out, "waiting") != 2 {
+		t.Fatalf("retry: %s", out)
+	}
+	out = cli(0, "executions", "retry", ids[2].String(), "--json")
+	if !strings.Contains(out, `"state": "waiting"`) {
+		t.Fatalf("retry of a waiting execution is a no-op: %s", out)
+	}
+	cli(1, "executions", "retry", uuid.New().String())
+	// --all needs a namespace; then cancels every live one of it.
+	cli(2, "executions", "cancel", "--all")
+	cli(2, "executions", "cancel", "--all", "--namespace", "ns", ids[0].String())
+	out = cli(0, "executions", "cancel", "--all", "--namespace", "ns", "--json")
+	if !strings.Contains(out, `"cancelled": 3`) {
+		t.Fatalf("cancel --all: %s", out)
+	}
+	// Schedules.
+	cli(2, "schedules", "put", "ns", "bad", "--lane", "l")
+	cli(2, "schedules", "put", "ns", "bad", "--lane", "l", "--cron", "every day")
+	out = cli(0, "schedules", "put", "ns", "quarter", "--lane", "l", "--cron", "*/15 * * * *", "--payload", "go", "--capability", "gpu", "--json")
+	if !strings.Contains(out, `"cron": "*/15 * * * *"`) || !strings.Contains(out, `"payload_text": "go"`) || !strings.Contains(out, `"required_capabilities": [`) {
+		t.Fatalf("put: %s", out)
+	}
+	if out = cli(0, "schedules", "pause", "ns", "quarter"); !strings.Contains(out, "paused") {
+		t.Fatalf("pause: %s", out)
+	}
+	if out = cli(0, "schedules", "resume", "ns", "quarter", "--json"); !strings.Contains(out, `"paused": false`) {
+		t.Fatalf("resume: %s", out)
+	}
+	cli(1, "schedules", "pause", "ns", "nope")
+	cli(0, "schedules", "delete", "ns", "quarter")
+	cli(1, "schedules", "delete", "ns", "quarter")
+	if out = cli(0, "schedules", "list", "--json"); !strings.Contains(out, `"items": []`) {
+		t.Fatalf("list after delete: %s", out)
+	}
+	if out = cli(0, "sweep", "--json"); !strings.Contains(out, `"scheduled": 0`) {
+		t.Fatalf("sweep: %s", out)
 	}
 }

@@ -62,6 +62,15 @@ type executionJSON struct {
 	CreatedAt            time.Time `json:"created_at"`
 	RunAt                time.Time `json:"run_at"`
 	RetryBackoffMs       int64     `json:"retry_backoff_ms"`
+	// PayloadText and ResultText repeat Payload and Result (base64) as
+	// text when they are valid UTF-8 (absent otherwise).
+	PayloadText    *string    `json:"payload_text,omitempty"`
+	ResultText     *string    `json:"result_text,omitempty"`
+	UniqueKey      string     `json:"unique_key"`
+	Holder         string     `json:"holder"`
+	ClaimedAt      *time.Time `json:"claimed_at"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
+	FinishedAt     *time.Time `json:"finished_at"`
 }
 
 func executionView(e service.Execution) executionJSON {
@@ -70,7 +79,17 @@ func executionView(e service.Execution) executionJSON {
 		Payload: e.Payload, Result: e.Result, RequiredCapabilities: orEmpty(e.RequiredCapabilities),
 		Attempts: e.Attempts, MaxAttempts: e.MaxAttempts, ReclaimCount: e.ReclaimCount, LastError: e.LastError,
 		CreatedAt: e.CreatedAt, RunAt: e.RunAt, RetryBackoffMs: e.RetryBackoff.Milliseconds(),
+		PayloadText: text(e.Payload), ResultText: text(e.Result), UniqueKey: e.UniqueKey, Holder: e.Holder,
+		ClaimedAt: optional(e.ClaimedAt), LeaseExpiresAt: optional(e.LeaseExpiresAt), FinishedAt: optional(e.FinishedAt),
 	}
+}
+
+// optional is a time for JSON: null when zero.
+func optional(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 type expiredLeaseJSON struct {
@@ -121,6 +140,10 @@ type statsJSON struct {
 	At         time.Time       `json:"at"`
 	Namespaces []namespaceJSON `json:"namespaces"`
 	Agents     map[string]int  `json:"agents"`
+	// Leader leads the fleet's maintenance until LeaderUntil ("" and null:
+	// none).
+	Leader      string     `json:"leader"`
+	LeaderUntil *time.Time `json:"leader_until"`
 }
 
 type namespaceJSON struct {
@@ -141,7 +164,7 @@ type laneJSON struct {
 }
 
 func statsView(st service.Stats) statsJSON {
-	out := statsJSON{At: st.At, Namespaces: []namespaceJSON{}, Agents: map[string]int{}}
+	out := statsJSON{At: st.At, Namespaces: []namespaceJSON{}, Agents: map[string]int{}, Leader: st.Leader, LeaderUntil: optional(st.LeaderUntil)}
 	for state, n := range st.Agents {
 		out.Agents[string(state)] = n
 	}
