@@ -105,6 +105,9 @@ type ListExecutionsArgs struct {
 	State           ExecutionState
 	After           string
 	Limit           int
+	// NewestFirst lists in descending id order (newest first), as
+	// index-backed as the ascending order. A cursor belongs to one order.
+	NewestFirst bool
 }
 
 // ExecutionPage is one page of executions; Next is empty exactly on the last
@@ -569,7 +572,10 @@ func (s *Store) CancelExecution(ctx context.Context, a CancelExecutionArgs) erro
 	})
 }
 
-const executionsCursor = "executions"
+const (
+	executionsCursor       = "executions"
+	newestExecutionsCursor = "executions-newest"
+)
 
 // ListExecutions pages executions in id (creation) order, filtered by
 // namespace ("" = all), lane and state, each optional.
@@ -590,9 +596,13 @@ func (s *Store) ListExecutions(ctx context.Context, a ListExecutionsArgs) (Execu
 	if err != nil {
 		return ExecutionPage{}, err
 	}
-	p := engine.ExecutionListParams{Namespace: a.Namespace, Lane: a.Lane, State: string(a.State), Limit: limit + 1}
+	p := engine.ExecutionListParams{Namespace: a.Namespace, Lane: a.Lane, State: string(a.State), Limit: limit + 1, Newest: a.NewestFirst}
+	kind := executionsCursor
+	if a.NewestFirst {
+		kind, p.AfterID = newestExecutionsCursor, uuid.Max
+	}
 	var after string
-	ok, err := decodeCursor(a.After, executionsCursor, &after)
+	ok, err := decodeCursor(a.After, kind, &after)
 	if err != nil {
 		return ExecutionPage{}, err
 	}
@@ -613,7 +623,7 @@ func (s *Store) ListExecutions(ctx context.Context, a ListExecutionsArgs) (Execu
 	var page ExecutionPage
 	if len(rows) > limit {
 		rows = rows[:limit]
-		page.Next = encodeCursor(executionsCursor, rows[limit-1].ID.String())
+		page.Next = encodeCursor(kind, rows[limit-1].ID.String())
 	}
 	page.Executions = make([]Execution, len(rows))
 	for i, r := range rows {

@@ -303,40 +303,50 @@ func TestListExecutions(t *testing.T) {
 		slices.SortFunc(all, func(a, b row) int { return strings.Compare(a.id.String(), b.id.String()) })
 		for _, ns := range []string{"", "a"} {
 			for _, lane := range []string{"", "x"} {
-				for _, state := range []ExecutionState{"", ExecutionWaiting, ExecutionCompleted, ExecutionCancelled} {
-					t.Run(fmt.Sprintf("ns=%q,lane=%q,state=%q", ns, lane, state), func(t *testing.T) {
-						var want []uuid.UUID
-						for _, r := range all {
-							if (ns == "" || r.ns == ns) && (lane == "" || r.lane == lane) && (state == "" || r.state == string(state)) {
-								want = append(want, r.id)
-							}
-						}
-						var got []uuid.UUID
-						after := ""
-						for pages := 0; ; pages++ {
-							page, err := s.ListExecutions(ctx, ListExecutionsArgs{Namespace: ns, Lane: lane, State: state, After: after, Limit: 2})
-							must(t, err)
-							for _, e := range page.Executions {
-								got = append(got, e.ID)
-								if (ns != "" && e.Namespace != ns) || (lane != "" && e.Lane != lane) || (state != "" && e.State != state) {
-									t.Fatalf("filter broken: %+v", e)
+				for _, state := range []ExecutionState{"", ExecutionWaiting, ExecutionCompleted, ExecutionCancelled, ExecutionRunning} {
+					for _, newest := range []bool{false, true} {
+						t.Run(fmt.Sprintf("ns=%q,lane=%q,state=%q,newest=%v", ns, lane, state, newest), func(t *testing.T) {
+							var want []uuid.UUID
+							for _, r := range all {
+								if (ns == "" || r.ns == ns) && (lane == "" || r.lane == lane) && (state == "" || r.state == string(state)) {
+									want = append(want, r.id)
 								}
 							}
-							if page.Next == "" {
-								if len(page.Executions) == 0 && pages > 0 {
-									t.Fatal("an empty last page: Next was not empty exactly on the last page")
-								}
-								break
+							if newest {
+								slices.Reverse(want)
 							}
-							after = page.Next
-						}
-						if !slices.Equal(got, want) {
-							t.Fatalf("got %v\nwant %v", got, want)
-						}
-					})
+							var got []uuid.UUID
+							after := ""
+							for pages := 0; ; pages++ {
+								page, err := s.ListExecutions(ctx, ListExecutionsArgs{Namespace: ns, Lane: lane, State: state, After: after, Limit: 2, NewestFirst: newest})
+								must(t, err)
+								for _, e := range page.Executions {
+									got = append(got, e.ID)
+									if (ns != "" && e.Namespace != ns) || (lane != "" && e.Lane != lane) || (state != "" && e.State != state) {
+										t.Fatalf("filter broken: %+v", e)
+									}
+								}
+								if page.Next == "" {
+									if len(page.Executions) == 0 && pages > 0 {
+										t.Fatal("an empty last page: Next was not empty exactly on the last page")
+									}
+									break
+								}
+								after = page.Next
+							}
+							if !slices.Equal(got, want) {
+								t.Fatalf("got %v\nwant %v", got, want)
+							}
+						})
+					}
 				}
 			}
 		}
+		// A cursor belongs to one order.
+		page, err := s.ListExecutions(ctx, ListExecutionsArgs{Limit: 1})
+		must(t, err)
+		_, err = s.ListExecutions(ctx, ListExecutionsArgs{Limit: 1, After: page.Next, NewestFirst: true})
+		wantErr(t, err, ErrInvalidInput)
 	})
 }
 

@@ -256,8 +256,10 @@ func executionsList(ctx context.Context, c *cli, args []string) error {
 	state := c.flags.String("state", "", "only this state (waiting, running, completed, failed, cancelled)")
 	after := c.flags.String("after", "", "the cursor printed after the previous page")
 	limit := c.flags.Int("limit", 100, "page size (0 = 1000, at most 10000)")
+	newest := c.flags.Bool("newest", false, "newest first (a cursor from --after belongs to one order)")
 	return c.withRead(ctx, args, 0, func(s *service.Store) error {
-		page, err := s.ListExecutions(ctx, service.ListExecutionsArgs{Namespace: *ns, Lane: *lane, State: service.ExecutionState(*state), After: *after, Limit: *limit})
+		page, err := s.ListExecutions(ctx, service.ListExecutionsArgs{Namespace: *ns, Lane: *lane, State: service.ExecutionState(*state),
+			After: *after, Limit: *limit, NewestFirst: *newest})
 		if err != nil {
 			return err
 		}

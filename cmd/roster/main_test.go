@@ -170,6 +170,7 @@ func TestCLIReadCommands(t *testing.T) {
 		{[]string{"events", "list"}, []string{"SEQ", "registered"}, []string{`"kind": "registered"`, `"instance_id"`}},
 		{[]string{"executions", "list", "--namespace", "ns"}, []string{"running", "waiting", `"resize cat.jpg"`, "1/3", "HOLDER", "LEASE EXPIRES"}, []string{`"run_at"`, `"retry_backoff_ms"`, `"max_attempts": 3`, `"payload_text": "resize cat.jpg"`, `"holder": "a"`, `"lease_expires_at": "`}},
 		{[]string{"executions", "list", "--lane", "z", "--state", "waiting"}, []string{"waiting"}, []string{`"lane": "z"`}},
+		{[]string{"executions", "list", "--namespace", "ns", "--newest", "--limit", "1"}, []string{"waiting", "next page: --after"}, []string{`"id": "` + f.scheduled.String() + `"`}},
 		{[]string{"executions", "get", f.running.String()}, []string{"running", "1 of 3", "holder", "lease_expires_at", "result"}, []string{`"state": "running"`, `"attempts": 1`, `"claimed_at": "`}},
 		{[]string{"schedules", "list"}, []string{"NAMESPACE", "nightly", "every 24h0m0s", "active"}, []string{`"name": "nightly"`, `"every_ms": 86400000`, `"next_run_at"`}},
 		{[]string{"leader"}, []string{"LEADER", "-"}, []string{`"leader": ""`, `"until": null`}},

@@ -114,14 +114,29 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionListByLaneStmt, err = db.PrepareContext(ctx, executionListByLane); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByLane: %w", err)
 	}
+	if q.executionListByLaneNewestStmt, err = db.PrepareContext(ctx, executionListByLaneNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByLaneNewest: %w", err)
+	}
 	if q.executionListByNamespaceStmt, err = db.PrepareContext(ctx, executionListByNamespace); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByNamespace: %w", err)
+	}
+	if q.executionListByNamespaceNewestStmt, err = db.PrepareContext(ctx, executionListByNamespaceNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByNamespaceNewest: %w", err)
 	}
 	if q.executionListByStateStmt, err = db.PrepareContext(ctx, executionListByState); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByState: %w", err)
 	}
+	if q.executionListByStateNewestStmt, err = db.PrepareContext(ctx, executionListByStateNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByStateNewest: %w", err)
+	}
+	if q.executionListNewestStmt, err = db.PrepareContext(ctx, executionListNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListNewest: %w", err)
+	}
 	if q.executionListRunningStmt, err = db.PrepareContext(ctx, executionListRunning); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListRunning: %w", err)
+	}
+	if q.executionListRunningNewestStmt, err = db.PrepareContext(ctx, executionListRunningNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListRunningNewest: %w", err)
 	}
 	if q.executionNextRunAtManyLanesStmt, err = db.PrepareContext(ctx, executionNextRunAtManyLanes); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionNextRunAtManyLanes: %w", err)
@@ -422,9 +437,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionListByLaneStmt: %w", cerr)
 		}
 	}
+	if q.executionListByLaneNewestStmt != nil {
+		if cerr := q.executionListByLaneNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByLaneNewestStmt: %w", cerr)
+		}
+	}
 	if q.executionListByNamespaceStmt != nil {
 		if cerr := q.executionListByNamespaceStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionListByNamespaceStmt: %w", cerr)
+		}
+	}
+	if q.executionListByNamespaceNewestStmt != nil {
+		if cerr := q.executionListByNamespaceNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByNamespaceNewestStmt: %w", cerr)
 		}
 	}
 	if q.executionListByStateStmt != nil {
@@ -432,9 +457,24 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionListByStateStmt: %w", cerr)
 		}
 	}
+	if q.executionListByStateNewestStmt != nil {
+		if cerr := q.executionListByStateNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByStateNewestStmt: %w", cerr)
+		}
+	}
+	if q.executionListNewestStmt != nil {
+		if cerr := q.executionListNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListNewestStmt: %w", cerr)
+		}
+	}
 	if q.executionListRunningStmt != nil {
 		if cerr := q.executionListRunningStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionListRunningStmt: %w", cerr)
+		}
+	}
+	if q.executionListRunningNewestStmt != nil {
+		if cerr := q.executionListRunningNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListRunningNewestStmt: %w", cerr)
 		}
 	}
 	if q.executionNextRunAtManyLanesStmt != nil {
@@ -746,9 +786,14 @@ type Queries struct {
 	executionKeyPutStmt                  *sql.Stmt
 	executionListStmt                    *sql.Stmt
 	executionListByLaneStmt              *sql.Stmt
+	executionListByLaneNewestStmt        *sql.Stmt
 	executionListByNamespaceStmt         *sql.Stmt
+	executionListByNamespaceNewestStmt   *sql.Stmt
 	executionListByStateStmt             *sql.Stmt
+	executionListByStateNewestStmt       *sql.Stmt
+	executionListNewestStmt              *sql.Stmt
 	executionListRunningStmt             *sql.Stmt
+	executionListRunningNewestStmt       *sql.Stmt
 	executionNextRunAtManyLanesStmt      *sql.Stmt
 	executionNextRunAtOneLaneStmt        *sql.Stmt
 	executionPickManyLanesStmt           *sql.Stmt
@@ -833,9 +878,14 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionKeyPutStmt:                  q.executionKeyPutStmt,
 		executionListStmt:                    q.executionListStmt,
 		executionListByLaneStmt:              q.executionListByLaneStmt,
+		executionListByLaneNewestStmt:        q.executionListByLaneNewestStmt,
 		executionListByNamespaceStmt:         q.executionListByNamespaceStmt,
+		executionListByNamespaceNewestStmt:   q.executionListByNamespaceNewestStmt,
 		executionListByStateStmt:             q.executionListByStateStmt,
+		executionListByStateNewestStmt:       q.executionListByStateNewestStmt,
+		executionListNewestStmt:              q.executionListNewestStmt,
 		executionListRunningStmt:             q.executionListRunningStmt,
+		executionListRunningNewestStmt:       q.executionListRunningNewestStmt,
 		executionNextRunAtManyLanesStmt:      q.executionNextRunAtManyLanesStmt,
 		executionNextRunAtOneLaneStmt:        q.executionNextRunAtOneLaneStmt,
 		executionPickManyLanesStmt:           q.executionPickManyLanesStmt,

@@ -315,8 +315,9 @@ type Execution struct {
 // filter "" is any.
 type ExecutionListParams struct {
 	Namespace, Lane, State string
-	AfterID                uuid.UUID // uuid.Nil: from the start
+	AfterID                uuid.UUID // uuid.Nil: from the start; with Newest, the page is of ids below it (uuid.Max: from the newest)
 	Limit                  int
+	Newest                 bool // descending id order: newest first
 }
 
 // ClaimParams ask for up to len(LeaseIDs) of the best claimable executions

@@ -889,6 +889,26 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			_, err := q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: 5, MaxRows: 10})
 			return err
 		},
+		"ExecutionListNewest": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListNewest(ctx, pgdb.ExecutionListNewestParams{BeforeID: id, MaxRows: 10})
+			return err
+		},
+		"ExecutionListByNamespaceNewest": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByNamespaceNewest(ctx, pgdb.ExecutionListByNamespaceNewestParams{Namespace: "ns1", BeforeID: id, Lane: "l", State: "failed", MaxRows: 10})
+			return err
+		},
+		"ExecutionListByStateNewest": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByStateNewest(ctx, pgdb.ExecutionListByStateNewestParams{State: "failed", BeforeID: id, MaxRows: 10})
+			return err
+		},
+		"ExecutionListRunningNewest": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListRunningNewest(ctx, pgdb.ExecutionListRunningNewestParams{BeforeID: id, MaxRows: 10})
+			return err
+		},
+		"ExecutionListByLaneNewest": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByLaneNewest(ctx, pgdb.ExecutionListByLaneNewestParams{Lane: "lane1", BeforeID: id, MaxRows: 10})
+			return err
+		},
 		"ScheduleAdvance": func(q *pgdb.Queries) error {
 			_, err := q.ScheduleAdvance(ctx, pgdb.ScheduleAdvanceParams{NextRunAtMs: 9, Namespace: "ns1", Name: "s1", FromMs: 5})
 			return err

@@ -203,6 +203,9 @@ func executionFromRow(r pgdb.Execution) engine.Execution {
 // the live rows of the running index, sorted); the other filters are applied
 // along the way.
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
+	if p.Newest {
+		return x.executionListNewest(ctx, p)
+	}
 	n := int32(p.Limit)
 	var rows []pgdb.Execution
 	var err error

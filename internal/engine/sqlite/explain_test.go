@@ -524,6 +524,26 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			_, err := q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: 5, MaxRows: 10})
 			return err
 		},
+		"ExecutionListNewest": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListNewest(ctx, sqlitedb.ExecutionListNewestParams{BeforeID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByNamespaceNewest": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByNamespaceNewest(ctx, sqlitedb.ExecutionListByNamespaceNewestParams{Namespace: "n", BeforeID: id, Lane: "l", State: "failed", Limit: 10})
+			return err
+		},
+		"ExecutionListByStateNewest": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByStateNewest(ctx, sqlitedb.ExecutionListByStateNewestParams{State: "failed", BeforeID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByLaneNewest": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByLaneNewest(ctx, sqlitedb.ExecutionListByLaneNewestParams{Lane: "l", BeforeID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListRunningNewest": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListRunningNewest(ctx, sqlitedb.ExecutionListRunningNewestParams{BeforeID: id, Limit: 10})
+			return err
+		},
 		"ScheduleAdvance": func(q *sqlitedb.Queries) error {
 			_, err := q.ScheduleAdvance(ctx, sqlitedb.ScheduleAdvanceParams{NextRunAtMs: 9, Namespace: "n", Name: "s", FromMs: 5})
 			return err
@@ -531,6 +551,12 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 	} {
 		// Listing every namespace's schedules walks the table in key order:
 		// schedules are few, and the page is all of them.
-		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call, name == "ScheduleList") })
+		t.Run(name, func(t *testing.T) {
+			if name == "ExecutionListRunningNewest" {
+				assertLiveRowsOnly(t, e, call)
+				return
+			}
+			assertIndexed(t, e, call, name == "ScheduleList")
+		})
 	}
 }

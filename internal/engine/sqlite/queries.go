@@ -217,6 +217,9 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 // the live rows of the running index, sorted); the other filters are applied
 // along the way.
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
+	if p.Newest {
+		return x.executionListNewest(ctx, p)
+	}
 	n := int64(p.Limit)
 	var rows []sqlitedb.Execution
 	var err error
