@@ -25,6 +25,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rosterdb/roster/internal/connstr"
 	"github.com/rosterdb/roster/service"
 )
 
@@ -103,24 +104,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{name: name, stdout: stdout, stderr: stderr, json: wantsJSON}
 	c.flags = flag.NewFlagSet("roster "+name, flag.ContinueOnError)
 	c.flags.SetOutput(io.Discard)
-	dbDefault := os.Getenv("ROSTER_DB")
-	if dbDefault == "" {
-		dbDefault = "roster.db"
-	}
-	c.flags.StringVar(&c.db, "db", dbDefault, "the database: a SQLite file path or a postgres:// URL ($ROSTER_DB)")
+	// Parse reports -h and bad flags as errors; the help is printed below,
+	// once, and a usage error is one line on stderr.
+	c.flags.Usage = func() {}
+	c.envStringVar(&c.db, "db", "ROSTER_DB", "roster.db", "the database: a SQLite file path or a postgres:// URL", false)
 	c.flags.BoolVar(&c.json, "json", false, "print JSON (snake_case keys, durations in ms, errors as {\"error\": ...})")
-	c.flags.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: roster %s [flags]%s\n\n%s\n\nFlags:\n", name, cmd.args, cmd.help)
-		c.flags.SetOutput(stdout)
-		c.flags.PrintDefaults()
-		c.flags.SetOutput(io.Discard)
-	}
 	err := cmd.run(ctx, c, rest)
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		c.flags.Usage()
+		c.printHelp(cmd)
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
@@ -130,6 +124,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(2, name+": "+describe(err)+" (see --help)")
 	}
 	return fail(1, name+": "+describe(err))
+}
+
+// printHelp prints a command's help and flags on stdout.
+func (c *cli) printHelp(cmd *command) {
+	fmt.Fprintf(c.stdout, "Usage: roster %s [flags]%s\n\n%s\n\nFlags:\n", c.name, cmd.args, cmd.help)
+	c.flags.SetOutput(c.stdout)
+	c.flags.PrintDefaults()
+	c.flags.SetOutput(io.Discard)
+}
+
+// envStringVar defines a string flag whose default is the environment
+// variable env, else fallback. The help never shows a secret: a connection
+// string's password is shown as xxxxx, and a secret flag's default (a token)
+// not at all, only whether env is set.
+func (c *cli) envStringVar(p *string, name, env, fallback, usage string, secret bool) {
+	def := os.Getenv(env)
+	set := def != ""
+	if !set {
+		def = fallback
+	}
+	usage += " ($" + env + ")"
+	if secret && set {
+		usage = strings.TrimSuffix(usage, ")") + ", which is set; its value is never shown)"
+	}
+	c.flags.StringVar(p, name, def, usage)
+	f := c.flags.Lookup(name)
+	f.DefValue = connstr.Redact(def)
+	if secret {
+		f.DefValue = ""
+	}
 }
 
 func contains(args []string, s string) bool {
