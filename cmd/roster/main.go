@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -68,8 +67,9 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wantsJSON := contains(args, "--json") || contains(args, "-json")
+	c := &cli{stdout: stdout, stderr: stderr, json: wantsJSON, argv: args}
 	fail := func(code int, msg string) int {
-		printError(stderr, wantsJSON, "roster: "+msg)
+		printError(stderr, wantsJSON, c.scrub("roster: "+msg))
 		return code
 	}
 	if len(args) == 0 {
@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rest = rest[1:]
 		cmd = sub
 	}
-	c := &cli{name: name, stdout: stdout, stderr: stderr, json: wantsJSON}
+	c.name = name
 	c.flags = flag.NewFlagSet("roster "+name, flag.ContinueOnError)
 	c.flags.SetOutput(io.Discard)
 	// Parse reports -h and bad flags as errors; the help is printed below,
@@ -137,7 +137,8 @@ func (c *cli) printHelp(cmd *command) {
 // envStringVar defines a string flag whose default is the environment
 // variable env, else fallback. The help never shows a secret: a connection
 // string's password is shown as xxxxx, and a secret flag's default (a token)
-// not at all, only whether env is set.
+// not at all, only whether env is set. A secret flag's values, from env and
+// from the command line, are hidden in every error printed.
 func (c *cli) envStringVar(p *string, name, env, fallback, usage string, secret bool) {
 	def := os.Getenv(env)
 	set := def != ""
@@ -153,7 +154,31 @@ func (c *cli) envStringVar(p *string, name, env, fallback, usage string, secret 
 	f.DefValue = connstr.Redact(def)
 	if secret {
 		f.DefValue = ""
+		c.secrets = append(c.secrets, def)
+		c.secretFlags = append(c.secretFlags, p)
 	}
+}
+
+// scrub hides every secret of the command line and the environment in msg:
+// the passwords of connection strings (--db, $ROSTER_DB, and any argument
+// that is one) and the values of secret flags.
+func (c *cli) scrub(msg string) string {
+	var literals []string
+	for _, v := range c.secrets {
+		if v != "" {
+			literals = append(literals, v)
+		}
+	}
+	for _, p := range c.secretFlags { // the values given on the command line
+		if *p != "" {
+			literals = append(literals, *p)
+		}
+	}
+	sort.Slice(literals, func(i, j int) bool { return len(literals[i]) > len(literals[j]) })
+	for _, v := range literals {
+		msg = strings.ReplaceAll(msg, v, connstr.Mask)
+	}
+	return connstr.Scrub(msg, append([]string{c.db, os.Getenv("ROSTER_DB")}, c.argv...)...)
 }
 
 func contains(args []string, s string) bool {
@@ -214,6 +239,9 @@ type cli struct {
 	json           bool
 	args           []string // positional arguments
 	stdout, stderr io.Writer
+	argv           []string  // the whole command line
+	secrets        []string  // values no error may show
+	secretFlags    []*string // flags whose values no error may show
 }
 
 var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
@@ -267,17 +295,9 @@ func isURL(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// displayDB is a --db value fit to print: a URL's password is never shown.
-func displayDB(db string) string {
-	if !isURL(db) {
-		return db
-	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return "(an unparsable PostgreSQL URL)"
-	}
-	return u.Redacted()
-}
+// displayDB is a --db value fit to print: a password is never shown, in any
+// form of connection string.
+func displayDB(db string) string { return connstr.Redact(db) }
 
 // missing is the error for a database that does not exist.
 func (c *cli) missing() error {
