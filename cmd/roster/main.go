@@ -299,10 +299,33 @@ func isURL(db string) bool {
 // form of connection string.
 func displayDB(db string) string { return connstr.Redact(db) }
 
+// shellQuote quotes s for a POSIX shell: as is when it holds only characters
+// no shell treats specially, else in single quotes, each embedded quote
+// written as a quote that closes, an escaped quote, and one that reopens.
+func shellQuote(s string) string {
+	safe := func(r rune) bool {
+		return r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-+=.,/:@%", r))
+	}
+	if s != "" && strings.IndexFunc(s, func(r rune) bool { return !safe(r) }) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// migrateUpHint ends a message with the command that creates or migrates the
+// database, ready to paste into a POSIX shell: "<what> with: roster migrate
+// up --db '...'". A password is shown as xxxxx, and the hint says so.
+func (c *cli) migrateUpHint(what string) string {
+	shown := displayDB(c.db)
+	if shown != c.db {
+		what += " (the password shown as " + connstr.Mask + ")"
+	}
+	return what + " with: roster migrate up --db " + shellQuote(shown)
+}
+
 // missing is the error for a database that does not exist.
 func (c *cli) missing() error {
-	d := displayDB(c.db)
-	return fmt.Errorf("no database at %s (pass --db, or run 'roster migrate up --db %s' to create one)", d, d)
+	return fmt.Errorf("no database at %s; pass --db, or %s", displayDB(c.db), c.migrateUpHint("create one"))
 }
 
 // openRead opens the database read-only: it is never migrated or created.
@@ -330,7 +353,7 @@ func (c *cli) openError(err error) error {
 	case errors.Is(err, service.ErrNotFound):
 		return c.missing()
 	case errors.Is(err, service.ErrSchemaOutdated):
-		return fmt.Errorf("%w (run 'roster migrate up --db %s')", err, displayDB(c.db))
+		return fmt.Errorf("%w; %s", err, c.migrateUpHint("migrate it"))
 	}
 	return err
 }
