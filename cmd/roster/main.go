@@ -426,7 +426,7 @@ func init() {
 		"migrate": {subs: map[string]*command{
 			"up":      {help: "Apply every pending migration, creating the database if absent.", run: migrateUp},
 			"down":    {help: "Roll back migrations (--steps, 0 = all), in one transaction.", run: migrateDown},
-			"version": {help: "Print the schema version and the latest this build knows (reads only).", run: migrateVersion},
+			"version": {help: "Print the schema version and the latest this build knows (reads only); with no migration applied the version is none (JSON: null).", run: migrateVersion},
 			"force":   {args: " VERSION", help: "Record VERSION (-1 = none, up to the latest this build knows) as the clean schema version without running migrations: the repair after a migration failed outside roster.", run: migrateForce},
 		}},
 		"workers": {subs: map[string]*command{
