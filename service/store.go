@@ -134,7 +134,10 @@ func WithoutMigrate() Option { return func(c *config) { c.migrate = false } }
 // WithReadOnly opens an existing database for inspection: it never migrates
 // (a schema that is not exactly current is ErrSchemaOutdated or
 // ErrSchemaTooNew), never creates a file (a missing one is ErrNotFound), and
-// every write method returns ErrReadOnly having changed nothing.
+// every write method returns ErrReadOnly having changed nothing. On SQLite
+// the file is opened read-only (mode=ro): neither it nor its -wal is ever
+// written, though SQLite may create the -shm (and an empty -wal) it needs to
+// read a database in WAL mode.
 func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
 
 // WithHeartbeatEvents(false) stops heartbeats from appending heartbeat events

@@ -82,16 +82,23 @@ func (c *cli) exists() error {
 	return nil
 }
 
+// printVersion prints the schema version and the latest this build knows.
+// A database without any migration applied (service.SchemaVersion's -1) has
+// no version: "none" in the table, with a line saying so, and null in JSON.
 func printVersion(ctx context.Context, c *cli) error {
 	v, latest, err := service.SchemaVersion(ctx, c.db)
 	if err != nil {
 		return err
 	}
 	out := struct {
-		Version int `json:"version"`
-		Latest  int `json:"latest"`
-	}{v, latest}
-	return c.print(out, []string{"VERSION", "LATEST"}, [][]string{{strconv.Itoa(v), strconv.Itoa(latest)}}, "")
+		Version *int `json:"version"` // null: no migration applied
+		Latest  int  `json:"latest"`
+	}{Latest: latest}
+	shown, footer := "none", "no migrations applied; "+c.migrateUpHint("apply them")
+	if v >= 0 {
+		out.Version, shown, footer = &v, strconv.Itoa(v), ""
+	}
+	return c.print(out, []string{"VERSION", "LATEST"}, [][]string{{shown, strconv.Itoa(latest)}}, footer)
 }
 
 // Workers.

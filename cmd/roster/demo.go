@@ -47,7 +47,7 @@ func (c *cli) refuseData(ctx context.Context) error {
 		return nil
 	}
 	if info, err := os.Stat(c.db); err == nil && info.Size() > 0 {
-		return usagef("--db %s already holds data; the demo runs only on a new or empty file (omit --db to use a temporary file)", c.db)
+		return usagef("--db %s already holds data; the demo runs only on a new or empty file (omit --db to use a temporary file)", displayDB(c.db))
 	}
 	return nil
 }

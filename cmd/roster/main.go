@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -25,6 +24,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rosterdb/roster/internal/connstr"
 	"github.com/rosterdb/roster/service"
 )
 
@@ -69,8 +69,9 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wantsJSON := contains(args, "--json") || contains(args, "-json")
+	c := &cli{stdout: stdout, stderr: stderr, json: wantsJSON, argv: args}
 	fail := func(code int, msg string) int {
-		printError(stderr, wantsJSON, "roster: "+msg)
+		printError(stderr, wantsJSON, c.scrub("roster: "+msg))
 		return code
 	}
 	if len(args) == 0 {
@@ -102,27 +103,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rest = rest[1:]
 		cmd = sub
 	}
-	c := &cli{name: name, stdout: stdout, stderr: stderr, json: wantsJSON}
+	c.name = name
 	c.flags = flag.NewFlagSet("roster "+name, flag.ContinueOnError)
 	c.flags.SetOutput(io.Discard)
-	dbDefault := os.Getenv("ROSTER_DB")
-	if dbDefault == "" {
-		dbDefault = "roster.db"
-	}
-	c.flags.StringVar(&c.db, "db", dbDefault, "the database: a SQLite file path or a postgres:// URL ($ROSTER_DB)")
+	// Parse reports -h and bad flags as errors; the help is printed below,
+	// once, and a usage error is one line on stderr.
+	c.flags.Usage = func() {}
+	c.envStringVar(&c.db, "db", "ROSTER_DB", "roster.db", "the database: a SQLite file path or a postgres:// URL", false)
 	c.flags.BoolVar(&c.json, "json", false, "print JSON (snake_case keys, durations in ms, errors as {\"error\": ...})")
-	c.flags.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: roster %s [flags]%s\n\n%s\n\nFlags:\n", name, cmd.args, cmd.help)
-		c.flags.SetOutput(stdout)
-		c.flags.PrintDefaults()
-		c.flags.SetOutput(io.Discard)
-	}
 	err := cmd.run(ctx, c, rest)
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		c.flags.Usage()
+		c.printHelp(cmd)
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
@@ -132,6 +126,61 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(2, name+": "+describe(err)+" (see --help)")
 	}
 	return fail(1, name+": "+describe(err))
+}
+
+// printHelp prints a command's help and flags on stdout.
+func (c *cli) printHelp(cmd *command) {
+	fmt.Fprintf(c.stdout, "Usage: roster %s [flags]%s\n\n%s\n\nFlags:\n", c.name, cmd.args, cmd.help)
+	c.flags.SetOutput(c.stdout)
+	c.flags.PrintDefaults()
+	c.flags.SetOutput(io.Discard)
+}
+
+// envStringVar defines a string flag whose default is the environment
+// variable env, else fallback. The help never shows a secret: a connection
+// string's password is shown as xxxxx, and a secret flag's default (a token)
+// not at all, only whether env is set. A secret flag's values, from env and
+// from the command line, are hidden in every error printed.
+func (c *cli) envStringVar(p *string, name, env, fallback, usage string, secret bool) {
+	def := os.Getenv(env)
+	set := def != ""
+	if !set {
+		def = fallback
+	}
+	usage += " ($" + env + ")"
+	if secret && set {
+		usage = strings.TrimSuffix(usage, ")") + ", which is set; its value is never shown)"
+	}
+	c.flags.StringVar(p, name, def, usage)
+	f := c.flags.Lookup(name)
+	f.DefValue = connstr.Redact(def)
+	if secret {
+		f.DefValue = ""
+		c.secrets = append(c.secrets, def)
+		c.secretFlags = append(c.secretFlags, p)
+	}
+}
+
+// scrub hides every secret of the command line and the environment in msg:
+// the passwords of connection strings (--db, $ROSTER_DB, and any argument
+// that is one) and the values of secret flags.
+func (c *cli) scrub(msg string) string {
+	var literals []string
+	for _, v := range c.secrets {
+		if v != "" {
+			literals = append(literals, v)
+		}
+	}
+	for _, p := range c.secretFlags { // the values given on the command line
+		if *p != "" {
+			literals = append(literals, *p)
+		}
+	}
+	sort.Slice(literals, func(i, j int) bool { return len(literals[i]) > len(literals[j]) })
+	for _, v := range literals {
+		msg = strings.ReplaceAll(msg, v, connstr.Mask)
+	}
+	return connstr.Scrub(msg, append([]string{c.db, os.Getenv("ROSTER_DB")}, c.argv...)...)
 }
 
 func contains(args []string, s string) bool {
@@ -192,6 +241,9 @@ type cli struct {
 	json           bool
 	args           []string // positional arguments
 	stdout, stderr io.Writer
+	argv           []string  // the whole command line
+	secrets        []string  // values no error may show
+	secretFlags    []*string // flags whose values no error may show
 }
 
 var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
@@ -255,22 +307,37 @@ func isURL(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// displayDB is a --db value fit to print: a URL's password is never shown.
-func displayDB(db string) string {
-	if !isURL(db) {
-		return db
+// displayDB is a --db value fit to print: a password is never shown, in any
+// form of connection string.
+func displayDB(db string) string { return connstr.Redact(db) }
+
+// shellQuote quotes s for a POSIX shell: as is when it holds only characters
+// no shell treats specially, else in single quotes, each embedded quote
+// written as a quote that closes, an escaped quote, and one that reopens.
+func shellQuote(s string) string {
+	safe := func(r rune) bool {
+		return r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-+=.,/:@%", r))
 	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return "(an unparsable PostgreSQL URL)"
+	if s != "" && strings.IndexFunc(s, func(r rune) bool { return !safe(r) }) < 0 {
+		return s
 	}
-	return u.Redacted()
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// migrateUpHint ends a message with the command that creates or migrates the
+// database, ready to paste into a POSIX shell: "<what> with: roster migrate
+// up --db '...'". A password is shown as xxxxx, and the hint says so.
+func (c *cli) migrateUpHint(what string) string {
+	shown := displayDB(c.db)
+	if shown != c.db {
+		what += " (the password shown as " + connstr.Mask + ")"
+	}
+	return what + " with: roster migrate up --db " + shellQuote(shown)
 }
 
 // missing is the error for a database that does not exist.
 func (c *cli) missing() error {
-	d := displayDB(c.db)
-	return fmt.Errorf("no database at %s (pass --db, or run 'roster migrate up --db %s' to create one)", d, d)
+	return fmt.Errorf("no database at %s; pass --db, or %s", displayDB(c.db), c.migrateUpHint("create one"))
 }
 
 // openRead opens the database read-only: it is never migrated or created.
@@ -298,7 +365,7 @@ func (c *cli) openError(err error) error {
 	case errors.Is(err, service.ErrNotFound):
 		return c.missing()
 	case errors.Is(err, service.ErrSchemaOutdated):
-		return fmt.Errorf("%w (run 'roster migrate up --db %s')", err, displayDB(c.db))
+		return fmt.Errorf("%w; %s", err, c.migrateUpHint("migrate it"))
 	}
 	return err
 }
@@ -371,7 +438,7 @@ func init() {
 		"migrate": {subs: map[string]*command{
 			"up":      {help: "Apply every pending migration, creating the database if absent.", run: migrateUp},
 			"down":    {help: "Roll back migrations (--steps, 0 = all), in one transaction.", run: migrateDown},
-			"version": {help: "Print the schema version and the latest this build knows (reads only).", run: migrateVersion},
+			"version": {help: "Print the schema version and the latest this build knows (reads only); with no migration applied the version is none (JSON: null).", run: migrateVersion},
 			"force":   {args: " VERSION", help: "Record VERSION (-1 = none, up to the latest this build knows) as the clean schema version without running migrations: the repair after a migration failed outside roster.", run: migrateForce},
 		}},
 		"workers": {subs: map[string]*command{

@@ -281,12 +281,15 @@ func TestCLIWriteCommands(t *testing.T) {
 func TestCLIMigrate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.db")
 	latest := latestVersion(t)
-	version := func(out string) int {
-		var v struct{ Version int }
+	version := func(out string) int { // -1: null, no migration applied
+		var v struct{ Version *int }
 		if err := json.Unmarshal([]byte(out), &v); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
-		return v.Version
+		if v.Version == nil {
+			return -1
+		}
+		return *v.Version
 	}
 	code, out, errOut := runCLI(t, "migrate", "up", "--db", path, "--json")
 	if code != 0 || version(out) != latest {

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -30,7 +29,8 @@ var statusPage = template.Must(template.ParseFS(webFS, "web/status.html.tmpl"))
 // /metrics and /healthz, until interrupted.
 func serve(ctx context.Context, c *cli, args []string) error {
 	addr := c.flags.String("addr", "127.0.0.1:8080", "listen address; any but loopback needs --token")
-	token := c.flags.String("token", os.Getenv("ROSTER_TOKEN"), "bearer token every request must carry ($ROSTER_TOKEN)")
+	var token string
+	c.envStringVar(&token, "token", "ROSTER_TOKEN", "", "bearer token every request must carry", true)
 	refresh := c.flags.Duration("refresh", 5*time.Second, "how often the page refreshes itself")
 	if err := c.parse(args, 0); err != nil {
 		return err
@@ -42,7 +42,7 @@ func serve(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return usagef("invalid --addr: %v", err)
 	}
-	if !loopback && *token == "" {
+	if !loopback && token == "" {
 		return usagef("refusing to serve on %s without --token (or $ROSTER_TOKEN): only a loopback address may go without one", *addr)
 	}
 	s, err := c.openRead(ctx)
@@ -55,7 +55,7 @@ func serve(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	h := newStatusHandler(s, displayDB(c.db), *refresh)
-	srv := &http.Server{Handler: requireToken(*token, h), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: requireToken(token, h), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(c.stdout, "serving %s on http://%s/\n", displayDB(c.db), ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgdb "github.com/rosterdb/roster/db/postgres"
+	"github.com/rosterdb/roster/internal/connstr"
 	"github.com/rosterdb/roster/internal/engine"
 	postgresschema "github.com/rosterdb/roster/schema/postgres"
 )
@@ -150,20 +150,17 @@ func (e *Engine) start(ctx context.Context) error {
 }
 
 // redact removes the password of rawURL from an error's text: it never
-// appears in an error, a log record or the CLI's output.
+// appears in an error, a log record or the CLI's output. Any URL form
+// (multi-host, unparsable, a password parameter) is covered by connstr.
 func redact(err error, rawURL string) error {
 	if err == nil {
 		return nil
 	}
-	u, perr := url.Parse(rawURL)
-	if perr != nil || u.User == nil {
+	msg := connstr.Scrub(err.Error(), rawURL)
+	if msg == err.Error() {
 		return err
 	}
-	pw, ok := u.User.Password()
-	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
-		return err
-	}
-	return redactedError{msg: strings.ReplaceAll(err.Error(), pw, "xxxxx"), err: err}
+	return redactedError{msg: msg, err: err}
 }
 
 // redactedError keeps the sentinel of an error whose text lost a password.

@@ -80,22 +80,33 @@ func migrateSchema(ctx context.Context, w *sql.DB, migrations fs.FS, apply bool,
 	return withMigrator(ctx, w, migrations, func(g *engine.Migrator) error { return g.Up(apply, log) })
 }
 
-// verifyCurrent checks, without writing anything (not even golang-migrate's
-// version table), that the schema is exactly the latest this build knows.
-func verifyCurrent(ctx context.Context, conn *sql.DB, migrations fs.FS) error {
+// readVersion reads golang-migrate's version row without writing anything
+// (not even its table): present is false when the table does not exist, and
+// the version is then database.NilVersion.
+func readVersion(ctx context.Context, conn *sql.DB) (version int, dirty, present bool, err error) {
 	var n int
 	if err := conn.QueryRowContext(ctx,
 		"SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", migrationsTable).Scan(&n); err != nil {
-		return fmt.Errorf("roster: reading the schema version: %w", translate(err))
+		return 0, false, false, fmt.Errorf("roster: reading the schema version: %w", translate(err))
 	}
-	version, dirty := database.NilVersion, false
+	version = database.NilVersion
 	if n > 0 {
 		err := conn.QueryRowContext(ctx, "SELECT version, dirty FROM "+migrationsTable+" LIMIT 1").Scan(&version, &dirty)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("roster: reading the schema version: %w", translate(err))
+			return 0, false, false, fmt.Errorf("roster: reading the schema version: %w", translate(err))
 		}
 	}
-	return engine.VerifyVersion(version, dirty, n > 0, migrations)
+	return version, dirty, n > 0, nil
+}
+
+// verifyCurrent checks, without writing anything, that the schema is exactly
+// the latest this build knows.
+func verifyCurrent(ctx context.Context, conn *sql.DB, migrations fs.FS) error {
+	version, dirty, present, err := readVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	return engine.VerifyVersion(version, dirty, present, migrations)
 }
 
 // Admin opens the database file at path (which must exist) for the migration
@@ -110,44 +121,78 @@ func Admin(path string) (engine.Admin, error) {
 		}
 		return nil, fmt.Errorf("roster: %w", err)
 	}
-	e := &Engine{cfg: engine.Config{BusyTimeout: 5 * time.Second, SyncFull: true, ReadConns: 1}}
-	if err := e.openDBs(path); err != nil {
-		return nil, err
-	}
-	return admin{e}, nil
+	return &admin{path: path}, nil
 }
 
-type admin struct{ e *Engine }
+// admin opens the file as each command needs it: read-only for Version, so
+// that reading the version writes nothing (not even the checkpoint a
+// read-write connection runs as it closes, which would copy a crashed
+// writer's -wal into the main file), and read-write for Down and Force.
+type admin struct {
+	path           string
+	reader, writer *Engine // nil until needed
+}
 
-func (a admin) Close() error { return a.e.closeDBs() }
+// open returns the read-only or the read-write connections, opening them on
+// first use.
+func (a *admin) open(readOnly bool) (*Engine, error) {
+	p := &a.writer
+	if readOnly {
+		p = &a.reader
+	}
+	if *p == nil {
+		e := &Engine{cfg: engine.Config{BusyTimeout: 5 * time.Second, SyncFull: true, ReadConns: 1, ReadOnly: readOnly}}
+		if err := e.openDBs(a.path); err != nil {
+			return nil, err
+		}
+		*p = e
+	}
+	return *p, nil
+}
 
-func (a admin) run(ctx context.Context, fn func(g *engine.Migrator) error) error {
-	return withMigrator(ctx, a.e.writer, sqliteschema.FS, fn)
+func (a *admin) Close() error {
+	var err error
+	for _, e := range []*Engine{a.reader, a.writer} {
+		if e != nil {
+			err = errors.Join(err, e.closeDBs())
+		}
+	}
+	return err
+}
+
+func (a *admin) run(ctx context.Context, fn func(g *engine.Migrator) error) error {
+	e, err := a.open(false)
+	if err != nil {
+		return err
+	}
+	return withMigrator(ctx, e.writer, sqliteschema.FS, fn)
 }
 
 // Version reads the version without writing anything: a database without
 // golang-migrate's table is at version -1 and stays untouched.
-func (a admin) Version(ctx context.Context) (version, latest int, err error) {
-	var n int
-	if err := a.e.writer.QueryRowContext(ctx,
-		"SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", migrationsTable).Scan(&n); err != nil {
-		return 0, 0, fmt.Errorf("roster: reading the schema version: %w", translate(err))
+func (a *admin) Version(ctx context.Context) (version, latest int, err error) {
+	e, err := a.open(true)
+	if err != nil {
+		return 0, 0, err
 	}
-	if n == 0 {
-		latest, err := engine.LatestIn(sqliteschema.FS)
-		return database.NilVersion, latest, err
+	latest, err = engine.LatestIn(sqliteschema.FS)
+	if err != nil {
+		return 0, 0, err
 	}
-	err = a.run(ctx, func(g *engine.Migrator) error {
-		version, latest, err = g.Version()
-		return err
-	})
-	return version, latest, err
+	version, dirty, _, err := readVersion(ctx, e.reader)
+	if err != nil {
+		return 0, 0, err
+	}
+	if dirty {
+		return version, latest, fmt.Errorf("roster: database is dirty at version %d", version)
+	}
+	return version, latest, nil
 }
 
-func (a admin) Down(ctx context.Context, steps int) error {
+func (a *admin) Down(ctx context.Context, steps int) error {
 	return a.run(ctx, func(g *engine.Migrator) error { return g.Down(steps) })
 }
 
-func (a admin) Force(ctx context.Context, version int) error {
+func (a *admin) Force(ctx context.Context, version int) error {
 	return a.run(ctx, func(g *engine.Migrator) error { return g.Force(version) })
 }

@@ -121,6 +121,9 @@ func Open(ctx context.Context, path string, cfg engine.Config) (*Engine, error) 
 func (e *Engine) start(ctx context.Context) error {
 	if e.cfg.ReadOnly {
 		if err := retryBusy(ctx, e.cfg.BusyTimeout, func() error { return e.reader.PingContext(ctx) }); err != nil {
+			if sqliteCode(err)&0xff == sqlite3.SQLITE_CANTOPEN {
+				return fmt.Errorf("roster: open: %w (read-only, a database in WAL mode needs its -wal and -shm files beside it, or a directory where SQLite may create them)", err)
+			}
 			return fmt.Errorf("roster: open: %w", err)
 		}
 		if err := verifyCurrent(ctx, e.reader, e.cfg.Migrations); err != nil {
@@ -210,6 +213,12 @@ func (e *Engine) openDBs(path string) error {
 		e.writer = w
 	}
 	rq := url.Values{"_pragma": {busy, "query_only(1)"}}
+	if e.cfg.ReadOnly {
+		// Opened read-only by the OS too, a connection can never write the
+		// file: not even the checkpoint SQLite runs when the last connection
+		// closes, which would copy a crashed writer's -wal into the main file.
+		rq.Set("mode", "ro")
+	}
 	r, err := sql.Open("sqlite", name+"?"+rq.Encode())
 	if err != nil {
 		if e.writer != nil {
