@@ -137,6 +137,28 @@ type status struct {
 	Agents         map[string]int    `json:"agents"`
 	AgentStates    []agentCount      `json:"-"`
 	Events         []eventJSON       `json:"events"`
+	// Heartbeats: the events include heartbeats (hidden by default).
+	Heartbeats  bool             `json:"heartbeats"`
+	Leader      string           `json:"leader"`
+	LeaderUntil *time.Time       `json:"leader_until"`
+	LeaderLeft  string           `json:"-"`
+	Schedules   []scheduleStatus `json:"schedules"`
+}
+
+type scheduleStatus struct {
+	scheduleJSON
+	Spec string `json:"-"`
+	Next string `json:"-"`
+}
+
+// failureStatus is one of a namespace's latest failed executions.
+type failureStatus struct {
+	ID         string    `json:"id"`
+	Lane       string    `json:"lane"`
+	FinishedAt time.Time `json:"finished_at"`
+	Ago        string    `json:"-"`
+	Attempts   int       `json:"attempts"`
+	LastError  string    `json:"last_error"`
 }
 
 type agentCount struct {
@@ -152,6 +174,7 @@ type namespaceStatus struct {
 	Lanes         []laneStatus    `json:"lanes"`
 	Workers       []workerStatus  `json:"workers"`
 	Expired       []expiredStatus `json:"expired_leases_oldest"`
+	Failures      []failureStatus `json:"latest_failures"`
 }
 
 type laneStatus struct {
@@ -176,13 +199,32 @@ type expiredStatus struct {
 	Ago         string `json:"-"`
 }
 
-// load reads everything the page shows.
-func (h *statusHandler) load(ctx context.Context) (status, error) {
+// failuresShown is how many of a namespace's latest failures the page shows.
+const failuresShown = 5
+
+// load reads everything the page shows; heartbeats says whether the events
+// include heartbeats.
+func (h *statusHandler) load(ctx context.Context, heartbeats bool) (status, error) {
 	st, err := h.s.Stats(ctx, time.Time{})
 	if err != nil {
 		return status{}, err
 	}
-	out := status{DB: h.db, At: st.At, RefreshSeconds: int(h.refresh.Seconds()), Agents: map[string]int{}, Events: []eventJSON{}}
+	out := status{DB: h.db, At: st.At, RefreshSeconds: int(h.refresh.Seconds()), Agents: map[string]int{}, Events: []eventJSON{},
+		Heartbeats: heartbeats, Leader: st.Leader, LeaderUntil: optional(st.LeaderUntil), Schedules: []scheduleStatus{}}
+	if st.Leader != "" {
+		out.LeaderLeft = human(st.LeaderUntil.Sub(st.At))
+	}
+	scs, err := h.s.ListSchedules(ctx, "")
+	if err != nil {
+		return status{}, err
+	}
+	for _, sc := range scs {
+		next := "paused"
+		if !sc.Paused {
+			next = sc.NextRunAt.Format("2006-01-02 15:04:05") + " UTC"
+		}
+		out.Schedules = append(out.Schedules, scheduleStatus{scheduleJSON: scheduleView(sc), Spec: spec(sc), Next: next})
+	}
 	for _, state := range []service.AgentState{service.AgentSpawned, service.AgentRunning, service.AgentSuspended, service.AgentTerminal} {
 		out.Agents[string(state)] = st.Agents[state]
 		out.AgentStates = append(out.AgentStates, agentCount{string(state), st.Agents[state]})
@@ -224,14 +266,35 @@ func (h *statusHandler) load(ctx context.Context) (status, error) {
 					ExpiredMs: ago.Milliseconds(), Ago: human(ago) + " ago"})
 			}
 		}
+		failed, err := h.s.ListExecutions(ctx, service.ListExecutionsArgs{Namespace: ns.Namespace, State: service.ExecutionFailed,
+			Limit: failuresShown, NewestFirst: true})
+		if err != nil {
+			return status{}, err
+		}
+		n.Failures = []failureStatus{}
+		for _, e := range failed.Executions {
+			n.Failures = append(n.Failures, failureStatus{ID: e.ID.String(), Lane: e.Lane, FinishedAt: e.FinishedAt,
+				Ago: human(st.At.Sub(e.FinishedAt)) + " ago", Attempts: e.Attempts, LastError: e.LastError})
+		}
 		out.Namespaces = append(out.Namespaces, n)
 	}
-	events, err := h.s.LatestWorkerEvents(ctx, "", 20)
+	// Heartbeats would fill the panel: unless asked for, read further back
+	// and keep the other kinds.
+	n := 20
+	if !heartbeats {
+		n = 500
+	}
+	events, err := h.s.LatestWorkerEvents(ctx, "", n)
 	if err != nil {
 		return status{}, err
 	}
 	for _, e := range events {
-		out.Events = append(out.Events, eventView(e))
+		if len(out.Events) == 20 {
+			break
+		}
+		if heartbeats || e.Kind != service.EventHeartbeat {
+			out.Events = append(out.Events, eventView(e))
+		}
 	}
 	return out, nil
 }
@@ -252,7 +315,7 @@ func human(d time.Duration) string {
 }
 
 func (h *statusHandler) page(w http.ResponseWriter, r *http.Request) {
-	st, err := h.load(r.Context())
+	st, err := h.load(r.Context(), r.URL.Query().Get("heartbeats") == "1")
 	if err != nil {
 		http.Error(w, "roster: "+describe(err), http.StatusServiceUnavailable)
 		return
@@ -265,7 +328,7 @@ func (h *statusHandler) page(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *statusHandler) json(w http.ResponseWriter, r *http.Request) {
-	st, err := h.load(r.Context())
+	st, err := h.load(r.Context(), r.URL.Query().Get("heartbeats") != "0")
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)

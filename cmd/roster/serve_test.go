@@ -11,11 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 	"github.com/rosterdb/roster/service"
 )
 
@@ -79,6 +81,9 @@ func TestServeEndpoints(t *testing.T) {
 	}
 	if ns := st.Namespaces[0]; ns.Namespace != "ns" || ns.WorkersLapsed != 2 || ns.ExpiredLeases != 1 || len(ns.Expired) != 1 || len(ns.Lanes) != 2 {
 		t.Fatalf("namespace ns: %+v", ns)
+	}
+	if len(st.Schedules) != 1 || st.Schedules[0].Name != "nightly" || st.Leader != "" || st.LeaderUntil != nil || st.Namespaces[0].Failures == nil {
+		t.Fatalf("schedules %+v, leader %q %v, failures %v", st.Schedules, st.Leader, st.LeaderUntil, st.Namespaces[0].Failures)
 	}
 	code, body = get(t, base+"/metrics", "")
 	if code != 200 || !strings.Contains(body, `roster_workers{namespace="ns",state="lapsed"} 2`) || !strings.Contains(body, `roster_agents{state="running"} 2`) {
@@ -156,6 +161,8 @@ func chromium(t *testing.T) string {
 func TestServePageInABrowser(t *testing.T) {
 	exe := chromium(t)
 	f := seed(t)
+	failed, stopLeader := addFailureAndLeader(t, f.path)
+	defer stopLeader()
 	base := startServe(t, "--db", f.path, "--refresh", "1s")
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -203,6 +210,41 @@ func TestServePageInABrowser(t *testing.T) {
 	if runningAgents != "2" || !strings.Contains(expired, f.running.String()) {
 		t.Fatalf("agents running %q; expired leases: %q", runningAgents, expired)
 	}
+	// The header names the maintenance leader; the Schedules card lists
+	// the schedule; the namespace shows its latest failure; the bars have
+	// a legend.
+	if leader := text(`#leader`); !strings.Contains(leader, "maintenance leader: page-sweeper") {
+		t.Fatalf("header: %q", leader)
+	}
+	if row := text(`tr[data-schedule="ns/nightly"]`); !strings.Contains(row, "every 24h0m0s") || !strings.Contains(row, "reports") || !strings.Contains(row, "UTC") {
+		t.Fatalf("schedules card: %q", row)
+	}
+	if row := text(`section[data-namespace="ns"] tr.failure`); !strings.Contains(row, failed.String()) || !strings.Contains(row, "disk full") {
+		t.Fatalf("latest failures: %q", row)
+	}
+	if legend := text(`section[data-namespace="ns"] .legend`); !strings.Contains(legend, "ready") || !strings.Contains(legend, "scheduled") || !strings.Contains(legend, "running") {
+		t.Fatalf("legend: %q", legend)
+	}
+	// Heartbeats are hidden until asked for.
+	kinds := func() []string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.event td:nth-child(5)")].map(e => e.innerText)`))
+		must(t, err)
+		return v
+	}
+	if k := kinds(); len(k) == 0 || slices.Contains(k, "heartbeat") {
+		t.Fatalf("events by default: %v", k)
+	}
+	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#heartbeat-toggle`)), chromedp.WaitVisible(chromedp.CSS(`#events`))))
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(kinds(), "heartbeat") {
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeats not shown after the toggle: %v", kinds())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`section[data-namespace="ns"]`))))
+
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	must(t, err)
 	shot := os.Getenv("ROSTER_SCREENSHOT") // where to keep it; by default an artifact out of the repo
@@ -220,5 +262,56 @@ func TestServePageInABrowser(t *testing.T) {
 	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`section[data-namespace="fresh"]`))))
 	if instance := text(`section[data-namespace="fresh"] tr.worker td`); instance != "new-worker" {
 		t.Fatalf("after the refresh: %q", instance)
+	}
+}
+
+// addFailureAndLeader gives the seeded fleet a failed execution (a worker
+// that heartbeats, then fails its work) and a maintenance leader, held by a
+// RunSweeper until stop is called.
+func addFailureAndLeader(t *testing.T, path string) (failed uuid.UUID, stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := service.Open(ctx, path)
+	must(t, err)
+	_, err = s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "c", Lanes: []string{"f"}, TTL: time.Hour})
+	must(t, err)
+	_, err = s.HeartbeatWorker(ctx, service.HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "c"})
+	must(t, err)
+	failed, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "f"})
+	must(t, err)
+	l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "c", LeaseTTL: time.Minute})
+	must(t, err)
+	must(t, s.FailExecution(ctx, service.FailArgs{Lease: l, Reason: "disk full"}))
+	must(t, s.Close())
+	// The leader's clock runs two hours behind, so that its sweep finds
+	// nothing to do yet (the seeded fleet's lapsed workers and expired
+	// lease stay as they are), while its lease (3 hours) holds now.
+	s, err = service.Open(ctx, path, service.WithClock(func() time.Time { return time.Now().Add(-2 * time.Hour) }))
+	must(t, err)
+	sctx, cancel := context.WithCancel(ctx)
+	first := make(chan time.Time, 1)
+	first <- time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.RunSweeper(sctx, service.SweeperArgs{Interval: time.Hour, InstanceID: "page-sweeper",
+			After: func(time.Duration) <-chan time.Time { return first }})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		id, _, err := s.Leader(ctx)
+		must(t, err)
+		if id == "page-sweeper" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sweeper did not lead")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return failed, func() {
+		cancel()
+		<-done
+		_ = s.Close()
 	}
 }
