@@ -1,17 +1,29 @@
 // Package metrics exports a roster Store to Prometheus
-// (github.com/prometheus/client_golang): gauges read from Store.Stats at each
-// scrape, and counters and histograms of what the Store did, heard through
-// service.Observer. It is a package of its own so that importing service
-// alone pulls no metrics dependency.
+// (github.com/prometheus/client_golang): counters and histograms of what
+// this process's Store did, heard through service.Observer, and, once told
+// to with Watch, the fleet's gauges read from Store.Stats at each scrape. It
+// is a package of its own so that importing service alone pulls no metrics
+// dependency.
 //
 //	c := metrics.New()
 //	store, err := service.Open(ctx, path, service.WithObserver(c))
-//	c.Watch(store)
 //	prometheus.MustRegister(c)
+//	c.Watch(store) // in one process per fleet only, or scrape 'roster serve'
+//
+// Counters count the process that serves them: sum them across targets.
+// Gauges describe the whole fleet (every process sees the same database): a
+// Collector exports them only after Watch, so that summing targets does not
+// count the fleet twice; 'roster serve' watches. A lane or namespace that
+// was reported once keeps reading 0 when nothing is live in it, instead of
+// dropping out.
+//
+// roster_stats_errors_total counts the scrapes whose Stats read failed (the
+// gauges are then missing from that scrape).
 package metrics
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,16 +38,21 @@ type Collector struct {
 
 	claims, completions, failures, leasesLost prometheus.Counter
 	reclaims, swept, overloads                prometheus.Counter
+	leaderChanges, scheduleRuns               prometheus.Counter
 	scrapeErrors                              prometheus.Counter
 	writeWait, commit                         prometheus.Histogram
 	groupSize                                 prometheus.Histogram
 
-	workers, expired, executions, oldestReady, agents *prometheus.Desc
+	workers, expired, executions, oldestReady, agents, leader *prometheus.Desc
+
+	mu         sync.Mutex
+	namespaces map[string]bool    // every namespace reported so far
+	lanes      map[[2]string]bool // every (namespace, lane) reported so far
 }
 
 var (
-	_ prometheus.Collector = (*Collector)(nil)
-	_ service.Observer     = (*Collector)(nil)
+	_ prometheus.Collector  = (*Collector)(nil)
+	_ service.FleetObserver = (*Collector)(nil)
 )
 
 // New returns a Collector. Pass it to service.Open with service.WithObserver,
@@ -51,14 +68,17 @@ func New() *Collector {
 		})
 	}
 	return &Collector{
-		timeout:      5 * time.Second,
-		claims:       counter("claims_total", "Executions claimed."),
-		completions:  counter("completions_total", "Attempts completed."),
-		failures:     counter("failures_total", "Attempts failed."),
-		leasesLost:   counter("leases_lost_total", "Renewals, completions and failures that found their lease lost."),
-		reclaims:     counter("reclaims_total", "Expired leases reclaimed."),
-		swept:        counter("workers_swept_total", "Lapsed workers swept."),
-		overloads:    counter("overloads_total", "Writes refused with ErrOverloaded."),
+		timeout:     5 * time.Second,
+		claims:      counter("claims_total", "Executions claimed."),
+		completions: counter("completions_total", "Attempts completed."),
+		failures:    counter("failures_total", "Attempts failed."),
+		leasesLost:  counter("leases_lost_total", "Renewals, completions and failures that found their lease lost."),
+		reclaims:    counter("reclaims_total", "Expired leases reclaimed."),
+		swept:       counter("workers_swept_total", "Lapsed workers swept."),
+		overloads:   counter("overloads_total", "Writes refused with ErrOverloaded."),
+		leaderChanges: counter("leader_changes_total",
+			"Times this process's RunSweeper took the maintenance leadership under a new epoch, or lost it."),
+		scheduleRuns: counter("schedule_runs_total", "Executions created by schedules (by this process's maintenance)."),
 		scrapeErrors: counter("stats_errors_total", "Scrapes whose Stats read failed."),
 		writeWait:    latency("write_queue_wait_seconds", "How long a write waited for the writer (SQLite) or a pooled connection (PostgreSQL)."),
 		commit:       latency("commit_seconds", "How long a commit took."),
@@ -75,15 +95,21 @@ func New() *Collector {
 		oldestReady: prometheus.NewDesc("roster_oldest_ready_age_seconds", "Age of the oldest ready execution's RunAt.",
 			[]string{"namespace", "lane"}, nil),
 		agents: prometheus.NewDesc("roster_agents", "Agents per state.", []string{"state"}, nil),
+		leader: prometheus.NewDesc("roster_leader_lease_seconds",
+			"Seconds left on the maintenance leader's lease, labelled with the leader's instance (absent: no leader).",
+			[]string{"instance"}, nil),
+		namespaces: map[string]bool{},
+		lanes:      map[[2]string]bool{},
 	}
 }
 
-// Watch sets the Store whose Stats the gauges report.
+// Watch sets the Store whose Stats the fleet gauges report; without it the
+// Collector exports only this process's counters and histograms.
 func (c *Collector) Watch(s *service.Store) { c.store.Store(s) }
 
 func (c *Collector) metrics() []prometheus.Collector {
 	return []prometheus.Collector{c.claims, c.completions, c.failures, c.leasesLost, c.reclaims, c.swept,
-		c.overloads, c.scrapeErrors, c.writeWait, c.commit, c.groupSize}
+		c.overloads, c.leaderChanges, c.scheduleRuns, c.scrapeErrors, c.writeWait, c.commit, c.groupSize}
 }
 
 // Describe sends the descriptions of every metric.
@@ -91,7 +117,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.metrics() {
 		m.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{c.workers, c.expired, c.executions, c.oldestReady, c.agents} {
+	for _, d := range []*prometheus.Desc{c.workers, c.expired, c.executions, c.oldestReady, c.agents, c.leader} {
 		ch <- d
 	}
 }
@@ -116,11 +142,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seenNS, seenLanes := map[string]bool{}, map[[2]string]bool{}
 	for _, ns := range st.Namespaces {
+		seenNS[ns.Namespace], c.namespaces[ns.Namespace] = true, true
 		gauge(c.workers, float64(ns.WorkersAlive), ns.Namespace, "alive")
 		gauge(c.workers, float64(ns.WorkersLapsed), ns.Namespace, "lapsed")
 		gauge(c.expired, float64(ns.ExpiredLeases), ns.Namespace)
 		for _, l := range ns.Lanes {
+			k := [2]string{ns.Namespace, l.Lane}
+			seenLanes[k], c.lanes[k] = true, true
 			gauge(c.executions, float64(l.Ready), ns.Namespace, l.Lane, "ready")
 			gauge(c.executions, float64(l.Scheduled), ns.Namespace, l.Lane, "scheduled")
 			gauge(c.executions, float64(l.Running), ns.Namespace, l.Lane, "running")
@@ -131,8 +163,27 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.oldestReady, age, ns.Namespace, l.Lane)
 		}
 	}
+	// What was reported once and is empty now reads 0.
+	for ns := range c.namespaces {
+		if !seenNS[ns] {
+			gauge(c.workers, 0, ns, "alive")
+			gauge(c.workers, 0, ns, "lapsed")
+			gauge(c.expired, 0, ns)
+		}
+	}
+	for k := range c.lanes {
+		if !seenLanes[k] {
+			for _, state := range []string{"ready", "scheduled", "running"} {
+				gauge(c.executions, 0, k[0], k[1], state)
+			}
+			gauge(c.oldestReady, 0, k[0], k[1])
+		}
+	}
 	for state, n := range st.Agents {
 		gauge(c.agents, float64(n), string(state))
+	}
+	if st.Leader != "" {
+		gauge(c.leader, max(st.LeaderUntil.Sub(st.At).Seconds(), 0), st.Leader)
 	}
 }
 
@@ -165,3 +216,9 @@ func (c *Collector) Committed(d time.Duration, writes int) {
 	c.commit.Observe(d.Seconds())
 	c.groupSize.Observe(float64(writes))
 }
+
+// LeaderChanged counts a change of this process's maintenance leadership.
+func (c *Collector) LeaderChanged() { c.leaderChanges.Inc() }
+
+// ScheduleRuns counts executions created by schedules.
+func (c *Collector) ScheduleRuns(n int) { c.scheduleRuns.Add(float64(n)) }

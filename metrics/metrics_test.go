@@ -146,3 +146,67 @@ func TestServiceDoesNotImportPrometheus(t *testing.T) {
 		t.Fatal("package service depends on prometheus")
 	}
 }
+
+// Leadership and schedules are counted; the leader's lease is a gauge; a
+// lane emptied reads 0 instead of dropping out; without Watch a Collector
+// exports no fleet gauge.
+func TestCollectorFleet(t *testing.T) {
+	ctx := context.Background()
+	c := New()
+	now := t0
+	s, err := service.Open(ctx, ":memory:", service.WithObserver(c), service.WithClock(func() time.Time { return now }))
+	must(t, err)
+	defer s.Close()
+	reg := prometheus.NewPedanticRegistry()
+	must(t, reg.Register(c))
+
+	id, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l"})
+	must(t, err)
+	if n, err := testutil.GatherAndCount(reg, "roster_executions", "roster_workers"); err != nil || n != 0 {
+		t.Fatalf("fleet gauges without Watch: %d (%v)", n, err)
+	}
+	c.Watch(s)
+	must(t, s.PutSchedule(ctx, service.Schedule{Namespace: "ns", Name: "m", Every: time.Minute, Template: service.CreateExecutionArgs{Lane: "s"}}))
+	first := make(chan time.Time, 1)
+	first <- now
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.RunSweeper(sctx, service.SweeperArgs{Interval: time.Minute, InstanceID: "me",
+			After: func(time.Duration) <-chan time.Time { return first }})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(c.scheduleRuns) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the leader's run created no schedule run")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(c.leaderChanges); got != 1 {
+		t.Fatalf("leader changes %v, want 1", got)
+	}
+	// Lane l is reported, then emptied by a cancel.
+	_, err = testutil.GatherAndCount(reg)
+	must(t, err)
+	must(t, s.CancelExecution(ctx, service.CancelExecutionArgs{ID: id}))
+	expected := `
+# HELP roster_executions Live executions: ready (claimable), scheduled (RunAt ahead) or running.
+# TYPE roster_executions gauge
+roster_executions{lane="l",namespace="ns",state="ready"} 0
+roster_executions{lane="l",namespace="ns",state="running"} 0
+roster_executions{lane="l",namespace="ns",state="scheduled"} 0
+roster_executions{lane="s",namespace="ns",state="ready"} 1
+roster_executions{lane="s",namespace="ns",state="running"} 0
+roster_executions{lane="s",namespace="ns",state="scheduled"} 0
+# HELP roster_leader_lease_seconds Seconds left on the maintenance leader's lease, labelled with the leader's instance (absent: no leader).
+# TYPE roster_leader_lease_seconds gauge
+roster_leader_lease_seconds{instance="me"} 180
+`
+	must(t, testutil.GatherAndCompare(reg, strings.NewReader(expected), "roster_executions", "roster_leader_lease_seconds"))
+	stop()
+	<-done
+	if got := testutil.ToFloat64(c.leaderChanges); got != 1 {
+		t.Fatalf("leader changes after a resign %v", got)
+	}
+}
