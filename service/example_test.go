@@ -319,3 +319,121 @@ func ExampleStore_Stats() {
 	// prod: 1 alive, 0 lapsed
 	//   images: 2 ready (oldest 1m0s), 1 scheduled, 0 running
 }
+
+// A producer that retries (a webhook delivered twice) creates one
+// execution: the second create with the same UniqueKey returns the first's
+// id. With UniqueFor the key stays held after the execution ended.
+func Example_uniqueExecutions() {
+	ctx := context.Background()
+	store, err := service.Open(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	delivery := service.CreateExecutionArgs{
+		Namespace: "billing", Lane: "webhooks", Payload: []byte(`{"invoice": 42}`),
+		UniqueKey: "stripe:evt_42", UniqueFor: 24 * time.Hour, Now: now,
+	}
+	first, err := store.CreateExecution(ctx, delivery)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.CancelExecution(ctx, service.CancelExecutionArgs{ID: first, Reason: "handled by hand", Now: now}); err != nil {
+		log.Fatal(err)
+	}
+	delivery.Now = now.Add(time.Hour) // the retry arrives an hour later
+	again, err := store.CreateExecution(ctx, delivery)
+	if err != nil {
+		log.Fatal(err)
+	}
+	delivery.Now = now.Add(25 * time.Hour) // a day later the key is free again
+	later, err := store.CreateExecution(ctx, delivery)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("the retry got the first id:", again == first)
+	fmt.Println("a day later, a new execution:", later != first)
+	// Output:
+	// the retry got the first id: true
+	// a day later, a new execution: true
+}
+
+// A failed execution is redriven once its cause is fixed: it waits again,
+// with one more attempt, and keeps its history.
+func ExampleStore_RetryExecution() {
+	ctx := context.Background()
+	store, err := service.Open(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, err := store.RegisterWorker(ctx, service.RegisterWorkerArgs{
+		Namespace: "prod", WorkerID: "mailer", InstanceID: "m-1", Lanes: []string{"mail"}, TTL: time.Minute, Now: now,
+	}); err != nil {
+		log.Fatal(err)
+	}
+	id, err := store.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "prod", Lane: "mail", Now: now})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := store.ClaimExecution(ctx, service.ClaimArgs{Namespace: "prod", InstanceID: "m-1", LeaseTTL: time.Minute, Now: now})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.FailExecution(ctx, service.FailArgs{Lease: lease, Reason: "SMTP relay down", Now: now}); err != nil {
+		log.Fatal(err)
+	}
+	// The relay is back: redrive it.
+	if err := store.RetryExecution(ctx, service.RetryExecutionArgs{ID: id, Now: now.Add(time.Minute)}); err != nil {
+		log.Fatal(err)
+	}
+	e, err := store.GetExecution(ctx, id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s, attempt %d of %d, last error %q\n", e.State, e.Attempts, e.MaxAttempts, e.LastError)
+	// Output:
+	// waiting, attempt 1 of 2, last error "SMTP relay down"
+}
+
+// Every process may run RunSweeper: one of them leads and does the
+// maintenance, including the runs of schedules. A schedule creates one
+// execution per period, keyed by the period, so no period runs twice.
+func ExampleStore_PutSchedule() {
+	ctx := context.Background()
+	store, err := service.Open(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.PutSchedule(ctx, service.Schedule{
+		Namespace: "prod", Name: "nightly-report", Cron: "0 2 * * *", // 02:00 UTC
+		Template: service.CreateExecutionArgs{Lane: "reports", Payload: []byte("yesterday"), MaxAttempts: 3},
+	}); err != nil {
+		log.Fatal(err)
+	}
+	scs, err := store.ListSchedules(ctx, "prod")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(scs[0].Name, "next runs at", scs[0].NextRunAt.Format("15:04 MST"))
+
+	// Maintenance in every process: one leads (here the only one).
+	ctx, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer stop()
+	go func() {
+		_ = store.RunSweeper(ctx, service.SweeperArgs{Interval: 40 * time.Millisecond, InstanceID: "host-1"})
+	}()
+	for {
+		if leader, _, err := store.Leader(ctx); err == nil && leader != "" {
+			fmt.Println("maintenance leader:", leader)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Output:
+	// nightly-report next runs at 02:00 UTC
+	// maintenance leader: host-1
+}
