@@ -226,10 +226,14 @@ func (n *notifier) signal() {
 	n.ch = make(chan struct{})
 }
 
-// Open opens the database at path: a file (created with mode 0600 if absent)
-// or ":memory:" (a private in-memory database) on SQLite. It applies every
-// pending migration atomically and under a cross-process lock, so that many
-// processes may Open one new database at once.
+// Open opens the database at path: on SQLite a file (created with mode 0600
+// if absent) or ":memory:" (a private in-memory database); on PostgreSQL a
+// "postgres://" or "postgresql://" URL (pgx syntax: search_path picks the
+// schema, pool_max_conns the pool), for a fleet whose processes run on many
+// hosts. It applies every pending migration atomically and under a
+// cross-process lock (PostgreSQL: an advisory lock in one transaction), so
+// that many processes may Open one new database at once; WithoutMigrate
+// only checks that the schema is current, and WithReadOnly never writes.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
