@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	name, rest := args[0], args[1:]
 	if cmd.subs != nil {
 		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
-			fmt.Fprintf(stdout, "Usage: roster %s %s [flags]\n", name, cmd.subList)
+			printSubcommands(stdout, name, cmd)
 			return 0
 		}
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
@@ -420,6 +420,18 @@ type command struct {
 	run     func(ctx context.Context, c *cli, args []string) error
 	subs    map[string]*command
 	subList string
+}
+
+// printSubcommands is a command's help: each subcommand with its arguments
+// and what it does.
+func printSubcommands(w io.Writer, name string, cmd *command) {
+	fmt.Fprintf(w, "Usage: roster %s %s [flags]\n\nSubcommands:\n", name, cmd.subList)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, sub := range strings.Split(cmd.subList, "|") {
+		fmt.Fprintf(tw, "  %s%s\t%s\n", sub, cmd.subs[sub].args, cmd.subs[sub].help)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\nRun \"roster %s SUBCOMMAND --help\" for its flags.\n", name)
 }
 
 func subList(subs map[string]*command) string {
