@@ -75,7 +75,10 @@ func demo(ctx context.Context, c *cli, args []string) error {
 		defer os.RemoveAll(dir)
 		path = filepath.Join(dir, "fleet.db")
 	}
-	clock := &demoClock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	// The demo's clock starts two minutes ago and moves on as the story
+	// does (31 s of a crash, a minute to a host restart), so that every time
+	// it writes lies in the past of the wall clock when the demo ends.
+	clock := &demoClock{t: time.Now().UTC().Add(-2 * time.Minute).Truncate(time.Millisecond)}
 	s, err := service.Open(ctx, path, service.WithClock(clock.Now))
 	if err != nil {
 		return err
@@ -108,7 +111,9 @@ func demo(ctx context.Context, c *cli, args []string) error {
 
 	// Work.
 	jobs := []service.CreateExecutionArgs{
-		{Namespace: "prod", Lane: "images", Payload: []byte("thumbnail cat.jpg"), Priority: 1, MaxAttempts: 3},
+		// The job resizer-2 will hold when it crashes: retried (3 attempts),
+		// and ahead of owl.jpg, so that it is the one re-claimed.
+		{Namespace: "prod", Lane: "images", Payload: []byte("thumbnail cat.jpg"), Priority: 2, MaxAttempts: 3},
 		{Namespace: "prod", Lane: "images", Payload: []byte("upscale dog.png"), Priority: 5, RequiredCapabilities: []string{"gpu"}},
 		{Namespace: "prod", Lane: "images", Payload: []byte("thumbnail owl.jpg"), Priority: 1},
 		{Namespace: "staging", Lane: "email", Payload: []byte("welcome mail"), Priority: 0},
@@ -161,6 +166,9 @@ func demo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	fmt.Fprintf(out, "resizer-1 re-claims %q (attempt %d, epoch %d)\n", l.Payload, l.AttemptIndex, l.Epoch)
+	if l.ExecutionID != crashed.ExecutionID {
+		return fmt.Errorf("resizer-1 claimed %q, not the crashed job", l.Payload)
+	}
 	if err := s.CompleteExecution(ctx, service.CompleteArgs{Lease: l, Result: []byte("ok")}); err != nil {
 		return err
 	}
