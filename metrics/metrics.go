@@ -36,12 +36,12 @@ type Collector struct {
 	store   atomic.Pointer[service.Store]
 	timeout time.Duration
 
-	claims, completions, failures, leasesLost prometheus.Counter
-	reclaims, swept, overloads                prometheus.Counter
-	leaderChanges, scheduleRuns               prometheus.Counter
-	scrapeErrors                              prometheus.Counter
-	writeWait, commit                         prometheus.Histogram
-	groupSize                                 prometheus.Histogram
+	claims, completions, failures          *prometheus.CounterVec // by namespace and lane
+	leasesLost, reclaims, swept, overloads prometheus.Counter
+	leaderChanges, scheduleRuns            prometheus.Counter
+	scrapeErrors                           prometheus.Counter
+	writeWait, commit                      prometheus.Histogram
+	groupSize                              prometheus.Histogram
 
 	workers, expired, executions, oldestReady, agents, leader *prometheus.Desc
 
@@ -51,8 +51,9 @@ type Collector struct {
 }
 
 var (
-	_ prometheus.Collector  = (*Collector)(nil)
-	_ service.FleetObserver = (*Collector)(nil)
+	_ prometheus.Collector    = (*Collector)(nil)
+	_ service.FleetObserver   = (*Collector)(nil)
+	_ service.LabeledObserver = (*Collector)(nil)
 )
 
 // New returns a Collector. Pass it to service.Open with service.WithObserver,
@@ -67,11 +68,14 @@ func New() *Collector {
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16), // 50 µs to ~1.6 s
 		})
 	}
+	byLane := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "roster", Name: name, Help: help}, []string{"namespace", "lane"})
+	}
 	return &Collector{
 		timeout:     5 * time.Second,
-		claims:      counter("claims_total", "Executions claimed."),
-		completions: counter("completions_total", "Attempts completed."),
-		failures:    counter("failures_total", "Attempts failed."),
+		claims:      byLane("claims_total", "Executions claimed by this process."),
+		completions: byLane("completions_total", "Attempts completed by this process."),
+		failures:    byLane("failures_total", "Attempts failed by this process."),
 		leasesLost:  counter("leases_lost_total", "Renewals, completions and failures that found their lease lost."),
 		reclaims:    counter("reclaims_total", "Expired leases reclaimed."),
 		swept:       counter("workers_swept_total", "Lapsed workers swept."),
@@ -187,14 +191,32 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Claimed counts claimed executions.
-func (c *Collector) Claimed(n int) { c.claims.Add(float64(n)) }
+// Claimed counts claimed executions of no known lane (the Store calls
+// ClaimedIn instead).
+func (c *Collector) Claimed(n int) { c.ClaimedIn("", "", n) }
 
-// Completed counts a completed attempt.
-func (c *Collector) Completed() { c.completions.Inc() }
+// Completed counts a completed attempt of no known lane (the Store calls
+// CompletedIn instead).
+func (c *Collector) Completed() { c.CompletedIn("", "") }
 
-// Failed counts a failed attempt.
-func (c *Collector) Failed() { c.failures.Inc() }
+// Failed counts a failed attempt of no known lane (the Store calls FailedIn
+// instead).
+func (c *Collector) Failed() { c.FailedIn("", "") }
+
+// ClaimedIn counts executions claimed in a namespace's lane.
+func (c *Collector) ClaimedIn(namespace, lane string, n int) {
+	c.claims.WithLabelValues(namespace, lane).Add(float64(n))
+}
+
+// CompletedIn counts an attempt completed in a namespace's lane.
+func (c *Collector) CompletedIn(namespace, lane string) {
+	c.completions.WithLabelValues(namespace, lane).Inc()
+}
+
+// FailedIn counts an attempt failed in a namespace's lane.
+func (c *Collector) FailedIn(namespace, lane string) {
+	c.failures.WithLabelValues(namespace, lane).Inc()
+}
 
 // LeaseLost counts a lost lease.
 func (c *Collector) LeaseLost() { c.leasesLost.Inc() }

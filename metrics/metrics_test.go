@@ -92,7 +92,8 @@ roster_agents{state="terminal"} 0
 		c    prometheus.Counter
 		want float64
 	}{
-		"claims": {c.claims, 3}, "completions": {c.completions, 1}, "failures": {c.failures, 1},
+		"claims": {c.claims.WithLabelValues("ns", "l"), 3}, "completions": {c.completions.WithLabelValues("ns", "l"), 1},
+		"failures":    {c.failures.WithLabelValues("ns", "l"), 1},
 		"leases lost": {c.leasesLost, 1}, "reclaims": {c.reclaims, float64(n)}, "swept": {c.swept, float64(swept)},
 	} {
 		if got := testutil.ToFloat64(tc.c); got != tc.want || tc.want == 0 {

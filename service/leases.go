@@ -521,7 +521,7 @@ func (s *Store) claimed(res engine.ClaimResult, instanceID string) ([]Lease, tim
 		leases[i] = leaseFromRow(c, instanceID)
 	}
 	if len(leases) > 0 {
-		s.cfg.observer.Claimed(len(leases))
+		s.noteClaimed(leases)
 	}
 	var next time.Time
 	if res.NextRunAtMs != 0 {
@@ -672,7 +672,7 @@ func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
 		return leaseError(q.LeaseComplete(ctx, leaseRef(a.Lease), now, a.Result), a.Lease)
 	})
 	if err == nil {
-		s.cfg.observer.Completed()
+		s.noteEnded(a.Lease.Namespace, a.Lease.Lane, false)
 	}
 	return s.observeLease(err)
 }
@@ -695,7 +695,7 @@ func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
 		return leaseError(q.LeaseFail(ctx, leaseRef(a.Lease), now, a.Reason), a.Lease)
 	})
 	if err == nil {
-		s.cfg.observer.Failed()
+		s.noteEnded(a.Lease.Namespace, a.Lease.Lane, true)
 		s.work.signal() // a retry may be claimable
 	}
 	return s.observeLease(err)

@@ -29,6 +29,46 @@ type Observer interface {
 	Committed(d time.Duration, writes int)
 }
 
+// LabeledObserver is an Observer that also hears the namespace and lane of
+// each claim, completion and failure (package metrics implements it, to
+// label its counters). On an Observer that implements it, the Store calls
+// ClaimedIn, CompletedIn and FailedIn instead of Claimed, Completed and
+// Failed.
+type LabeledObserver interface {
+	Observer
+	ClaimedIn(namespace, lane string, n int)
+	CompletedIn(namespace, lane string)
+	FailedIn(namespace, lane string)
+}
+
+// noteClaimed tells the Observer of claimed leases.
+func (s *Store) noteClaimed(leases []Lease) {
+	o, ok := s.cfg.observer.(LabeledObserver)
+	if !ok {
+		s.cfg.observer.Claimed(len(leases))
+		return
+	}
+	for _, l := range leases {
+		o.ClaimedIn(l.Namespace, l.Lane, 1)
+	}
+}
+
+// noteEnded tells the Observer that an attempt of the namespace's lane
+// completed or failed.
+func (s *Store) noteEnded(namespace, lane string, failed bool) {
+	o, ok := s.cfg.observer.(LabeledObserver)
+	switch {
+	case ok && failed:
+		o.FailedIn(namespace, lane)
+	case ok:
+		o.CompletedIn(namespace, lane)
+	case failed:
+		s.cfg.observer.Failed()
+	default:
+		s.cfg.observer.Completed()
+	}
+}
+
 // WithObserver sets an Observer of the Store (default: none).
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 

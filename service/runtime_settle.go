@@ -233,10 +233,11 @@ func (st *settler) write(batch []*pendingOutcome) {
 		}
 	}
 	outcomes := make([]engine.Outcome, len(batch))
+	held := make([]Lease, len(batch))
 	for i, p := range batch {
-		outcomes[i] = p.outcome
+		outcomes[i], held[i] = p.outcome, p.j.lease
 	}
-	errs, leases, next, claimErr := w.s.settle(outcomes, claim)
+	errs, leases, next, claimErr := w.s.settle(outcomes, held, claim)
 	var again []*pendingOutcome
 	for i, p := range batch {
 		err := errs[i]
@@ -309,11 +310,12 @@ func outcomeOf(l Lease, result []byte, herr error) engine.Outcome {
 	return o
 }
 
-// settle writes outcomes (each fenced on its own lease) and, when claim is
+// settle writes outcomes (each fenced on its own lease; held[i] is
+// outcomes[i]'s lease, for the Observer) and, when claim is
 // set, claims; it returns each outcome's error (nil: written; ErrLeaseLost:
 // its lease was lost, nothing written), the leases claimed, the earliest
 // RunAt when the claim came up short, and the claim's error.
-func (s *Store) settle(outcomes []engine.Outcome, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error) {
+func (s *Store) settle(outcomes []engine.Outcome, held []Lease, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error) {
 	errs = make([]error, len(outcomes))
 	if err := s.check(); err != nil {
 		for i := range errs {
@@ -327,10 +329,10 @@ func (s *Store) settle(outcomes []engine.Outcome, claim *engine.ClaimParams) (er
 		o := outcomes[i]
 		switch {
 		case err == nil && o.Fail:
-			s.cfg.observer.Failed()
+			s.noteEnded(held[i].Namespace, held[i].Lane, true)
 			requeued = true
 		case err == nil:
-			s.cfg.observer.Completed()
+			s.noteEnded(held[i].Namespace, held[i].Lane, false)
 		case errors.Is(err, engine.ErrNoRows):
 			s.cfg.observer.LeaseLost()
 			errs[i] = fmt.Errorf("%w: execution %s epoch %d is not the current, unexpired lease",
