@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -189,15 +190,22 @@ func retentions(a SweeperArgs) (events, executions time.Duration, err error) {
 // maxRetention bounds the retentions: 100 years.
 const maxRetention = 100 * 365 * 24 * time.Hour
 
+// leaseTerm is how long a leader's lease lasts: 2.5 Intervals, so that it
+// survives one missed renewal, and a follower, looking every Interval/4,
+// takes over within 3 Intervals of the leader's death.
+func leaseTerm(interval time.Duration) time.Duration { return interval * 5 / 2 }
+
 // RunSweeper runs the fleet's maintenance (Sweep) on an interval until ctx
 // ends (returning nil) or the Store is closed (returning ErrClosed). Any
 // number of processes on any number of hosts may run it on one database: at
 // any moment at most one of them, the leader, does the work. Leadership is
 // a fenced lease in the database (holder, epoch, expiry), taken and renewed
-// by compare-and-set at each Interval and lost after 3 Intervals without a
-// renewal, so a follower takes over within 3 Intervals of the leader's
-// death; a leader that finds it lost the lease stops at once, and each run
-// ends by the lease's expiry. On shutdown a leader resigns, so that another
+// by compare-and-set at each Interval and lasting 2.5 Intervals, so it is
+// lost before 3 Intervals pass without a renewal, and a follower (looking
+// every Interval/4) takes over within 3 Intervals of the leader's death.
+// Every write of a leader's maintenance is fenced by its term in the same
+// transaction: a leader that lost the lease writes nothing more and stops
+// at once, and each run ends by the lease's expiry. On shutdown a leader resigns, so that another
 // takes over at its next Interval. Failures of a run are logged and the
 // next run goes ahead.
 func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
@@ -222,7 +230,7 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 	if after == nil {
 		after = time.After
 	}
-	l := &leadership{s: s, instance: instance, term: 3 * interval}
+	l := &leadership{s: s, instance: instance, term: leaseTerm(interval)}
 	defer l.resign()
 	for {
 		// A follower looks four times as often as the leader renews, so
@@ -249,12 +257,14 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 			continue // another instance leads
 		}
 		began := time.Now()
-		rctx, cancel := context.WithDeadline(ctx, until)
+		rctx, cancel := context.WithDeadline(context.WithValue(ctx, fenceKey{}, fence{holder: instance, epoch: l.epoch}), until)
 		r, err := s.Sweep(rctx, time.Time{}, a)
 		cancel()
 		switch {
 		case errors.Is(err, ErrClosed):
 			return err
+		case errors.Is(err, errNotLeader):
+			l.lost("a maintenance write found the term ended")
 		case err != nil && ctx.Err() == nil:
 			s.log.Warn("roster: sweeper run failed", "epoch", l.epoch, "err", err)
 		default:
@@ -263,6 +273,40 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 				"swept", r.Swept, "reclaimed", r.Reclaimed, "pruned", r.Pruned,
 				"pruned_executions", r.PrunedExecutions, "scheduled", r.Scheduled)
 		}
+	}
+}
+
+// fence is a leader's term: every write of its maintenance ends, in the
+// same transaction, with a check that the term still holds (on PostgreSQL
+// taking a share lock on the lease row, so that a takeover waits for the
+// commit, never longer). A write whose term ended is rolled back and fails
+// with errNotLeader. The check comes last, so that a write that waited for
+// a lock of someone else's holds no lock a takeover needs meanwhile.
+type fence struct {
+	holder string
+	epoch  int64
+}
+
+type fenceKey struct{}
+
+// errNotLeader is a maintenance write refused because its leader's term
+// ended.
+var errNotLeader = errors.New("roster: the maintenance leadership was lost")
+
+// fenced wraps a write in its leader's fence.
+func (s *Store) fenced(f fence, fn func(ctx context.Context, q engine.Queries) error) func(ctx context.Context, q engine.Queries) error {
+	return func(ctx context.Context, q engine.Queries) error {
+		if err := fn(ctx, q); err != nil {
+			return err
+		}
+		held, err := q.LeaderHolds(ctx, maintenanceRole, f.holder, f.epoch, s.now(time.Time{}).UnixMilli())
+		if err != nil {
+			return err
+		}
+		if !held {
+			return fmt.Errorf("%w: epoch %d of %s ended", errNotLeader, f.epoch, f.holder)
+		}
+		return nil
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,8 +130,6 @@ const (
 	maxScheduleEvery = 366 * 24 * time.Hour
 	// scheduleBatch bounds the schedules one maintenance run looks at.
 	scheduleBatch = 256
-	// catchUpSteps bounds the walk over a cron schedule's missed times.
-	catchUpSteps = 1_000_000
 )
 
 // period is a schedule's parsed timing.
@@ -147,12 +146,21 @@ func parsePeriod(every time.Duration, spec string) (period, error) {
 	case every == 0 && spec == "":
 		return period{}, invalid("Every", "neither Every nor Cron is set; give one")
 	case spec != "":
+		// Five fields, in UTC: no descriptor (@every, @daily) and no time
+		// zone prefix (CRON_TZ=, TZ=), which the parser would accept.
+		if len(spec) > 256 {
+			return period{}, invalid("Cron", "longer than 256 bytes")
+		}
+		if f := strings.Fields(spec); len(f) != 5 || strings.HasPrefix(spec, "@") || strings.Contains(spec, "TZ=") {
+			return period{}, invalid("Cron", "%q is not 5 fields (minute hour day-of-month month day-of-week, in UTC)", spec)
+		}
 		c, err := cron.ParseStandard(spec)
 		if err != nil {
 			return period{}, invalid("Cron", "%q does not parse: %v", spec, err)
 		}
-		if len(spec) > 256 {
-			return period{}, invalid("Cron", "longer than 256 bytes")
+		// A spec that names no time that exists (February 30th) never fires.
+		if c.Next(time.Unix(0, 0).UTC()).IsZero() {
+			return period{}, invalid("Cron", "%q never fires", spec)
 		}
 		return period{cron: c}, nil
 	case every < minScheduleEvery || every > maxScheduleEvery:
@@ -175,27 +183,49 @@ func (p period) after(t time.Time) time.Time {
 	return p.next(t.Add(time.Millisecond))
 }
 
-// latest is the last period start at or before now, walking from from (a
-// period start at or before now).
+// catchUpWindows are how far back latest looks for a cron's last time, the
+// nearest first: the walk forward from the window's start is then bounded by
+// the times in the smallest window that holds one (a cron fires at least
+// once in four years and a day, or never).
+var catchUpWindows = []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour,
+	367 * 24 * time.Hour, (4*366 + 1) * 24 * time.Hour}
+
+// latest is the last period start at or before now, from (a period start at
+// or before now) when none is later.
 func (p period) latest(from, now time.Time) time.Time {
 	if p.cron == nil {
 		every := p.every.Milliseconds()
 		return time.UnixMilli(now.UnixMilli() / every * every).UTC()
 	}
-	t := from
-	for range catchUpSteps {
-		n := p.cron.Next(t)
-		if n.After(now) {
-			break
+	for _, w := range catchUpWindows {
+		start := now.Add(-w)
+		if !start.After(from) {
+			start = from.Add(-time.Millisecond)
 		}
-		t = n
+		t := p.cron.Next(start)
+		if t.IsZero() || t.After(now) {
+			if start.Before(from) {
+				break
+			}
+			continue
+		}
+		for {
+			n := p.cron.Next(t)
+			if n.IsZero() || n.After(now) {
+				return t
+			}
+			t = n
+		}
 	}
-	return t
+	return from
 }
 
-// PutSchedule creates or replaces a schedule; its next run is the first
-// period that starts at or after now. A bad Every or Cron, or a Template
-// that CreateExecution would refuse, is ErrInvalidInput and writes nothing.
+// PutSchedule creates or replaces a schedule. A new schedule's next run is
+// the first period that starts at or after now; a replaced one keeps its
+// next run (a period already due still runs) unless its Every or Cron
+// changed or it resumes from paused, when it starts over from now. A bad
+// Every or Cron (one that never fires included), or a Template that
+// CreateExecution would refuse, is ErrInvalidInput and writes nothing.
 func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
 	if err := s.check(); err != nil {
 		return err
@@ -342,6 +372,10 @@ func (s *Store) runSchedule(ctx context.Context, sc engine.Schedule, now time.Ti
 	}
 	start := p.latest(msTime(sc.NextRunAtMs), now)
 	next := p.after(start)
+	if next.IsZero() {
+		s.log.Warn("roster: a stored schedule has no next run; skipped", "namespace", sc.Namespace, "name", sc.Name)
+		return 0, nil
+	}
 	row, err := s.executionRow(CreateExecutionArgs{
 		Namespace: sc.Namespace, Lane: sc.Lane, Payload: sc.Payload, Priority: int(sc.Priority),
 		RequiredCapabilities: sc.RequiredCapabilities, MaxAttempts: int(sc.MaxAttempts),

@@ -321,11 +321,12 @@ func TestSweeperLeadership(t *testing.T) {
 			t.Fatalf("a leader before any sweeper ran: %q", id)
 		}
 		const interval = 10 * time.Second
+		const term = 25 * time.Second // 2.5 Intervals
 		a := startSweeper(t, s1, "a", interval)
 		bb := startSweeper(t, s2, "b", interval)
 		a.tick(t)
-		if id, until := leader(t, s2); id != "a" || !until.Equal(t0.Add(3*interval)) {
-			t.Fatalf("leader %q until %v, want a until %v", id, until, t0.Add(3*interval))
+		if id, until := leader(t, s2); id != "a" || !until.Equal(t0.Add(term)) {
+			t.Fatalf("leader %q until %v, want a until %v", id, until, t0.Add(term))
 		}
 		// b does not lead, nor sweep, while a's lease holds.
 		_, err := s1.RegisterWorker(context.Background(), RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "gone", Lanes: []string{"default"}, TTL: time.Second, Now: t0})
@@ -343,11 +344,12 @@ func TestSweeperLeadership(t *testing.T) {
 		if _, err := s1.GetWorker(context.Background(), "ns", "gone"); !errors.Is(err, ErrNotRegistered) {
 			t.Fatalf("the leader did not sweep: %v", err)
 		}
-		if _, until := leader(t, s1); !until.Equal(clock.Now().Add(3 * interval)) {
+		if _, until := leader(t, s1); !until.Equal(clock.Now().Add(term)) {
 			t.Fatalf("the lease was not renewed: until %v", until)
 		}
-		// a dies (no more renewals): within 3 Intervals b takes over.
-		clock.Advance(3*interval - time.Millisecond)
+		// a dies (no more renewals): b takes over once the lease lapsed,
+		// within 3 Intervals of the death, not a millisecond before.
+		clock.Advance(term - time.Millisecond)
 		bb.tick(t)
 		if id, _ := leader(t, s1); id != "a" {
 			t.Fatalf("b took over before a's lease ended: leader %q", id)

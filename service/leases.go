@@ -261,38 +261,50 @@ func uniqueUntil(row engine.Execution, uniqueFor time.Duration) int64 {
 	if row.UniqueKey == "" || uniqueFor <= 0 {
 		return 0
 	}
-	return row.CreatedAtMs + uniqueFor.Milliseconds()
+	// Rounded up to the millisecond, so that a hold of 1.5 ms lasts 2.
+	return row.CreatedAtMs + (uniqueFor + time.Millisecond - 1).Milliseconds()
 }
 
 // createUnique writes a batch some of whose items hold unique keys, in one
-// transaction: an item whose key is held (by a live execution, by a key
-// whose UniqueFor has not ended, or by an earlier item) gets the holder's
-// id; the others are inserted, and a keyed insert that loses a race with a
-// concurrent create of the same key (the schema's unique index) gets the
-// winner's id. Keys with a UniqueFor are then held until it ends.
+// transaction (on PostgreSQL one statement): an item whose key is held (by
+// a live execution, by a key whose UniqueFor has not ended, or by an earlier
+// item) gets the holder's id; the others are inserted, and a keyed insert
+// that loses a race with a concurrent create of the same key (the schema's
+// unique index) gets the winner's id. Keys with a UniqueFor are then held
+// until it ends.
 func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until []int64) ([]uuid.UUID, error) {
+	// Each key goes to the engine once, with its first item.
+	firstOf := map[[2]string]int{}
+	var batch []engine.Execution
+	var batchUntil []int64
+	slot := make([]int, len(rows)) // rows[i]'s place in batch
+	for i, row := range rows {
+		if row.UniqueKey != "" {
+			k := [2]string{row.Namespace, row.UniqueKey}
+			if j, ok := firstOf[k]; ok {
+				slot[i] = j
+				continue
+			}
+			firstOf[k] = len(batch)
+		}
+		slot[i] = len(batch)
+		batch, batchUntil = append(batch, row), append(batchUntil, until[i])
+	}
 	ids := make([]uuid.UUID, len(rows))
 	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		first := map[[2]string]uuid.UUID{}
-		var plain []engine.Execution
-		for i, row := range rows {
-			if row.UniqueKey == "" {
-				plain, ids[i] = append(plain, row), row.ID
-				continue
-			}
-			k := [2]string{row.Namespace, row.UniqueKey}
-			if id, ok := first[k]; ok {
-				ids[i] = id
-				continue
-			}
-			id, err := s.createKeyed(ctx, q, row, until[i])
-			if err != nil {
-				return err
-			}
-			first[k], ids[i] = id, id
+		got, err := q.ExecutionInsertManyUnique(ctx, batch, batchUntil)
+		if err != nil {
+			return err
 		}
-		if len(plain) > 0 {
-			return q.ExecutionInsertMany(ctx, plain)
+		for j, id := range got {
+			if id == uuid.Nil { // lost a race with a concurrent create of the key
+				if got[j], err = s.createKeyed(ctx, q, batch[j], batchUntil[j]); err != nil {
+					return err
+				}
+			}
+		}
+		for i := range rows {
+			ids[i] = got[slot[i]]
 		}
 		return nil
 	})
@@ -882,7 +894,9 @@ func (s *Store) PruneExecutions(ctx context.Context, before time.Time) (int, err
 			return total, err
 		}
 		if n < sweepBatchSize {
-			return total, s.pruneKeys(ctx, beforeMs)
+			// A key is held until its UniqueFor ends, whatever the prune's
+			// horizon: only keys whose hold ended by now may go.
+			return total, s.pruneKeys(ctx, min(beforeMs, s.now(time.Time{}).UnixMilli()))
 		}
 	}
 }

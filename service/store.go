@@ -317,6 +317,9 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q engine
 	if err := s.check(); err != nil {
 		return err
 	}
+	if f, ok := ctx.Value(fenceKey{}).(fence); ok {
+		fn = s.fenced(f, fn)
+	}
 	return s.observe(s.eng.Write(ctx, fn))
 }
 
@@ -343,6 +346,9 @@ func (s *Store) observe(err error) error {
 func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
 	if err := s.check(); err != nil {
 		return err
+	}
+	if _, ok := ctx.Value(fenceKey{}).(fence); ok {
+		return s.write(ctx, fn) // the fence needs a transaction
 	}
 	return s.observe(s.eng.WriteOne(ctx, fn))
 }

@@ -212,9 +212,14 @@ var fieldFlags = map[string]string{
 	"Namespace": "--namespace", "InstanceID": "--instance", "State": "--state", "OwnerActor": "--owner",
 	"VisibleIn": "--visible-in", "Lane": "--lane", "Reason": "--reason", "host": "--host",
 	"ID": "ID", "version": "VERSION", "steps": "--steps", "path": "--db", "max": "--max",
+	// schedules put
+	"Every": "--every", "Cron": "--cron", "Name": "NAME", "Template.Lane": "--lane", "Template.Payload": "--payload",
+	"Template.Priority": "--priority", "Template.RequiredCapabilities": "--capability",
+	"Template.MaxAttempts": "--max-attempts", "Template.RetryBackoff": "--retry-backoff",
+	"RunAt": "--run-at",
 }
 
-var invalidField = regexp.MustCompile(`^roster: invalid input: ([A-Za-z]+(?:\[\d+\])?): `)
+var invalidField = regexp.MustCompile(`^roster: invalid input: ([A-Za-z.]+(?:\[\d+\])?): `)
 
 // describe turns an error into one clear line: the flag at fault instead of
 // the Go field, and no repeated "roster:" prefixes.

@@ -31,6 +31,117 @@ func (q *Queries) ExecutionFindLiveByKey(ctx context.Context, arg ExecutionFindL
 	return id, err
 }
 
+const executionInsertManyUnique = `-- name: ExecutionInsertManyUnique :many
+WITH input AS (
+    SELECT unnest($1::integer[]) AS ord, unnest($2::uuid[]) AS id, unnest($3::text[]) AS namespace,
+           unnest($4::text[]) AS lane, unnest($5::bigint[]) AS priority,
+           unnest($6::bytea[]) AS payload, unnest($7::text[]) AS caps,
+           unnest($8::bigint[]) AS max_attempts, unnest($9::bigint[]) AS run_at_ms,
+           unnest($10::bigint[]) AS retry_backoff_ms, unnest($11::boolean[]) AS ready,
+           unnest($12::bigint[]) AS created_at_ms, unnest($13::text[]) AS unique_key,
+           unnest($14::bigint[]) AS until_ms
+), held AS (
+    SELECT i.ord, coalesce(
+        (SELECT x.id FROM executions AS x
+         WHERE x.namespace = i.namespace AND x.unique_key = i.unique_key AND x.state IN ('waiting', 'running')),
+        (SELECT k.execution_id FROM execution_keys AS k
+         WHERE k.namespace = i.namespace AND k.unique_key = i.unique_key AND k.until_ms > i.created_at_ms)
+    ) AS holder
+    FROM input AS i
+    WHERE i.unique_key <> ''
+), inserted AS (
+    INSERT INTO executions (
+        id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+        run_at_ms, retry_backoff_ms, ready, unique_key
+    )
+    SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
+           CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, nullif(i.unique_key, '')
+    FROM input AS i
+    WHERE NOT EXISTS (SELECT 1 FROM held AS h WHERE h.ord = i.ord AND h.holder IS NOT NULL)
+    ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
+    RETURNING id, namespace
+), kept AS (
+    INSERT INTO execution_keys (namespace, unique_key, execution_id, until_ms)
+    SELECT i.namespace, i.unique_key, i.id, i.until_ms
+    FROM input AS i JOIN inserted AS n ON n.id = i.id
+    WHERE i.unique_key <> '' AND i.until_ms > 0
+    ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms
+), woken AS (
+    SELECT count(roster_wake(w.namespace)) AS n FROM (SELECT DISTINCT namespace FROM inserted) AS w
+)
+SELECT i.ord, coalesce(h.holder, n.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id
+FROM input AS i
+LEFT JOIN held AS h ON h.ord = i.ord
+LEFT JOIN inserted AS n ON n.id = i.id
+CROSS JOIN woken
+ORDER BY i.ord
+`
+
+type ExecutionInsertManyUniqueParams struct {
+	Ords           []int32
+	Ids            []uuid.UUID
+	Namespaces     []string
+	Lanes          []string
+	Priorities     []int64
+	Payloads       [][]byte
+	Capabilities   []string
+	MaxAttempts    []int64
+	RunAtMs        []int64
+	RetryBackoffMs []int64
+	Ready          []bool
+	CreatedAtMs    []int64
+	UniqueKeys     []string
+	UntilMs        []int64
+}
+
+type ExecutionInsertManyUniqueRow struct {
+	Ord interface{}
+	ID  uuid.UUID
+}
+
+// ExecutionInsertManyUnique creates a batch some of whose items hold unique
+// keys (each key at most once in the batch), in one statement: an item
+// whose key is held (by a live execution, or a key whose UniqueFor has not
+// ended at the item's creation) gets the holder's id; the others are inserted (a keyed insert that
+// meets a concurrent insert of its key waits for it, then does nothing, and
+// gets the nil id: the caller looks again), their UniqueFor holds recorded,
+// and each namespace's workers woken once. One row per item, in input order.
+func (q *Queries) ExecutionInsertManyUnique(ctx context.Context, arg ExecutionInsertManyUniqueParams) ([]ExecutionInsertManyUniqueRow, error) {
+	rows, err := q.db.Query(ctx, executionInsertManyUnique,
+		arg.Ords,
+		arg.Ids,
+		arg.Namespaces,
+		arg.Lanes,
+		arg.Priorities,
+		arg.Payloads,
+		arg.Capabilities,
+		arg.MaxAttempts,
+		arg.RunAtMs,
+		arg.RetryBackoffMs,
+		arg.Ready,
+		arg.CreatedAtMs,
+		arg.UniqueKeys,
+		arg.UntilMs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExecutionInsertManyUniqueRow{}
+	for rows.Next() {
+		var i ExecutionInsertManyUniqueRow
+		if err := rows.Scan(&i.Ord, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const executionInsertUnique = `-- name: ExecutionInsertUnique :many
 
 WITH inserted AS (
@@ -217,6 +328,38 @@ func (q *Queries) LeaderGet(ctx context.Context, name string) (LeaderGetRow, err
 	var i LeaderGetRow
 	err := row.Scan(&i.Holder, &i.Epoch, &i.ExpiresAtMs)
 	return i, err
+}
+
+const leaderHolds = `-- name: LeaderHolds :one
+SELECT count(*) FROM (
+    SELECT 1 FROM leaders
+    WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at_ms > $4::bigint
+    FOR SHARE
+) AS held
+`
+
+type LeaderHoldsParams struct {
+	Name   string
+	Holder string
+	Epoch  int64
+	Now    int64
+}
+
+// LeaderHolds reads whether holder still holds the leadership lease name
+// under epoch at @now, and keeps the lease row share-locked until the
+// transaction ends: the fence of every write of the leader's maintenance,
+// run last in the same transaction, so that no takeover (an UPDATE of the
+// row) commits between the check and the write's commit.
+func (q *Queries) LeaderHolds(ctx context.Context, arg LeaderHoldsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, leaderHolds,
+		arg.Name,
+		arg.Holder,
+		arg.Epoch,
+		arg.Now,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const leaderResign = `-- name: LeaderResign :exec
@@ -469,7 +612,12 @@ ON CONFLICT (namespace, name) DO UPDATE SET
     every_ms = excluded.every_ms, cron = excluded.cron, lane = excluded.lane,
     priority = excluded.priority, required_capabilities = excluded.required_capabilities,
     max_attempts = excluded.max_attempts, retry_backoff_ms = excluded.retry_backoff_ms,
-    paused = excluded.paused, next_run_at_ms = excluded.next_run_at_ms,
+    paused = excluded.paused,
+    -- The same timing, not resumed from paused: the next run stays (a due
+    -- period still runs); else it starts over from now.
+    next_run_at_ms = CASE WHEN schedules.every_ms IS NOT DISTINCT FROM excluded.every_ms AND schedules.cron IS NOT DISTINCT FROM excluded.cron
+                               AND NOT schedules.paused
+                          THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
     updated_at_ms = excluded.updated_at_ms, payload = excluded.payload
 `
 
@@ -489,7 +637,8 @@ type SchedulePutParams struct {
 	Payload              []byte
 }
 
-// SchedulePut creates or replaces a schedule.
+// SchedulePut creates or replaces a schedule (a replaced one keeps its next
+// run while its timing is unchanged and it was not paused).
 func (q *Queries) SchedulePut(ctx context.Context, arg SchedulePutParams) error {
 	_, err := q.db.Exec(ctx, schedulePut,
 		arg.Namespace,

@@ -165,6 +165,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.leaderGetStmt, err = db.PrepareContext(ctx, leaderGet); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaderGet: %w", err)
 	}
+	if q.leaderHoldsStmt, err = db.PrepareContext(ctx, leaderHolds); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaderHolds: %w", err)
+	}
 	if q.leaderInsertStmt, err = db.PrepareContext(ctx, leaderInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaderInsert: %w", err)
 	}
@@ -522,6 +525,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing leaderGetStmt: %w", cerr)
 		}
 	}
+	if q.leaderHoldsStmt != nil {
+		if cerr := q.leaderHoldsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaderHoldsStmt: %w", cerr)
+		}
+	}
 	if q.leaderInsertStmt != nil {
 		if cerr := q.leaderInsertStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing leaderInsertStmt: %w", cerr)
@@ -803,6 +811,7 @@ type Queries struct {
 	executionRetryStmt                   *sql.Stmt
 	executionStartStmt                   *sql.Stmt
 	leaderGetStmt                        *sql.Stmt
+	leaderHoldsStmt                      *sql.Stmt
 	leaderInsertStmt                     *sql.Stmt
 	leaderResignStmt                     *sql.Stmt
 	leaderTakeStmt                       *sql.Stmt
@@ -895,6 +904,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionRetryStmt:                   q.executionRetryStmt,
 		executionStartStmt:                   q.executionStartStmt,
 		leaderGetStmt:                        q.leaderGetStmt,
+		leaderHoldsStmt:                      q.leaderHoldsStmt,
 		leaderInsertStmt:                     q.leaderInsertStmt,
 		leaderResignStmt:                     q.leaderResignStmt,
 		leaderTakeStmt:                       q.leaderTakeStmt,

@@ -195,6 +195,33 @@ func (q *Queries) LeaderGet(ctx context.Context, name string) (LeaderGetRow, err
 	return i, err
 }
 
+const leaderHolds = `-- name: LeaderHolds :one
+SELECT count(*) FROM leaders
+WHERE name = ?1 AND holder = ?2 AND epoch = ?3 AND expires_at_ms > ?4
+`
+
+type LeaderHoldsParams struct {
+	Name   string
+	Holder string
+	Epoch  int64
+	Now    int64
+}
+
+// LeaderHolds reads whether holder still holds the leadership lease name
+// under epoch at @now: the fence of every write of the leader's maintenance,
+// run last in the same transaction.
+func (q *Queries) LeaderHolds(ctx context.Context, arg LeaderHoldsParams) (int64, error) {
+	row := q.queryRow(ctx, q.leaderHoldsStmt, leaderHolds,
+		arg.Name,
+		arg.Holder,
+		arg.Epoch,
+		arg.Now,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const leaderInsert = `-- name: LeaderInsert :execrows
 INSERT INTO leaders (name, holder, epoch, expires_at_ms) VALUES (?1, ?2, 1, ?3)
 ON CONFLICT (name) DO NOTHING
@@ -469,7 +496,12 @@ ON CONFLICT (namespace, name) DO UPDATE SET
     every_ms = excluded.every_ms, cron = excluded.cron, lane = excluded.lane,
     priority = excluded.priority, required_capabilities = excluded.required_capabilities,
     max_attempts = excluded.max_attempts, retry_backoff_ms = excluded.retry_backoff_ms,
-    paused = excluded.paused, next_run_at_ms = excluded.next_run_at_ms,
+    paused = excluded.paused,
+    -- The same timing, not resumed from paused: the next run stays (a due
+    -- period still runs); else it starts over from now.
+    next_run_at_ms = CASE WHEN schedules.every_ms IS excluded.every_ms AND schedules.cron IS excluded.cron
+                               AND schedules.paused = 0
+                          THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
     updated_at_ms = excluded.updated_at_ms, payload = excluded.payload
 `
 
@@ -489,7 +521,8 @@ type SchedulePutParams struct {
 	Payload              []byte
 }
 
-// SchedulePut creates or replaces a schedule.
+// SchedulePut creates or replaces a schedule (a replaced one keeps its next
+// run while its timing is unchanged and it was not paused).
 func (q *Queries) SchedulePut(ctx context.Context, arg SchedulePutParams) error {
 	_, err := q.exec(ctx, q.schedulePutStmt, schedulePut,
 		arg.Namespace,

@@ -541,6 +541,15 @@ type Queries interface {
 	// namespace holds the key: then it writes nothing and returns false. A
 	// concurrent insert of the same key waits for the other to end.
 	ExecutionInsertUnique(ctx context.Context, e Execution) (bool, error)
+	// ExecutionInsertManyUnique adds a batch some of whose items hold unique
+	// keys (each key at most once; untilMs[i] > 0: item i's key stays held
+	// until then; a key's holds are judged at the item's CreatedAtMs), as
+	// ExecutionInsertUnique and ExecutionKeyPut do for each,
+	// in one statement where the engine can. It returns, per item, the id of
+	// the execution holding its key (its own when inserted; the item's own
+	// for an item without a key), or uuid.Nil for a keyed item that lost a
+	// race with a concurrent create of its key (look again).
+	ExecutionInsertManyUnique(ctx context.Context, es []Execution, untilMs []int64) ([]uuid.UUID, error)
 	// ExecutionFindLiveByKey reads the waiting or running execution holding
 	// a unique key, or ErrNoRows.
 	ExecutionFindLiveByKey(ctx context.Context, namespace, key string) (uuid.UUID, error)
@@ -564,6 +573,10 @@ type Queries interface {
 	LeaderTake(ctx context.Context, name, holder string, epoch, nowMs, expiresAtMs int64) (int64, error)
 	// LeaderResign ends holder's lease of epoch at now, if it still holds.
 	LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error
+	// LeaderHolds reports whether holder holds the leadership lease name
+	// under epoch at now; on PostgreSQL it share-locks the lease row until
+	// the transaction ends, so that no takeover commits before it does.
+	LeaderHolds(ctx context.Context, name, holder string, epoch, nowMs int64) (bool, error)
 	// LeaderGet reads the leadership lease name, or ErrNoRows.
 	LeaderGet(ctx context.Context, name string) (holder string, epoch, expiresAtMs int64, err error)
 

@@ -91,7 +91,8 @@ WHERE name = @name AND holder = @holder AND epoch = @epoch AND expires_at_ms > @
 SELECT holder, epoch, expires_at_ms FROM leaders WHERE name = @name;
 
 -- name: SchedulePut :exec
--- SchedulePut creates or replaces a schedule.
+-- SchedulePut creates or replaces a schedule (a replaced one keeps its next
+-- run while its timing is unchanged and it was not paused).
 INSERT INTO schedules (
     namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
     retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload
@@ -103,7 +104,12 @@ ON CONFLICT (namespace, name) DO UPDATE SET
     every_ms = excluded.every_ms, cron = excluded.cron, lane = excluded.lane,
     priority = excluded.priority, required_capabilities = excluded.required_capabilities,
     max_attempts = excluded.max_attempts, retry_backoff_ms = excluded.retry_backoff_ms,
-    paused = excluded.paused, next_run_at_ms = excluded.next_run_at_ms,
+    paused = excluded.paused,
+    -- The same timing, not resumed from paused: the next run stays (a due
+    -- period still runs); else it starts over from now.
+    next_run_at_ms = CASE WHEN schedules.every_ms IS NOT DISTINCT FROM excluded.every_ms AND schedules.cron IS NOT DISTINCT FROM excluded.cron
+                               AND NOT schedules.paused
+                          THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
     updated_at_ms = excluded.updated_at_ms, payload = excluded.payload;
 
 -- name: ScheduleDelete :execrows
@@ -136,3 +142,68 @@ LIMIT @max_rows;
 -- compare-and-set) to its next one and records the run's execution.
 UPDATE schedules SET next_run_at_ms = @next_run_at_ms, last_execution_id = @last_execution_id
 WHERE namespace = @namespace AND name = @name AND next_run_at_ms = @from_ms AND NOT paused;
+
+-- name: LeaderHolds :one
+-- LeaderHolds reads whether holder still holds the leadership lease name
+-- under epoch at @now, and keeps the lease row share-locked until the
+-- transaction ends: the fence of every write of the leader's maintenance,
+-- run last in the same transaction, so that no takeover (an UPDATE of the
+-- row) commits between the check and the write's commit.
+SELECT count(*) FROM (
+    SELECT 1 FROM leaders
+    WHERE name = @name AND holder = @holder AND epoch = @epoch AND expires_at_ms > @now::bigint
+    FOR SHARE
+) AS held;
+
+-- name: ExecutionInsertManyUnique :many
+-- ExecutionInsertManyUnique creates a batch some of whose items hold unique
+-- keys (each key at most once in the batch), in one statement: an item
+-- whose key is held (by a live execution, or a key whose UniqueFor has not
+-- ended at the item's creation) gets the holder's id; the others are inserted (a keyed insert that
+-- meets a concurrent insert of its key waits for it, then does nothing, and
+-- gets the nil id: the caller looks again), their UniqueFor holds recorded,
+-- and each namespace's workers woken once. One row per item, in input order.
+WITH input AS (
+    SELECT unnest(@ords::integer[]) AS ord, unnest(@ids::uuid[]) AS id, unnest(@namespaces::text[]) AS namespace,
+           unnest(@lanes::text[]) AS lane, unnest(@priorities::bigint[]) AS priority,
+           unnest(@payloads::bytea[]) AS payload, unnest(@capabilities::text[]) AS caps,
+           unnest(@max_attempts::bigint[]) AS max_attempts, unnest(@run_at_ms::bigint[]) AS run_at_ms,
+           unnest(@retry_backoff_ms::bigint[]) AS retry_backoff_ms, unnest(@ready::boolean[]) AS ready,
+           unnest(@created_at_ms::bigint[]) AS created_at_ms, unnest(@unique_keys::text[]) AS unique_key,
+           unnest(@until_ms::bigint[]) AS until_ms
+), held AS (
+    SELECT i.ord, coalesce(
+        (SELECT x.id FROM executions AS x
+         WHERE x.namespace = i.namespace AND x.unique_key = i.unique_key AND x.state IN ('waiting', 'running')),
+        (SELECT k.execution_id FROM execution_keys AS k
+         WHERE k.namespace = i.namespace AND k.unique_key = i.unique_key AND k.until_ms > i.created_at_ms)
+    ) AS holder
+    FROM input AS i
+    WHERE i.unique_key <> ''
+), inserted AS (
+    INSERT INTO executions (
+        id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
+        run_at_ms, retry_backoff_ms, ready, unique_key
+    )
+    SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
+           CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, nullif(i.unique_key, '')
+    FROM input AS i
+    WHERE NOT EXISTS (SELECT 1 FROM held AS h WHERE h.ord = i.ord AND h.holder IS NOT NULL)
+    ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
+    RETURNING id, namespace
+), kept AS (
+    INSERT INTO execution_keys (namespace, unique_key, execution_id, until_ms)
+    SELECT i.namespace, i.unique_key, i.id, i.until_ms
+    FROM input AS i JOIN inserted AS n ON n.id = i.id
+    WHERE i.unique_key <> '' AND i.until_ms > 0
+    ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms
+), woken AS (
+    SELECT count(roster_wake(w.namespace)) AS n FROM (SELECT DISTINCT namespace FROM inserted) AS w
+)
+SELECT i.ord, coalesce(h.holder, n.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id
+FROM input AS i
+LEFT JOIN held AS h ON h.ord = i.ord
+LEFT JOIN inserted AS n ON n.id = i.id
+CROSS JOIN woken
+ORDER BY i.ord;

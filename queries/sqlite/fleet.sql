@@ -82,7 +82,8 @@ WHERE name = @name AND holder = @holder AND epoch = @epoch AND expires_at_ms > C
 SELECT holder, epoch, expires_at_ms FROM leaders WHERE name = @name;
 
 -- name: SchedulePut :exec
--- SchedulePut creates or replaces a schedule.
+-- SchedulePut creates or replaces a schedule (a replaced one keeps its next
+-- run while its timing is unchanged and it was not paused).
 INSERT INTO schedules (
     namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
     retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload
@@ -94,7 +95,12 @@ ON CONFLICT (namespace, name) DO UPDATE SET
     every_ms = excluded.every_ms, cron = excluded.cron, lane = excluded.lane,
     priority = excluded.priority, required_capabilities = excluded.required_capabilities,
     max_attempts = excluded.max_attempts, retry_backoff_ms = excluded.retry_backoff_ms,
-    paused = excluded.paused, next_run_at_ms = excluded.next_run_at_ms,
+    paused = excluded.paused,
+    -- The same timing, not resumed from paused: the next run stays (a due
+    -- period still runs); else it starts over from now.
+    next_run_at_ms = CASE WHEN schedules.every_ms IS excluded.every_ms AND schedules.cron IS excluded.cron
+                               AND schedules.paused = 0
+                          THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
     updated_at_ms = excluded.updated_at_ms, payload = excluded.payload;
 
 -- name: ScheduleDelete :execrows
@@ -127,3 +133,10 @@ LIMIT @max_rows;
 -- compare-and-set) to its next one and records the run's execution.
 UPDATE schedules SET next_run_at_ms = @next_run_at_ms, last_execution_id = @last_execution_id
 WHERE namespace = @namespace AND name = @name AND next_run_at_ms = @from_ms AND paused = 0;
+
+-- name: LeaderHolds :one
+-- LeaderHolds reads whether holder still holds the leadership lease name
+-- under epoch at @now: the fence of every write of the leader's maintenance,
+-- run last in the same transaction.
+SELECT count(*) FROM leaders
+WHERE name = @name AND holder = @holder AND epoch = @epoch AND expires_at_ms > @now;

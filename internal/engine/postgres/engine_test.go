@@ -889,6 +889,17 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			_, err := q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: 5, MaxRows: 10})
 			return err
 		},
+		"ExecutionInsertManyUnique": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionInsertManyUnique(ctx, pgdb.ExecutionInsertManyUniqueParams{Ords: []int32{0, 1}, Ids: []uuid.UUID{id, uuid.New()},
+				Namespaces: []string{"ns1", "ns1"}, Lanes: []string{"l", "l"}, Priorities: []int64{0, 0}, Payloads: [][]byte{{}, {}},
+				Capabilities: []string{"", ""}, MaxAttempts: []int64{1, 1}, RunAtMs: []int64{1, 1}, RetryBackoffMs: []int64{0, 0},
+				Ready: []bool{true, true}, CreatedAtMs: []int64{1, 1}, UniqueKeys: []string{"k1", ""}, UntilMs: []int64{5, 0}})
+			return err
+		},
+		"LeaderHolds": func(q *pgdb.Queries) error {
+			_, err := q.LeaderHolds(ctx, pgdb.LeaderHoldsParams{Name: "maintenance", Holder: "h", Epoch: 1, Now: 5})
+			return err
+		},
 		"ExecutionListNewest": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionListNewest(ctx, pgdb.ExecutionListNewestParams{BeforeID: id, MaxRows: 10})
 			return err

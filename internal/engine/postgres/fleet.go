@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -124,4 +126,41 @@ func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fr
 		Namespace: namespace, Name: name, FromMs: fromMs,
 	})
 	return n == 1, translate(err)
+}
+
+func (x queries) LeaderHolds(ctx context.Context, name, holder string, epoch, nowMs int64) (bool, error) {
+	n, err := x.q.LeaderHolds(ctx, pgdb.LeaderHoldsParams{Name: name, Holder: holder, Epoch: epoch, Now: nowMs})
+	return n > 0, translate(err)
+}
+
+// ExecutionInsertManyUnique sends the batch column by column (unnest) in
+// one statement that looks up the held keys, inserts the rest and records
+// their UniqueFor holds.
+func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Execution, untilMs []int64) ([]uuid.UUID, error) {
+	n := len(es)
+	p := pgdb.ExecutionInsertManyUniqueParams{
+		Ords: make([]int32, n), Ids: make([]uuid.UUID, n), Namespaces: make([]string, n), Lanes: make([]string, n),
+		Priorities: make([]int64, n), Payloads: make([][]byte, n), Capabilities: make([]string, n),
+		MaxAttempts: make([]int64, n), RunAtMs: make([]int64, n), RetryBackoffMs: make([]int64, n),
+		Ready: make([]bool, n), CreatedAtMs: make([]int64, n), UniqueKeys: make([]string, n), UntilMs: untilMs,
+	}
+	for i, e := range es {
+		p.Ords[i], p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = int32(i), e.ID, e.Namespace, e.Lane, e.Priority
+		p.Payloads[i] = bytes(e.Payload)
+		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
+		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
+		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i] = e.RunAtMs <= e.CreatedAtMs, e.CreatedAtMs, e.UniqueKey
+	}
+	rows, err := x.q.ExecutionInsertManyUnique(ctx, p)
+	if err != nil {
+		return nil, translate(err)
+	}
+	if len(rows) != n {
+		return nil, fmt.Errorf("roster: a batch of %d executions returned %d rows", n, len(rows))
+	}
+	ids := make([]uuid.UUID, n)
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return ids, nil
 }

@@ -524,6 +524,10 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			_, err := q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: 5, MaxRows: 10})
 			return err
 		},
+		"LeaderHolds": func(q *sqlitedb.Queries) error {
+			_, err := q.LeaderHolds(ctx, sqlitedb.LeaderHoldsParams{Name: "maintenance", Holder: "h", Epoch: 1, Now: 5})
+			return err
+		},
 		"ExecutionListNewest": func(q *sqlitedb.Queries) error {
 			_, err := q.ExecutionListNewest(ctx, sqlitedb.ExecutionListNewestParams{BeforeID: id, Limit: 10})
 			return err

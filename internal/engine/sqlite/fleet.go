@@ -171,3 +171,48 @@ func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fr
 	})
 	return n == 1, translate(err)
 }
+
+func (x queries) LeaderHolds(ctx context.Context, name, holder string, epoch, nowMs int64) (bool, error) {
+	n, err := x.q.LeaderHolds(ctx, sqlitedb.LeaderHoldsParams{Name: name, Holder: holder, Epoch: epoch, Now: nowMs})
+	return n > 0, translate(err)
+}
+
+// ExecutionInsertManyUnique runs the item statements one by one in the
+// writer's transaction (the single writer: no concurrent create can race).
+func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Execution, untilMs []int64) ([]uuid.UUID, error) {
+	ids := make([]uuid.UUID, len(es))
+	for i, e := range es {
+		if e.UniqueKey == "" {
+			if err := x.ExecutionInsert(ctx, e); err != nil {
+				return nil, err
+			}
+			ids[i] = e.ID
+			continue
+		}
+		id, err := x.ExecutionFindLiveByKey(ctx, e.Namespace, e.UniqueKey)
+		if err == engine.ErrNoRows {
+			id, err = x.ExecutionKeyGet(ctx, e.Namespace, e.UniqueKey, e.CreatedAtMs)
+		}
+		switch {
+		case err == nil:
+			ids[i] = id
+			continue
+		case err != engine.ErrNoRows:
+			return nil, err
+		}
+		inserted, err := x.ExecutionInsertUnique(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		if !inserted {
+			continue // ids[i] stays nil: look again (cannot happen under the single writer)
+		}
+		if untilMs[i] > 0 {
+			if err := x.ExecutionKeyPut(ctx, e.Namespace, e.UniqueKey, e.ID, untilMs[i]); err != nil {
+				return nil, err
+			}
+		}
+		ids[i] = e.ID
+	}
+	return ids, nil
+}

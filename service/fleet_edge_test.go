@@ -1,0 +1,208 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A cron that never fires ("0 0 30 2 *": February 30th) parses, but is
+// refused: it would be stored with NextRunAt in year 1, always due.
+func TestScheduleCronThatNeverFires(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		err := s.PutSchedule(ctx, Schedule{Namespace: "ns", Name: "feb30", Cron: "0 0 30 2 *", Template: CreateExecutionArgs{Lane: "l"}})
+		if err == nil {
+			scs, _ := s.ListSchedules(ctx, "ns")
+			t.Logf("accepted; NextRunAt = %v", scs[0].NextRunAt)
+		}
+		began := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		r, serr := s.Sweep(sctx, time.Time{}, SweeperArgs{})
+		took := time.Since(began)
+		p, _ := s.ListExecutions(ctx, ListExecutionsArgs{Namespace: "ns"})
+		var keys []string
+		for _, e := range p.Executions {
+			keys = append(keys, e.UniqueKey)
+		}
+		if err == nil && (r.Scheduled != 0 || len(p.Executions) != 0) {
+			t.Fatalf("PutSchedule accepted a cron that never fires (err %v); one Sweep took %v, err %v, and created %d runs: %v",
+				err, took, serr, r.Scheduled, keys)
+		}
+	})
+}
+
+// Cron is 5 fields in UTC: the parser's time zone prefixes (local times,
+// daylight saving) and descriptors (@every, unaligned) are refused.
+func TestScheduleCronIsFiveFieldsInUTC(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		var bad []string
+		for _, spec := range []string{"CRON_TZ=America/New_York 0 12 * * *", "TZ=Asia/Tokyo 0 12 * * *", "@every 90s"} {
+			err := s.PutSchedule(ctx, Schedule{Namespace: "ns", Name: fmt.Sprintf("s%d", len(bad)), Cron: spec, Template: CreateExecutionArgs{Lane: "l"}})
+			if err == nil {
+				bad = append(bad, spec)
+			}
+		}
+		scs, _ := s.ListSchedules(ctx, "ns")
+		var next []string
+		for _, sc := range scs {
+			next = append(next, sc.Cron+" -> next "+sc.NextRunAt.Format(time.RFC3339))
+		}
+		if len(bad) > 0 {
+			t.Fatalf("PutSchedule accepted non-UTC / non-5-field cron specs %q (now %v): %s", bad, t0, strings.Join(next, "; "))
+		}
+	})
+}
+
+// PruneExecutions with a horizon after now never releases a key still
+// inside its UniqueFor.
+func TestPruneKeepsUniqueForHolds(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, clock := b.newStore(t)
+		first := create(t, s, CreateExecutionArgs{UniqueKey: "daily-report", UniqueFor: 24 * time.Hour})
+		must(t, s.CancelExecution(ctx, CancelExecutionArgs{ID: first, Now: t0}))
+		// "Prune everything that has finished": the execution finished at
+		// t0, before t0+48h. Its key is held until t0+24h whatever happens.
+		n, err := s.PruneExecutions(ctx, t0.Add(48*time.Hour))
+		must(t, err)
+		clock.Advance(time.Minute) // t0+1m: well inside UniqueFor
+		again := create(t, s, CreateExecutionArgs{UniqueKey: "daily-report"})
+		if again != first {
+			t.Fatalf("pruned %d; 1 minute into a 24h UniqueFor a duplicate created %s (holder %s): the key was released by prune", n, again, first)
+		}
+	})
+}
+
+// Replacing a schedule (same timing) whose current period is due but not
+// yet run keeps that period: it still runs.
+func TestPutScheduleKeepsDuePeriod(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, clock := b.newStore(t)
+		clock.Advance(-30 * time.Minute) // 11:30
+		sc := Schedule{Namespace: "ns", Name: "hourly", Every: time.Hour, Template: CreateExecutionArgs{Lane: "l", Payload: []byte("v1")}}
+		must(t, s.PutSchedule(ctx, sc))
+		clock.Advance(30*time.Minute + 3*time.Second) // 12:00:03, the 12:00 period is due; the leader sweeps at 12:00:10
+		sc.Template.Payload = []byte("v2")            // an operator updates the payload
+		must(t, s.PutSchedule(ctx, sc))
+		clock.Advance(7 * time.Second)
+		r, err := s.Sweep(ctx, time.Time{}, SweeperArgs{})
+		must(t, err)
+		scs, err := s.ListSchedules(ctx, "ns")
+		must(t, err)
+		if r.Scheduled != 1 {
+			t.Fatalf("the 12:00 period was due before the update; the sweep at 12:00:10 created %d runs, NextRunAt now %v", r.Scheduled, scs[0].NextRunAt)
+		}
+	})
+}
+
+// A follower takes over within 3 Intervals of the leader's death, even when
+// the leader died right after renewing (its lease lasts 2.5 Intervals, and a
+// follower looks every Interval/4).
+func TestTakeoverWithinThreeIntervals(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		const interval = 10 * time.Second
+		loc := b.fresh(t)
+		sa, clock := b.open(t, loc)
+		sb, _ := b.open(t, loc, WithClock(clock.Now))
+		never := make(chan time.Time)
+		fired := func() <-chan time.Time { ch := make(chan time.Time, 1); ch <- time.Time{}; return ch }
+
+		// A takes the lease once and then hangs (a dead process: no renewal, no resign).
+		var aCalls int
+		doneA := make(chan struct{})
+		go func() {
+			defer close(doneA)
+			_ = sa.RunSweeper(ctx, SweeperArgs{Interval: interval, InstanceID: "a", After: func(time.Duration) <-chan time.Time {
+				aCalls++
+				if aCalls == 1 {
+					return fired()
+				}
+				return never
+			}})
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			id, _, err := sa.Leader(ctx)
+			must(t, err)
+			if id == "a" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a never led")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		died := clock.Now()
+
+		// B follows; each wait moves the shared clock by the wait asked for.
+		took := make(chan time.Time, 1)
+		doneB := make(chan struct{})
+		go func() {
+			defer close(doneB)
+			_ = sb.RunSweeper(ctx, SweeperArgs{Interval: interval, InstanceID: "b", After: func(d time.Duration) <-chan time.Time {
+				if id, _, err := sb.Leader(ctx); err == nil && id == "b" {
+					select {
+					case took <- clock.Now():
+					default:
+					}
+					return never
+				}
+				clock.Advance(d)
+				return fired()
+			}})
+		}()
+		var at time.Time
+		select {
+		case at = <-took:
+		case <-time.After(30 * time.Second):
+			t.Fatal("b never took over")
+		}
+		cancel()
+		<-doneA
+		<-doneB
+		if after := at.Sub(died); after > 3*interval {
+			t.Fatalf("the leader died at %v (right after renewing); the follower took over %v later, more than 3 Intervals (%v)",
+				died.Format("15:04:05.000"), after, 3*interval)
+		}
+	})
+}
+
+// A key is held while its execution was created less than UniqueFor ago;
+// a UniqueFor that is not a whole number of milliseconds is rounded up.
+func TestUniqueForBoundary(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		var fails []string
+		for i, tc := range []struct {
+			uniqueFor, age time.Duration
+			held           bool
+		}{
+			{time.Hour, time.Hour - time.Millisecond, true},
+			{time.Hour, time.Hour, false},
+			{1500 * time.Microsecond, time.Millisecond, true},
+			{500 * time.Microsecond, 0, true},
+		} {
+			key := fmt.Sprintf("k%d", i)
+			first := create(t, s, CreateExecutionArgs{UniqueKey: key, UniqueFor: tc.uniqueFor, Now: t0})
+			must(t, s.CancelExecution(ctx, CancelExecutionArgs{ID: first, Now: t0}))
+			again := create(t, s, CreateExecutionArgs{UniqueKey: key, Now: t0.Add(tc.age)})
+			if (again == first) != tc.held {
+				fails = append(fails, fmt.Sprintf("UniqueFor %v, created %v ago: held=%v, want %v", tc.uniqueFor, tc.age, again == first, tc.held))
+			}
+		}
+		if len(fails) > 0 {
+			t.Fatal(strings.Join(fails, "; "))
+		}
+	})
+}
