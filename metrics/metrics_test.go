@@ -202,7 +202,7 @@ roster_executions{lane="s",namespace="ns",state="running"} 0
 roster_executions{lane="s",namespace="ns",state="scheduled"} 0
 # HELP roster_leader_lease_seconds Seconds left on the maintenance leader's lease, labelled with the leader's instance (absent: no leader).
 # TYPE roster_leader_lease_seconds gauge
-roster_leader_lease_seconds{instance="me"} 180
+roster_leader_lease_seconds{instance="me"} 150
 `
 	must(t, testutil.GatherAndCompare(reg, strings.NewReader(expected), "roster_executions", "roster_leader_lease_seconds"))
 	stop()

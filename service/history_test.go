@@ -389,7 +389,7 @@ func TestLeaseMigrationRoundTrip(t *testing.T) {
 		}
 		must(t, s.Close())
 
-		must(t, MigrateDown(ctx, loc, 1))
+		must(t, MigrateDown(ctx, loc, 2)) // 0010 (the fleet features), then 0009
 		if v, _, err := SchemaVersion(ctx, loc); err != nil || v != 8 {
 			t.Fatalf("version %d, %v", v, err)
 		}

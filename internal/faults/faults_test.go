@@ -413,7 +413,8 @@ func (r *run) startWorker(instance string) *child {
 	select {
 	case ok := <-ready:
 		if !ok {
-			t.Fatalf("worker %s exited before it was ready:\n%s", instance, c.stderr)
+			led, _ := os.ReadFile(c.ledger) // the child writes why it exited there
+			t.Fatalf("worker %s exited before it was ready:\n%s\nledger:\n%s", instance, c.stderr, led)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("worker %s was not ready in time:\n%s", instance, c.stderr)

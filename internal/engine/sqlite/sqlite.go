@@ -136,7 +136,13 @@ func (e *Engine) start(ctx context.Context) error {
 		if err := retryBusy(ctx, e.cfg.BusyTimeout, func() error { return e.writer.PingContext(ctx) }); err != nil {
 			return fmt.Errorf("roster: open: %w", err)
 		}
+		// A schema already current needs no migration: verified by a read
+		// (which never waits in WAL mode), an Open takes no write lock, so
+		// that a process starting beside a busy fleet is never starved of it.
 		if err := retryBusy(ctx, e.cfg.BusyTimeout, func() error {
+			if verifyCurrent(ctx, e.writer, e.cfg.Migrations) == nil {
+				return nil
+			}
 			return migrateSchema(ctx, e.writer, e.cfg.Migrations, e.cfg.Migrate, e.cfg.Logger)
 		}); err != nil {
 			return err
