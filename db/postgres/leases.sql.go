@@ -434,6 +434,27 @@ func (q *Queries) LeaseListExpired(ctx context.Context, arg LeaseListExpiredPara
 	return items, nil
 }
 
+const leaseLockHolders = `-- name: LeaseLockHolders :exec
+SELECT 1 FROM workers AS w
+WHERE (w.namespace, w.instance_id) IN (
+    SELECT x.namespace, x.holder FROM executions AS x
+    WHERE x.id = ANY($1::uuid[]) AND x.state = 'running'
+)
+ORDER BY w.namespace, w.instance_id
+FOR KEY SHARE OF w
+`
+
+// LeaseLockHolders takes FOR KEY SHARE, in key order, on the rows of the
+// workers that hold the running leases of @ids: a settle locks them before
+// it touches any of their executions, as MarkWorkerDead and the sweep lock
+// (delete) a worker's row before they revoke its leases, so the two never
+// wait for each other in a cycle (see the lock order at the top of
+// executions.sql). Heartbeats do not wait for it.
+func (q *Queries) LeaseLockHolders(ctx context.Context, ids []uuid.UUID) error {
+	_, err := q.db.Exec(ctx, leaseLockHolders, ids)
+	return err
+}
+
 const leaseReclaimBatch = `-- name: LeaseReclaimBatch :many
 WITH expired AS (
     SELECT r.id FROM executions AS r

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -97,6 +98,11 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	// read each in turn.
 	rec := &recorder{}
 	record := pgdb.New(rec)
+	holders := make([]uuid.UUID, len(outcomes))
+	for i, o := range outcomes {
+		holders[i] = o.Lease.ExecutionID
+	}
+	_ = record.LeaseLockHolders(ctx, holders) // the lock order: workers first
 	if len(completes) > 0 {
 		_, _ = record.LeaseCompleteMany(ctx, complete)
 	}
@@ -112,6 +118,9 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	fail := func(err error) (engine.SettleResult, error) {
 		_ = br.Close()
 		return res, translate(err)
+	}
+	if err := read.LeaseLockHolders(ctx, holders); err != nil {
+		return fail(err)
 	}
 	if len(completes) > 0 {
 		done, err := read.LeaseCompleteMany(ctx, complete)
@@ -175,7 +184,14 @@ func (e *Engine) settleApart(ctx context.Context, nowMs int64, outcomes []engine
 	}
 	if len(completes) > 0 {
 		var done []engine.LeaseRef
-		err := e.WriteOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		ids := make([]uuid.UUID, len(refs))
+		for i, r := range refs {
+			ids[i] = r.ExecutionID
+		}
+		err := e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+			if err := q.(queries).q.LeaseLockHolders(ctx, ids); err != nil {
+				return translate(err)
+			}
 			var err error
 			done, err = q.LeaseCompleteMany(ctx, refs, results, nowMs)
 			return err
