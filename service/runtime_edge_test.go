@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -179,95 +177,6 @@ func TestRunWorkerNoSpinOnStaleRunAt(t *testing.T) {
 	}
 }
 
-// freezeProxy forwards TCP to a PostgreSQL server until frozen: then it
-// forwards nothing more, in either direction, and keeps every connection open
-// (a network partition: the server unreachable, connections half-open).
-type freezeProxy struct {
-	ln     net.Listener
-	frozen chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-// heal ends the partition by closing every connection (the test's end).
-func (p *freezeProxy) heal() {
-	p.freeze()
-	_ = p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-}
-
-func (p *freezeProxy) track(c net.Conn) {
-	p.mu.Lock()
-	p.conns = append(p.conns, c)
-	p.mu.Unlock()
-}
-
-func newFreezeProxy(t *testing.T, upstream string) *freezeProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	p := &freezeProxy{ln: ln, frozen: make(chan struct{})}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.track(c)
-			go func() {
-				select {
-				case <-p.frozen:
-					return // hold the connection, never answer
-				default:
-				}
-				u, err := net.Dial("tcp", upstream)
-				if err != nil {
-					_ = c.Close()
-					return
-				}
-				p.track(u)
-				go p.pipe(c, u)
-				go p.pipe(u, c)
-			}()
-		}
-	}()
-	return p
-}
-
-func (p *freezeProxy) pipe(from, to net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := from.Read(buf)
-		if err != nil {
-			return
-		}
-		select {
-		case <-p.frozen:
-			return // drop it, keep both ends open
-		default:
-		}
-		if _, err := to.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
-func (p *freezeProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
-
-// proxied returns loc (a PostgreSQL URL) going through a freezeProxy.
-func proxied(t *testing.T, loc string) (string, *freezeProxy) {
-	u, err := url.Parse(loc)
-	must(t, err)
-	p := newFreezeProxy(t, u.Host)
-	u.Host = p.ln.Addr().String()
-	return u.String(), p
-}
-
 // SPEC §4 "A lease is only ever run by its holder, and only while it holds":
 // the handler's context ends at the lease's expiry even when the database
 // cannot be reached; §9 "A half-open connection is noticed within seconds,
@@ -276,8 +185,8 @@ func proxied(t *testing.T, loc string) (string, *freezeProxy) {
 // expiry.
 func TestRunWorkerPartitionCancelsAtExpiry(t *testing.T) {
 	loc := pgtest.Fresh(t) // skips without a server
-	ploc, proxy := proxied(t, loc)
-	defer proxy.heal()
+	ploc, proxy := pgtest.NewProxy(t, loc)
+	defer proxy.Heal()
 	s, _ := backends()[2].open(t, ploc, WithClock(time.Now))
 	create(t, s, CreateExecutionArgs{})
 	started, done := make(chan Lease, 1), make(chan time.Time, 1)
@@ -290,7 +199,7 @@ func TestRunWorkerPartitionCancelsAtExpiry(t *testing.T) {
 		return nil, nil
 	}})
 	l := <-started
-	proxy.freeze()
+	proxy.Freeze()
 	limit := l.ExpiresAt.Add(keeperTick + 500*time.Millisecond)
 	select {
 	case at := <-done:
