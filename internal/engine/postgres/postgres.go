@@ -138,7 +138,9 @@ func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, er
 
 func (e *Engine) start(ctx context.Context) error {
 	var err error
-	if e.cfg.ReadOnly {
+	if e.cfg.ReadOnly || !e.cfg.Migrate {
+		// Only read the version: a role that may only read and write
+		// roster's tables creates nothing (SPEC §9 "Least privilege").
 		err = e.verifyCurrent(ctx)
 	} else {
 		err = e.withMigrator(ctx, func(g *engine.Migrator) error { return g.Up(e.cfg.Migrate, e.cfg.Logger) })
