@@ -54,7 +54,7 @@ const lockMigrations = "SELECT pg_advisory_xact_lock(hashtext('roster.migrate.' 
 // withMigrator runs fn with golang-migrate bound to one transaction under the
 // migration lock, committing when fn succeeds.
 func (e *Engine) withMigrator(ctx context.Context, fn func(g *engine.Migrator) error) error {
-	tx, err := e.pool.Begin(ctx)
+	tx, err := e.sess.begin(ctx, e.pool, txMigrate)
 	if err != nil {
 		return fmt.Errorf("roster: migrate: begin: %w", translate(err))
 	}
@@ -104,12 +104,12 @@ func (e *Engine) verifyCurrent(ctx context.Context) error {
 // write, nothing created (present is false when the version table is
 // missing).
 func (e *Engine) readVersion(ctx context.Context) (version int, dirty, present bool, err error) {
-	if err := e.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", migrationsTable).Scan(&present); err != nil {
+	if err := e.db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", migrationsTable).Scan(&present); err != nil {
 		return 0, false, false, fmt.Errorf("roster: reading the schema version: %w", translate(err))
 	}
 	v := int64(database.NilVersion)
 	if present {
-		err := e.pool.QueryRow(ctx, "SELECT version, dirty FROM "+migrationsTable+" LIMIT 1").Scan(&v, &dirty)
+		err := e.db.QueryRow(ctx, "SELECT version, dirty FROM "+migrationsTable+" LIMIT 1").Scan(&v, &dirty)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return 0, false, false, fmt.Errorf("roster: reading the schema version: %w", translate(err))
 		}

@@ -24,6 +24,60 @@ func migrateOwner(t testing.TB, ownerURL string) {
 	must(t, e.Close())
 }
 
+// productionTargets are the least-privilege role with hostile defaults,
+// directly and through PgBouncer in transaction pooling mode.
+var productionTargets = []struct {
+	name  string
+	fresh func(t testing.TB, migrate func(testing.TB, string)) string
+}{
+	{"app", pgtest.FreshApp},
+	{"pgbouncer", pgtest.FreshPgBouncer},
+}
+
+const settingsSQL = `SELECT current_setting('transaction_isolation') || ' ' || current_setting('statement_timeout') || ' ' ||
+	current_setting('lock_timeout') || ' ' || current_setting('idle_in_transaction_session_timeout') || ' ' ||
+	coalesce(current_schema(), '-')`
+
+// SPEC §9 "Whatever the server's defaults": on a role whose defaults are
+// SERIALIZABLE, no timeouts and another search_path, every way the engine
+// runs statements (alone, in a write, in a snapshot) runs them READ
+// COMMITTED (the snapshot: REPEATABLE READ), with roster's timeouts, in the
+// URL's schema; directly and through PgBouncer.
+func TestSettingsWhateverTheDefaults(t *testing.T) {
+	for _, target := range productionTargets {
+		t.Run(target.name, func(t *testing.T) {
+			t.Parallel()
+			loc := target.fresh(t, migrateOwner)
+			e := openAt(t, loc, func(c *engine.Config) { c.Migrate = false })
+			u, err := url.Parse(loc)
+			must(t, err)
+			schema := u.Query().Get("search_path")
+			ctx := context.Background()
+			want := "read committed 30s 10s 1min " + schema
+			var got string
+			must(t, e.db.QueryRow(ctx, settingsSQL).Scan(&got))
+			if got != want {
+				t.Errorf("a statement alone runs with %q, want %q", got, want)
+			}
+			for kind, want := range map[txKind]string{txWrite: want, txSnapshot: strings.Replace(want, "read committed", "repeatable read", 1)} {
+				tx, err := e.sess.begin(ctx, e.pool, kind)
+				must(t, err)
+				must(t, tx.QueryRow(ctx, settingsSQL).Scan(&got))
+				must(t, tx.Rollback(ctx))
+				if got != want {
+					t.Errorf("a transaction (kind %d) runs with %q, want %q", kind, got, want)
+				}
+			}
+			// The URL may set the timeouts, never the isolation level.
+			e = openAt(t, loc+"&statement_timeout=5s&default_transaction_isolation=serializable", func(c *engine.Config) { c.Migrate = false })
+			must(t, e.db.QueryRow(ctx, settingsSQL).Scan(&got))
+			if want := "read committed 5s 10s 1min " + schema; got != want {
+				t.Errorf("with the URL's settings a statement runs with %q, want %q", got, want)
+			}
+		})
+	}
+}
+
 // SPEC §9 "Least privilege": a role with only SELECT, INSERT, UPDATE and
 // DELETE on roster's tables opens WithoutMigrate (and reads the version, as
 // `roster migrate version` does) without creating or changing anything; so
@@ -94,5 +148,16 @@ func TestMigrateCreatesTheSchema(t *testing.T) {
 	}
 	if errors.Is(err, engine.ErrSchemaOutdated) {
 		t.Fatal(err)
+	}
+}
+
+// Behind PgBouncer the owner migrates too: the migration's transaction
+// carries search_path and its lock is transaction-scoped.
+func TestMigrateThroughPgBouncer(t *testing.T) {
+	loc := pgtest.ThroughPgBouncer(t, pgtest.Fresh(t))
+	e := openAt(t, loc)
+	v, latest, err := admin{e}.Version(context.Background())
+	if err != nil || v != latest {
+		t.Fatalf("after migrating through PgBouncer: version %d of %d, %v", v, latest, err)
 	}
 }

@@ -97,6 +97,10 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	// statement with its arguments, then against the batch's results, to
 	// read each in turn.
 	rec := &recorder{}
+	prelude := e.sess.prelude() // behind PgBouncer: roster's settings first
+	for _, q := range prelude {
+		rec.batch.Queue(q)
+	}
 	record := pgdb.New(rec)
 	holders := make([]uuid.UUID, len(outcomes))
 	for i, o := range outcomes {
@@ -118,6 +122,11 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	fail := func(err error) (engine.SettleResult, error) {
 		_ = br.Close()
 		return res, translate(err)
+	}
+	for range prelude {
+		if _, err := br.Exec(); err != nil {
+			return fail(err)
+		}
 	}
 	if err := read.LeaseLockHolders(ctx, holders); err != nil {
 		return fail(err)
