@@ -489,3 +489,78 @@ func busyWait(d time.Duration) {
 	for time.Now().Before(end) {
 	}
 }
+
+// SPEC §9 "A half-open connection is noticed within seconds, never hangs a
+// heartbeat, a renewal or Close": behind a proxy that stops forwarding
+// mid-run, a heartbeat, a renewal and a completion each fail with
+// ErrUnavailable within the statement timeout (here 1 s) and a grace, a
+// running RunWorker returns once its drain and its last writes fail, and
+// Close returns within a bound.
+func TestSilentServerFailsFast(t *testing.T) {
+	t.Parallel()
+	b := backends()[2]
+	loc, proxy := pgtest.NewProxy(t, b.fresh(t)+"&statement_timeout=1000")
+	s, err := Open(context.Background(), loc)
+	must(t, err)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = s.Close()
+		}
+	})
+	ctx := context.Background()
+	_, err = s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"default"}, TTL: time.Hour})
+	must(t, err)
+	create(t, s, CreateExecutionArgs{})
+	l, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Hour})
+	must(t, err)
+	running := make(chan struct{})
+	create(t, s, CreateExecutionArgs{})
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := startWorker(t, s, runCtx, WorkerArgs{InstanceID: "j", DrainTimeout: 100 * time.Millisecond, Handler: func(hctx context.Context, _ Lease) ([]byte, error) {
+		close(running)
+		<-hctx.Done()
+		return nil, nil
+	}})
+	<-running
+
+	proxy.Freeze()
+	const bound = 5 * time.Second // 1 s, the 2 s grace, slack
+	var wg sync.WaitGroup
+	for what, call := range map[string]func() error{
+		"HeartbeatWorker": func() error {
+			_, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "i"})
+			return err
+		},
+		"RenewLease": func() error {
+			_, err := s.RenewLease(ctx, RenewLeaseArgs{Lease: l, TTL: time.Hour})
+			return err
+		},
+		"CompleteExecution": func() error { return s.CompleteExecution(ctx, CompleteArgs{Lease: l}) },
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began := time.Now()
+			err := call()
+			if took := time.Since(began); took > bound || !errors.Is(err, ErrUnavailable) {
+				t.Errorf("%s behind a silent server: %v after %v, want ErrUnavailable within %v", what, err, took, bound)
+			}
+		}()
+	}
+	wg.Wait()
+	began := time.Now()
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(100*time.Millisecond + shutdownGrace + bound):
+		t.Errorf("RunWorker has not returned %v after its ctx ended", time.Since(began))
+	}
+	began = time.Now()
+	closed = true
+	must(t, s.Close())
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("Close took %v behind a silent server", took)
+	}
+}
