@@ -177,6 +177,9 @@ func configure(pcfg *pgxpool.Config, bouncer bool, cfg engine.Config, urlQuery u
 // (a number of milliseconds, or a number with a unit).
 func pgDuration(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, nil
+	}
 	i := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	num, unit := v, "ms"
 	if i >= 0 {
