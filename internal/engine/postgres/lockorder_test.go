@@ -105,7 +105,7 @@ func (r *retryLog) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *retryLog) WithGroup(string) slog.Handler      { return r }
 
 // SPEC §9 "Locks are taken in one order": rounds of concurrent outcomes
-// (settled in batches, each with a claim, as RunWorker settles), cancels of
+// (settled in batches, with a claim or without, as RunWorker settles), cancels of
 // the same executions, the death of some of their workers, a sweep of the
 // others and a reclaim of every expired lease, 300 executions in all,
 // never deadlock: the database counts none, the engine retried none, and
@@ -185,6 +185,9 @@ func TestConcurrentOutcomesNeverDeadlock(t *testing.T) {
 			claim := &engine.ClaimParams{Namespace: ns, InstanceID: k.InstanceID, NowMs: 3000, ExpiresAtMs: 50000}
 			for range len(outcomes) {
 				claim.LeaseIDs = append(claim.LeaseIDs, uuid.New())
+			}
+			if i == workers-1 {
+				claim = nil // a last settle, at shutdown: its workers are looked up
 			}
 			goRun("settle", func() error {
 				res := e.Settle(ctx, 3000, outcomes, claim)

@@ -62,6 +62,23 @@ func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 	return e.settleApart(ctx, nowMs, outcomes, claim)
 }
 
+// lockWorkers returns the statement a settle starts with: the worker lock,
+// shared, of the workers holding its leases (the lock order of
+// queries/postgres/executions.sql). With a claim, the outcomes are the
+// claiming worker's own leases (RunWorker settles its own), and its lock
+// is taken by key; without one, the holders are looked up.
+func (e *Engine) lockWorkers(outcomes []engine.Outcome, claim *engine.ClaimParams) func(ctx context.Context, q *pgdb.Queries) error {
+	if claim != nil {
+		p := pgdb.WorkerLockSharedParams{Namespace: claim.Namespace, InstanceID: claim.InstanceID}
+		return func(ctx context.Context, q *pgdb.Queries) error { return q.WorkerLockShared(ctx, p) }
+	}
+	ids := make([]uuid.UUID, len(outcomes))
+	for i, o := range outcomes {
+		ids[i] = o.Lease.ExecutionID
+	}
+	return func(ctx context.Context, q *pgdb.Queries) error { return q.LeaseLockHolders(ctx, ids) }
+}
+
 // errDue says the claim of a pipeline found due scheduled work and claimed
 // nothing: the caller claims again (Claim makes that work ready first).
 var errDue = errors.New("roster: due scheduled work is to be made ready")
@@ -102,11 +119,8 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 		rec.batch.Queue(q)
 	}
 	record := pgdb.New(rec)
-	holders := make([]uuid.UUID, len(outcomes))
-	for i, o := range outcomes {
-		holders[i] = o.Lease.ExecutionID
-	}
-	_ = record.LeaseLockHolders(ctx, holders) // the lock order: workers first
+	lockWorkers := e.lockWorkers(outcomes, claim)
+	_ = lockWorkers(ctx, record) // the lock order: worker locks first
 	if len(completes) > 0 {
 		_, _ = record.LeaseCompleteMany(ctx, complete)
 	}
@@ -128,7 +142,7 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 			return fail(err)
 		}
 	}
-	if err := read.LeaseLockHolders(ctx, holders); err != nil {
+	if err := lockWorkers(ctx, read); err != nil {
 		return fail(err)
 	}
 	if len(completes) > 0 {
@@ -193,12 +207,9 @@ func (e *Engine) settleApart(ctx context.Context, nowMs int64, outcomes []engine
 	}
 	if len(completes) > 0 {
 		var done []engine.LeaseRef
-		ids := make([]uuid.UUID, len(refs))
-		for i, r := range refs {
-			ids[i] = r.ExecutionID
-		}
+		lockWorkers := e.lockWorkers(outcomes, claim)
 		err := e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
-			if err := q.(queries).q.LeaseLockHolders(ctx, ids); err != nil {
+			if err := lockWorkers(ctx, q.(queries).q); err != nil {
 				return translate(err)
 			}
 			var err error
