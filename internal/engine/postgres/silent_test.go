@@ -37,6 +37,7 @@ func within(t *testing.T, what string, limit time.Duration, f func() error) erro
 // (not ErrOverloaded: the pool was not busy), and Close returns at once,
 // though the clock was being measured.
 func TestSilentServer(t *testing.T) {
+	t.Parallel()
 	loc, proxy := pgtest.NewProxy(t, pgtest.Fresh(t)+"&statement_timeout=1000&pool_max_conns=3")
 	ctx := context.Background()
 	e, err := connect(ctx, loc, testConfig())
@@ -97,5 +98,24 @@ func TestSilentServer(t *testing.T) {
 	closed = true
 	if err := within(t, "Close", 3*time.Second, e.Close); err != nil {
 		t.Errorf("Close: %v", err)
+	}
+}
+
+// SPEC §9: with the network cut, Open fails with ErrUnavailable within the
+// default connect timeout (10 s) when the URL sets none, instead of
+// waiting for as long as its caller's context lets it.
+func TestOpenWithTheNetworkCut(t *testing.T) {
+	t.Parallel()
+	loc, proxy := pgtest.NewProxy(t, pgtest.Fresh(t))
+	proxy.Freeze()
+	err := within(t, "Open", defaultConnectTimeout+3*time.Second, func() error {
+		e, err := Open(context.Background(), loc, testConfig())
+		if err == nil {
+			_ = e.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("Open with the network cut: %v, want ErrUnavailable", err)
 	}
 }
