@@ -59,11 +59,13 @@ func (e *Engine) withMigrator(ctx context.Context, fn func(g *engine.Migrator) e
 		return fmt.Errorf("roster: migrate: begin: %w", translate(err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := createSchema(ctx, tx); err != nil {
-		return err
-	}
 	if _, err := tx.Exec(ctx, lockMigrations); err != nil {
 		return fmt.Errorf("roster: migrate: lock: %w", translate(err))
+	}
+	// Under the lock (taken on the schema-less key when the schema is
+	// missing): Opens racing on a fresh database create it once.
+	if err := createSchema(ctx, tx); err != nil {
+		return err
 	}
 	// The layout of golang-migrate's postgres driver, created when missing
 	// only (so that a role without CREATE may open a current schema).

@@ -161,3 +161,36 @@ func TestMigrateThroughPgBouncer(t *testing.T) {
 		t.Fatalf("after migrating through PgBouncer: version %d of %d, %v", v, latest, err)
 	}
 }
+
+// Many Opens at once on a fresh database told search_path=NAME: the schema
+// is created once, and every Open succeeds.
+func TestConcurrentOpensCreateTheSchemaOnce(t *testing.T) {
+	base := pgtest.URL(t)
+	if base == "" {
+		t.Skip(pgtest.SkipMessage)
+	}
+	ctx := context.Background()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "roster_test_new_" + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(ctx, base)
+	must(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		_ = admin.Close(context.Background())
+	})
+	loc := pgtest.WithSchema(t, base, schema)
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() {
+			e, err := Open(ctx, loc, testConfig())
+			if err == nil {
+				err = e.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		must(t, <-errs)
+	}
+}
