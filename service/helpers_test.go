@@ -48,6 +48,12 @@ type backend struct {
 	// fresh returns the location of a new, empty database, removed when
 	// the test ends.
 	fresh func(t testing.TB) string
+	// migrated: fresh returns a database its owner already migrated, for a
+	// role that may not change the schema: Stores open it WithoutMigrate.
+	migrated bool
+	// pooled: a pooler in transaction pooling mode stands between (no
+	// LISTEN: workers poll for other Stores' work).
+	pooled bool
 }
 
 // backends lists the engines under test. A new engine adds one line here.
@@ -58,13 +64,46 @@ func backends() []backend {
 			return filepath.Join(t.TempDir(), "roster.db")
 		}},
 		{name: "postgres", postgres: true, shared: true, fresh: pgtest.Fresh},
+		// SPEC §9 "Whatever the server's defaults" and "Least privilege": a
+		// role with SELECT, INSERT, UPDATE and DELETE only, whose defaults
+		// are SERIALIZABLE, no timeouts and another search_path.
+		{name: "postgres-app", postgres: true, shared: true, migrated: true, fresh: func(t testing.TB) string {
+			return pgtest.FreshApp(t, migrateAsOwner)
+		}},
+		// SPEC §9 "Behind PgBouncer": the same role through PgBouncer in
+		// transaction pooling mode.
+		{name: "postgres-pgbouncer", postgres: true, shared: true, migrated: true, pooled: true, fresh: func(t testing.TB) string {
+			return pgtest.FreshPgBouncer(t, migrateAsOwner)
+		}},
 	}
+}
+
+// migrateAsOwner brings the schema at ownerURL up to date, as its owner.
+func migrateAsOwner(t testing.TB, ownerURL string) {
+	t.Helper()
+	s, err := Open(context.Background(), ownerURL)
+	if err != nil {
+		t.Fatalf("migrating as the owner: %v", err)
+	}
+	must(t, s.Close())
+}
+
+// direct returns a location that reaches the database of loc as its owner,
+// without a pooler in between (fixtures).
+func (b backend) direct(t testing.TB, loc string) string {
+	if b.postgres {
+		return pgtest.Direct(t, loc)
+	}
+	return loc
 }
 
 // open opens a Store at loc on a fake clock, closed when the test ends.
 func (b backend) open(t testing.TB, loc string, opts ...Option) (*Store, *fakeClock) {
 	t.Helper()
 	clock := newClock()
+	if b.migrated {
+		opts = append([]Option{WithoutMigrate()}, opts...)
+	}
 	s, err := Open(context.Background(), loc, append([]Option{WithClock(clock.Now)}, opts...)...)
 	if err != nil {
 		t.Fatalf("%s: Open: %v", b.name, err)
@@ -128,7 +167,7 @@ func must(t testing.TB, err error) {
 func (b backend) exec(t testing.TB, loc, query string) {
 	t.Helper()
 	if b.postgres {
-		conn, err := pgx.Connect(context.Background(), loc)
+		conn, err := pgx.Connect(context.Background(), b.direct(t, loc))
 		must(t, err)
 		defer conn.Close(context.Background())
 		_, err = conn.Exec(context.Background(), query)
@@ -163,7 +202,7 @@ func (b backend) blockWrites(t testing.TB, loc string) (unblock func()) {
 	ctx := context.Background()
 	var once sync.Once
 	if b.postgres {
-		conn, err := pgx.Connect(ctx, loc)
+		conn, err := pgx.Connect(ctx, b.direct(t, loc))
 		must(t, err)
 		_, err = conn.Exec(ctx, "BEGIN; LOCK TABLE workers, worker_events, executions, attempts, agents IN EXCLUSIVE MODE")
 		must(t, err)

@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -179,95 +177,6 @@ func TestRunWorkerNoSpinOnStaleRunAt(t *testing.T) {
 	}
 }
 
-// freezeProxy forwards TCP to a PostgreSQL server until frozen: then it
-// forwards nothing more, in either direction, and keeps every connection open
-// (a network partition: the server unreachable, connections half-open).
-type freezeProxy struct {
-	ln     net.Listener
-	frozen chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-// heal ends the partition by closing every connection (the test's end).
-func (p *freezeProxy) heal() {
-	p.freeze()
-	_ = p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-}
-
-func (p *freezeProxy) track(c net.Conn) {
-	p.mu.Lock()
-	p.conns = append(p.conns, c)
-	p.mu.Unlock()
-}
-
-func newFreezeProxy(t *testing.T, upstream string) *freezeProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	p := &freezeProxy{ln: ln, frozen: make(chan struct{})}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.track(c)
-			go func() {
-				select {
-				case <-p.frozen:
-					return // hold the connection, never answer
-				default:
-				}
-				u, err := net.Dial("tcp", upstream)
-				if err != nil {
-					_ = c.Close()
-					return
-				}
-				p.track(u)
-				go p.pipe(c, u)
-				go p.pipe(u, c)
-			}()
-		}
-	}()
-	return p
-}
-
-func (p *freezeProxy) pipe(from, to net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := from.Read(buf)
-		if err != nil {
-			return
-		}
-		select {
-		case <-p.frozen:
-			return // drop it, keep both ends open
-		default:
-		}
-		if _, err := to.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
-func (p *freezeProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
-
-// proxied returns loc (a PostgreSQL URL) going through a freezeProxy.
-func proxied(t *testing.T, loc string) (string, *freezeProxy) {
-	u, err := url.Parse(loc)
-	must(t, err)
-	p := newFreezeProxy(t, u.Host)
-	u.Host = p.ln.Addr().String()
-	return u.String(), p
-}
-
 // SPEC §4 "A lease is only ever run by its holder, and only while it holds":
 // the handler's context ends at the lease's expiry even when the database
 // cannot be reached; §9 "A half-open connection is noticed within seconds,
@@ -276,8 +185,8 @@ func proxied(t *testing.T, loc string) (string, *freezeProxy) {
 // expiry.
 func TestRunWorkerPartitionCancelsAtExpiry(t *testing.T) {
 	loc := pgtest.Fresh(t) // skips without a server
-	ploc, proxy := proxied(t, loc)
-	defer proxy.heal()
+	ploc, proxy := pgtest.NewProxy(t, loc)
+	defer proxy.Heal()
 	s, _ := backends()[2].open(t, ploc, WithClock(time.Now))
 	create(t, s, CreateExecutionArgs{})
 	started, done := make(chan Lease, 1), make(chan time.Time, 1)
@@ -290,7 +199,7 @@ func TestRunWorkerPartitionCancelsAtExpiry(t *testing.T) {
 		return nil, nil
 	}})
 	l := <-started
-	proxy.freeze()
+	proxy.Freeze()
 	limit := l.ExpiresAt.Add(keeperTick + 500*time.Millisecond)
 	select {
 	case at := <-done:
@@ -578,5 +487,80 @@ func TestRunWorkerNoLostNotify(t *testing.T) {
 func busyWait(d time.Duration) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
+	}
+}
+
+// SPEC §9 "A half-open connection is noticed within seconds, never hangs a
+// heartbeat, a renewal or Close": behind a proxy that stops forwarding
+// mid-run, a heartbeat, a renewal and a completion each fail with
+// ErrUnavailable within the statement timeout (here 1 s) and a grace, a
+// running RunWorker returns once its drain and its last writes fail, and
+// Close returns within a bound.
+func TestSilentServerFailsFast(t *testing.T) {
+	t.Parallel()
+	b := backends()[2]
+	loc, proxy := pgtest.NewProxy(t, b.fresh(t)+"&statement_timeout=1000")
+	s, err := Open(context.Background(), loc)
+	must(t, err)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = s.Close()
+		}
+	})
+	ctx := context.Background()
+	_, err = s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"default"}, TTL: time.Hour})
+	must(t, err)
+	create(t, s, CreateExecutionArgs{})
+	l, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Hour})
+	must(t, err)
+	running := make(chan struct{})
+	create(t, s, CreateExecutionArgs{})
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := startWorker(t, s, runCtx, WorkerArgs{InstanceID: "j", DrainTimeout: 100 * time.Millisecond, Handler: func(hctx context.Context, _ Lease) ([]byte, error) {
+		close(running)
+		<-hctx.Done()
+		return nil, nil
+	}})
+	<-running
+
+	proxy.Freeze()
+	const bound = 5 * time.Second // 1 s, the 2 s grace, slack
+	var wg sync.WaitGroup
+	for what, call := range map[string]func() error{
+		"HeartbeatWorker": func() error {
+			_, err := s.HeartbeatWorker(ctx, HeartbeatWorkerArgs{Namespace: "ns", InstanceID: "i"})
+			return err
+		},
+		"RenewLease": func() error {
+			_, err := s.RenewLease(ctx, RenewLeaseArgs{Lease: l, TTL: time.Hour})
+			return err
+		},
+		"CompleteExecution": func() error { return s.CompleteExecution(ctx, CompleteArgs{Lease: l}) },
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began := time.Now()
+			err := call()
+			if took := time.Since(began); took > bound || !errors.Is(err, ErrUnavailable) {
+				t.Errorf("%s behind a silent server: %v after %v, want ErrUnavailable within %v", what, err, took, bound)
+			}
+		}()
+	}
+	wg.Wait()
+	began := time.Now()
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(100*time.Millisecond + shutdownGrace + bound):
+		t.Errorf("RunWorker has not returned %v after its ctx ended", time.Since(began))
+	}
+	began = time.Now()
+	closed = true
+	must(t, s.Close())
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("Close took %v behind a silent server", took)
 	}
 }

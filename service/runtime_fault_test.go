@@ -1,8 +1,10 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -304,11 +306,18 @@ func (o *countingObserver) Committed(time.Duration, int) { o.commits.Add(1) }
 
 // Work added through another Store on the same database wakes an idle worker
 // (LISTEN/NOTIFY, or the SQLite change check): with an hour's poll, nothing
-// else could.
+// else could. Behind PgBouncer, where LISTEN cannot work, the worker polls
+// (every second), and says so once in its log.
 func TestRunWorkerWakesAcrossStores(t *testing.T) {
 	conformanceShared(t, func(t *testing.T, b backend) {
 		loc := b.fresh(t)
-		worker, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+		poll := withWorkerPoll(time.Hour)
+		var log bytes.Buffer
+		var logMu sync.Mutex
+		if b.pooled {
+			poll = withWorkerPoll(time.Second)
+		}
+		worker, _ := b.open(t, loc, WithClock(time.Now), poll, WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil))))
 		producer, _ := b.open(t, loc, WithClock(time.Now))
 		got := make(chan uuid.UUID, 2)
 		stop := runWorker(t, worker, WorkerArgs{Handler: func(_ context.Context, l Lease) ([]byte, error) {
@@ -328,7 +337,24 @@ func TestRunWorkerWakesAcrossStores(t *testing.T) {
 			}
 		}
 		must(t, stop())
+		logMu.Lock()
+		defer logMu.Unlock()
+		if n := strings.Count(log.String(), "LISTEN cannot work"); b.pooled && n != 1 {
+			t.Fatalf("behind PgBouncer the worker said %d times that it polls:\n%s", n, log.String())
+		}
 	})
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // A worker sleeping on scheduled work wakes at its RunAt, not at the poll.

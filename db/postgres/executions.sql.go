@@ -131,6 +131,35 @@ type ExecutionInsertParams struct {
 
 // Executions: create, read, list, cancel, and prune finished history.
 // Claims and leases are in leases.sql.
+//
+// Lock order (SPEC §9). A transaction that takes locks of several kinds
+// takes them in this order, so that no two ever wait for each other in a
+// cycle:
+//  1. worker locks: a transaction advisory lock per worker (two keys:
+//     hashtext(namespace), hashtext(instance_id)), taken shared by a
+//     settle for the workers holding its leases (WorkerLockShared or
+//     LeaseLockHolders, first in its pipeline), exclusively by
+//     MarkWorkerDead (WorkerLock, in WorkerDelete) and by the
+//     sweep (WorkerSweepBatch, which skips a worker whose lock it cannot
+//     take at once);
+//  2. workers rows: MarkWorkerDead's and the sweep's DELETE, a claim's
+//     FOR KEY SHARE;
+//  3. executions: complete, fail, release, renew, cancel, revoke
+//     (LeaseRevokeHeldBy: only the running executions of workers whose
+//     worker locks the transaction holds), reclaim and promotion (FOR
+//     UPDATE SKIP LOCKED: they never wait);
+//  4. attempts: the history rows a fail, a cancel or a reclaim inserts after
+//     locking their execution, and pruning deletes (of finished executions,
+//     which nothing else locks).
+//
+// worker_events is only appended to and pruned: nothing waits on its rows.
+// A claim (ExecutionClaim) locks the waiting executions it takes before its
+// worker's row, against the order, but it never waits: both locks are SKIP
+// LOCKED (a revoke can still wait for a claim, when the execution it saw
+// running was reclaimed and is being claimed again: the claim ends without
+// waiting for anything). Agents are apart:
+// one agent row per statement, then the agent_state_counts rows of its old
+// and its new state (the trigger of migration 7, in that order).
 // ExecutionInsert creates one waiting execution (ready, or scheduled for a
 // later RunAt) and wakes the namespace's workers.
 func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams) error {

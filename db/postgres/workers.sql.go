@@ -477,6 +477,40 @@ func (q *Queries) WorkerListByNamespace(ctx context.Context, arg WorkerListByNam
 	return items, nil
 }
 
+const workerLock = `-- name: WorkerLock :exec
+SELECT pg_advisory_xact_lock(hashtext($1::text), hashtext($2::text))
+`
+
+type WorkerLockParams struct {
+	Namespace  string
+	InstanceID string
+}
+
+// WorkerLock takes one worker's worker lock exclusively (a transaction
+// advisory lock, see LeaseLockHolders): MarkWorkerDead waits for the
+// settles of its leases under way, and no settle starts until it commits.
+func (q *Queries) WorkerLock(ctx context.Context, arg WorkerLockParams) error {
+	_, err := q.db.Exec(ctx, workerLock, arg.Namespace, arg.InstanceID)
+	return err
+}
+
+const workerLockShared = `-- name: WorkerLockShared :exec
+SELECT pg_advisory_xact_lock_shared(hashtext($1::text), hashtext($2::text))
+`
+
+type WorkerLockSharedParams struct {
+	Namespace  string
+	InstanceID string
+}
+
+// WorkerLockShared takes one worker's worker lock shared: a settle of that
+// worker's leases (LeaseLockHolders without the lookup, when the settle
+// knows its worker).
+func (q *Queries) WorkerLockShared(ctx context.Context, arg WorkerLockSharedParams) error {
+	_, err := q.db.Exec(ctx, workerLockShared, arg.Namespace, arg.InstanceID)
+	return err
+}
+
 const workerRefresh = `-- name: WorkerRefresh :one
 UPDATE workers
 SET lanes = $1, capabilities = $2, last_heartbeat_ms = $3,
@@ -568,7 +602,7 @@ WHERE (namespace, instance_id) IN (
     ORDER BY w.last_heartbeat_ms + w.ttl_ms
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-)
+) AND pg_try_advisory_xact_lock(hashtext(namespace), hashtext(instance_id))
 RETURNING namespace, instance_id
 `
 
@@ -583,7 +617,9 @@ type WorkerSweepBatchRow struct {
 }
 
 // WorkerSweepBatch deletes up to @batch_size lapsed workers, soonest expiry
-// first; rows another sweeper is deleting are skipped, not waited for.
+// first, each under its worker lock taken exclusively (WorkerLock); rows
+// another sweeper is deleting, and workers whose leases a settle is writing
+// now, are skipped, not waited for (the next sweep takes them).
 func (q *Queries) WorkerSweepBatch(ctx context.Context, arg WorkerSweepBatchParams) ([]WorkerSweepBatchRow, error) {
 	rows, err := q.db.Query(ctx, workerSweepBatch, arg.Now, arg.BatchSize)
 	if err != nil {

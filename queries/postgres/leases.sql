@@ -24,7 +24,9 @@
 --   * It locks the worker row FOR KEY SHARE (a concurrent MarkWorkerDead or
 --     sweep, which deletes it, waits, so no lease outlives its worker;
 --     heartbeats do not) and starts each execution under a new lease,
---     attempt and epoch.
+--     attempt and epoch. SKIP LOCKED there too: a worker whose row is being
+--     deleted (or swept) claims nothing, and a claim never waits for any
+--     lock, so it is never part of a deadlock.
 --   * When it claims fewer than asked, next_run_at_ms is the earliest RunAt
 --     after @now among the scheduled executions of the worker's lanes (0:
 --     none), when the worker should look again at the latest.
@@ -68,7 +70,7 @@ WITH w AS (
     WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
       AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
       AND EXISTS (SELECT 1 FROM candidates)
-    FOR KEY SHARE OF wk
+    FOR KEY SHARE OF wk SKIP LOCKED
 ), started AS (
     UPDATE executions AS x
     SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
@@ -289,3 +291,19 @@ WITH expired AS (
     FROM requeued AS r
 )
 SELECT requeued.id FROM requeued;
+
+-- name: LeaseLockHolders :exec
+-- LeaseLockHolders takes, shared and in key order, the advisory lock of each
+-- worker holding one of the running leases of @ids (its worker lock): a
+-- settle takes it before it touches any of their executions, as
+-- MarkWorkerDead (WorkerLock) and the sweep take it, exclusively, before
+-- they delete a worker and revoke its leases, so the two never wait for
+-- each other in a cycle (see the lock order at the top of executions.sql).
+-- An advisory lock writes nothing: no row lock, no WAL, no MultiXact
+-- beside the heartbeats.
+SELECT pg_advisory_xact_lock_shared(hashtext(h.namespace), hashtext(h.holder))
+FROM (
+    SELECT DISTINCT x.namespace, x.holder FROM executions AS x
+    WHERE x.id = ANY(@ids::uuid[]) AND x.state = 'running'
+    ORDER BY x.namespace, x.holder
+) AS h;

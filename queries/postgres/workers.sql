@@ -57,6 +57,18 @@ WITH hb AS (
 )
 SELECT hb.ttl_ms FROM hb;
 
+-- name: WorkerLock :exec
+-- WorkerLock takes one worker's worker lock exclusively (a transaction
+-- advisory lock, see LeaseLockHolders): MarkWorkerDead waits for the
+-- settles of its leases under way, and no settle starts until it commits.
+SELECT pg_advisory_xact_lock(hashtext(@namespace::text), hashtext(@instance_id::text));
+
+-- name: WorkerLockShared :exec
+-- WorkerLockShared takes one worker's worker lock shared: a settle of that
+-- worker's leases (LeaseLockHolders without the lookup, when the settle
+-- knows its worker).
+SELECT pg_advisory_xact_lock_shared(hashtext(@namespace::text), hashtext(@instance_id::text));
+
 -- name: WorkerDelete :execrows
 -- WorkerDelete removes one worker row, alive or lapsed.
 DELETE FROM workers
@@ -78,7 +90,9 @@ LIMIT @max_rows;
 
 -- name: WorkerSweepBatch :many
 -- WorkerSweepBatch deletes up to @batch_size lapsed workers, soonest expiry
--- first; rows another sweeper is deleting are skipped, not waited for.
+-- first, each under its worker lock taken exclusively (WorkerLock); rows
+-- another sweeper is deleting, and workers whose leases a settle is writing
+-- now, are skipped, not waited for (the next sweep takes them).
 DELETE FROM workers
 WHERE (namespace, instance_id) IN (
     SELECT w.namespace, w.instance_id FROM workers AS w
@@ -86,7 +100,7 @@ WHERE (namespace, instance_id) IN (
     ORDER BY w.last_heartbeat_ms + w.ttl_ms
     LIMIT @batch_size
     FOR UPDATE SKIP LOCKED
-)
+) AND pg_try_advisory_xact_lock(hashtext(namespace), hashtext(instance_id))
 RETURNING namespace, instance_id;
 
 -- name: WorkerEventAppend :exec

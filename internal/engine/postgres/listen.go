@@ -61,6 +61,14 @@ func (e *Engine) startListening() {
 	if e.closed.Load() || e.listenCancel != nil {
 		return
 	}
+	if e.sess.bouncer {
+		// PgBouncer's transaction pooling delivers no NOTIFY: subscribers
+		// are woken by this Store's own changes and poll for the others'.
+		e.bouncerOnce.Do(func() {
+			e.cfg.Logger.Info("roster: behind PgBouncer (roster_pgbouncer=true) LISTEN cannot work; workers poll for work other processes create")
+		})
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	e.listenCancel, e.listenDone = cancel, done

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/golang-migrate/migrate/v4/database"
 	"github.com/jackc/pgx/v5"
@@ -53,7 +54,7 @@ const lockMigrations = "SELECT pg_advisory_xact_lock(hashtext('roster.migrate.' 
 // withMigrator runs fn with golang-migrate bound to one transaction under the
 // migration lock, committing when fn succeeds.
 func (e *Engine) withMigrator(ctx context.Context, fn func(g *engine.Migrator) error) error {
-	tx, err := e.pool.Begin(ctx)
+	tx, err := e.sess.begin(ctx, e.pool, txMigrate)
 	if err != nil {
 		return fmt.Errorf("roster: migrate: begin: %w", translate(err))
 	}
@@ -61,10 +62,22 @@ func (e *Engine) withMigrator(ctx context.Context, fn func(g *engine.Migrator) e
 	if _, err := tx.Exec(ctx, lockMigrations); err != nil {
 		return fmt.Errorf("roster: migrate: lock: %w", translate(err))
 	}
-	// The layout of golang-migrate's postgres driver.
-	if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+migrationsTable+
-		" (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)"); err != nil {
+	// Under the lock (taken on the schema-less key when the schema is
+	// missing): Opens racing on a fresh database create it once.
+	if err := createSchema(ctx, tx); err != nil {
+		return err
+	}
+	// The layout of golang-migrate's postgres driver, created when missing
+	// only (so that a role without CREATE may open a current schema).
+	var present bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", migrationsTable).Scan(&present); err != nil {
 		return fmt.Errorf("roster: migrate: %w", translate(err))
+	}
+	if !present {
+		if _, err := tx.Exec(ctx, "CREATE TABLE "+migrationsTable+
+			" (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)"); err != nil {
+			return fmt.Errorf("roster: migrate: %w", translate(err))
+		}
 	}
 	g, err := engine.NewMigrator(ctx, migrationTx{tx}, e.cfg.Migrations)
 	if err != nil {
@@ -82,18 +95,28 @@ func (e *Engine) withMigrator(ctx context.Context, fn func(g *engine.Migrator) e
 // verifyCurrent checks, without writing anything, that the schema is exactly
 // the latest this build knows.
 func (e *Engine) verifyCurrent(ctx context.Context) error {
-	var present bool
-	if err := e.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", migrationsTable).Scan(&present); err != nil {
-		return fmt.Errorf("roster: reading the schema version: %w", translate(err))
+	version, dirty, present, err := e.readVersion(ctx)
+	if err != nil {
+		return err
 	}
-	version, dirty := int64(database.NilVersion), false
+	return engine.VerifyVersion(version, dirty, present, e.cfg.Migrations)
+}
+
+// readVersion reads the recorded version with two plain reads: no lock, no
+// write, nothing created (present is false when the version table is
+// missing).
+func (e *Engine) readVersion(ctx context.Context) (version int, dirty, present bool, err error) {
+	if err := e.db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", migrationsTable).Scan(&present); err != nil {
+		return 0, false, false, fmt.Errorf("roster: reading the schema version: %w", translate(err))
+	}
+	v := int64(database.NilVersion)
 	if present {
-		err := e.pool.QueryRow(ctx, "SELECT version, dirty FROM "+migrationsTable+" LIMIT 1").Scan(&version, &dirty)
+		err := e.db.QueryRow(ctx, "SELECT version, dirty FROM "+migrationsTable+" LIMIT 1").Scan(&v, &dirty)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("roster: reading the schema version: %w", translate(err))
+			return 0, false, false, fmt.Errorf("roster: reading the schema version: %w", translate(err))
 		}
 	}
-	return engine.VerifyVersion(int(version), dirty, present, e.cfg.Migrations)
+	return int(v), dirty, present, nil
 }
 
 // Admin opens the database at rawURL for the migration commands, without
@@ -111,21 +134,17 @@ type admin struct{ e *Engine }
 
 func (a admin) Close() error { return a.e.Close() }
 
-// Version reads the version without writing anything: a schema without
+// Version reads the version without writing anything (a role that may
+// only read and write roster's tables may ask): a schema without
 // golang-migrate's table is at version -1 and stays untouched.
 func (a admin) Version(ctx context.Context) (version, latest int, err error) {
-	var present bool
-	if err := a.e.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", migrationsTable).Scan(&present); err != nil {
-		return 0, 0, fmt.Errorf("roster: reading the schema version: %w", translate(err))
+	if latest, err = engine.LatestIn(a.e.cfg.Migrations); err != nil {
+		return 0, 0, err
 	}
-	if !present {
-		latest, err := engine.LatestIn(a.e.cfg.Migrations)
-		return database.NilVersion, latest, err
+	version, dirty, _, err := a.e.readVersion(ctx)
+	if err == nil && dirty {
+		err = fmt.Errorf("roster: database is dirty at version %d", version)
 	}
-	err = a.e.withMigrator(ctx, func(g *engine.Migrator) error {
-		version, latest, err = g.Version()
-		return err
-	})
 	return version, latest, err
 }
 
@@ -135,4 +154,62 @@ func (a admin) Down(ctx context.Context, steps int) error {
 
 func (a admin) Force(ctx context.Context, version int) error {
 	return a.e.withMigrator(ctx, func(g *engine.Migrator) error { return g.Force(version) })
+}
+
+// createSchema creates the schema that search_path names first when no
+// schema of search_path exists (a fresh database told search_path=roster),
+// so that migrating needs no step of its own; when it cannot, the error says
+// what to run.
+func createSchema(ctx context.Context, tx pgx.Tx) error {
+	var current *string
+	var path, user string
+	err := tx.QueryRow(ctx, "SELECT current_schema(), current_setting('search_path'), session_user").Scan(&current, &path, &user)
+	if err != nil {
+		return fmt.Errorf("roster: migrate: reading search_path: %w", translate(err))
+	}
+	if current != nil {
+		return nil
+	}
+	name := firstSchema(path, user)
+	if name == "" {
+		return fmt.Errorf("roster: migrate: search_path %q names no schema to create roster's tables in: set search_path in the URL", path)
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident); err != nil {
+		return fmt.Errorf("roster: migrate: schema %s of search_path does not exist and could not be created (%w): create it, e.g. CREATE SCHEMA %s AUTHORIZATION %s",
+			ident, translate(err), ident, pgx.Identifier{user}.Sanitize())
+	}
+	return nil
+}
+
+// firstSchema returns the first schema search_path names ("$user" being
+// user), unquoted; "" when it names none.
+func firstSchema(path, user string) string {
+	path = strings.TrimSpace(path)
+	if path == "" {
+		return ""
+	}
+	var name string
+	if strings.HasPrefix(path, `"`) {
+		var b strings.Builder
+		for i := 1; i < len(path); i++ {
+			if path[i] == '"' {
+				if i+1 < len(path) && path[i+1] == '"' {
+					b.WriteByte('"')
+					i++
+					continue
+				}
+				break
+			}
+			b.WriteByte(path[i])
+		}
+		name = b.String()
+	} else {
+		name, _, _ = strings.Cut(path, ",")
+		name = strings.ToLower(strings.TrimSpace(name))
+	}
+	if name == "$user" {
+		return user
+	}
+	return name
 }

@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/connstr"
@@ -29,6 +28,9 @@ import (
 // maxWriteTries bounds how often a write is run again after a serialization
 // failure or a deadlock.
 const maxWriteTries = 5
+
+// closeWait bounds how long Close waits for the pool to close.
+const closeWait = 2 * time.Second
 
 // clockRefresh is how often the offset from the server's clock is measured
 // again.
@@ -43,14 +45,20 @@ func IsURL(path string) bool {
 type Engine struct {
 	cfg    engine.Config
 	pool   *pgxpool.Pool
+	sess   session
+	db     pgdb.DBTX // the pool, as statements sent alone run on it
 	q      *pgdb.Queries
 	closed atomic.Bool
+	// bg ends at Close: background work (the clock) stops at once.
+	bg       context.Context
+	bgCancel context.CancelFunc
 
-	local    func() time.Time
-	offset   atomic.Int64 // server clock - local clock, in nanoseconds
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
+	local      func() time.Time
+	offset     atomic.Int64  // server clock - local clock, in nanoseconds
+	clockEvery time.Duration // clockRefresh (tests shorten it)
+	stop       chan struct{}
+	stopOnce   sync.Once
+	done       chan struct{}
 
 	logs *engine.LogLimiter
 	// The listening connection (listen.go), open while someone subscribes.
@@ -59,6 +67,7 @@ type Engine struct {
 	listenCancel context.CancelFunc
 	listenDone   chan struct{}
 	lingering    *time.Timer // stops the listener when nobody subscribed again
+	bouncerOnce  sync.Once   // says once that LISTEN cannot work behind PgBouncer
 }
 
 var (
@@ -67,8 +76,10 @@ var (
 )
 
 // Open connects to the database at rawURL (pgx URL syntax: search_path picks
-// the schema, pool_max_conns the pool), migrates it in one transaction under
-// an advisory lock (or verifies it), and measures the server's clock.
+// the schema, pool_max_conns the pool; roster_pgbouncer=true says PgBouncer
+// in transaction pooling mode stands between), migrates it in one
+// transaction under an advisory lock (or verifies it), and measures the
+// server's clock.
 func Open(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, error) {
 	e, err := connect(ctx, rawURL, cfg)
 	if err != nil {
@@ -84,61 +95,56 @@ func Open(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, error
 
 // connect parses rawURL and opens the pool, without touching the schema.
 func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, error) {
-	pcfg, err := pgxpool.ParseConfig(rawURL)
+	stripped, bouncer, query, err := stripParam(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(stripped)
 	if err != nil {
 		return nil, fmt.Errorf("%w: path: %v", engine.ErrInvalidInput, redact(err, rawURL))
 	}
-	params := pcfg.ConnConfig.RuntimeParams
-	// roster's statements are short index seeks: JIT compilation would only
-	// add milliseconds to each (a claim's loose scan has a high estimated
-	// cost). The URL may still set jit.
-	if _, set := params["jit"]; !set {
-		params["jit"] = "off"
-	}
-	// Every statement is prepared once per connection and its plan kept:
-	// they are index seeks whose best plan does not depend on the values
-	// bound. Left to itself PostgreSQL plans the claim anew at every call (a
-	// custom plan for its LIMIT looks cheaper than the generic one), which
-	// cost a fifth of the server's CPU per job. The URL may still set it.
-	if _, set := params["plan_cache_mode"]; !set {
-		params["plan_cache_mode"] = "force_generic_plan"
-	}
-	if !cfg.SyncFull {
-		params["synchronous_commit"] = "off"
-	}
-	if cfg.ReadOnly {
-		params["default_transaction_read_only"] = "on"
+	sess, err := configure(pcfg, bouncer, cfg, query)
+	if err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("roster: open: %w", redact(err, rawURL))
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("roster: open: %w", redact(translate(err), rawURL))
-	}
 	e := &Engine{
-		cfg:   cfg,
-		pool:  pool,
-		q:     pgdb.New(pool),
-		local: cfg.LocalClock,
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg:        cfg,
+		pool:       pool,
+		sess:       sess,
+		db:         sess.dbtx(pool),
+		local:      cfg.LocalClock,
+		clockEvery: clockRefresh,
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
+	e.q = pgdb.New(e.db)
+	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	if e.local == nil {
 		e.local = time.Now
 	}
 	e.logs = engine.NewLogLimiter(10 * time.Second)
-
 	if e.cfg.Migrations == nil {
 		e.cfg.Migrations = postgresschema.FS
+	}
+	pctx, cancel := context.WithTimeout(ctx, e.sess.opTimeout())
+	defer cancel()
+	if _, err := e.db.Exec(pctx, "SELECT 1"); err != nil {
+		pool.Close()
+		e.bgCancel()
+		return nil, fmt.Errorf("roster: open: %w", redact(translate(err), rawURL))
 	}
 	return e, nil
 }
 
 func (e *Engine) start(ctx context.Context) error {
 	var err error
-	if e.cfg.ReadOnly {
+	if e.cfg.ReadOnly || !e.cfg.Migrate {
+		// Only read the version: a role that may only read and write
+		// roster's tables creates nothing (SPEC §9 "Least privilege").
 		err = e.verifyCurrent(ctx)
 	} else {
 		err = e.withMigrator(ctx, func(g *engine.Migrator) error { return g.Up(e.cfg.Migrate, e.cfg.Logger) })
@@ -146,6 +152,8 @@ func (e *Engine) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, e.sess.opTimeout())
+	defer cancel()
 	return e.measureClock(ctx)
 }
 
@@ -180,13 +188,26 @@ func (e *Engine) Close() error {
 		return engine.ErrClosed
 	}
 	e.stopListening()
+	e.bgCancel()
 	e.stopOnce.Do(func() { close(e.stop) })
 	<-e.done
-	e.pool.Close()
+	// The pool closes once the calls in flight end (each bounded by
+	// opTimeout) and the connections being made are made or time out
+	// (connect_timeout): a silent server must not hold Close that long.
+	closed := make(chan struct{})
+	go func() {
+		e.pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(closeWait):
+		e.cfg.Logger.Warn("roster: close: connections still busy or connecting; they are closed as they end", "waited", closeWait)
+	}
 	return nil
 }
 
-// Read runs fn with queries on the pool.
+// Read runs fn with queries on the pool, bounded by the client's timeout.
 func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
 	if e.closed.Load() {
 		return engine.ErrClosed
@@ -194,6 +215,8 @@ func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, e.sess.opTimeout())
+	defer cancel()
 	err := fn(ctx, queries{e.q})
 	if err != nil && e.closed.Load() {
 		return engine.ErrClosed
@@ -207,7 +230,9 @@ func (e *Engine) Snapshot(ctx context.Context, fn func(ctx context.Context, q en
 	if e.closed.Load() {
 		return engine.ErrClosed
 	}
-	tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	ctx, cancel := context.WithTimeout(ctx, e.sess.opTimeout())
+	defer cancel()
+	tx, err := e.sess.begin(ctx, e.pool, txSnapshot)
 	if err != nil {
 		return fmt.Errorf("roster: begin read: %w", translate(err))
 	}
@@ -235,13 +260,13 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q engin
 	return e.onConn(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if !inTx {
 			began := time.Now()
-			err := fn(ctx, queries{pgdb.New(conn)})
+			err := fn(ctx, queries{pgdb.New(e.sess.dbtx(conn))})
 			if e.cfg.Observer != nil && err == nil {
 				e.cfg.Observer.Committed(time.Since(began), 1) // autocommit: the statement is the commit
 			}
 			return err
 		}
-		tx, err := conn.Begin(ctx)
+		tx, err := e.sess.begin(ctx, conn, txWrite)
 		if err != nil {
 			return fmt.Errorf("roster: begin: %w", translate(err))
 		}
@@ -261,10 +286,12 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q engin
 }
 
 // onConn runs a write on a pooled connection: it waits at most the
-// admission time for one (else ErrOverloaded, nothing run), runs run to its
-// end even if ctx ends (run gets a context without cancellation), and runs
-// it again, a bounded number of times, after a serialization failure, a
-// deadlock, or an error that left the server untouched.
+// admission time for one (else ErrOverloaded, nothing run; or ErrUnavailable
+// when the wait was for a new connection to the server), runs run to its
+// end even if ctx ends (run gets a context without cancellation, bounded by
+// the client's timeout, so a silent server fails it with ErrUnavailable),
+// and runs it again, a bounded number of times, after a serialization
+// failure, a deadlock, or an error that left the server untouched.
 func (e *Engine) onConn(ctx context.Context, run func(ctx context.Context, conn *pgxpool.Conn) error) error {
 	if e.closed.Load() {
 		return engine.ErrClosed
@@ -305,12 +332,18 @@ func (e *Engine) onConnOnce(ctx context.Context, run func(ctx context.Context, c
 		case e.closed.Load():
 			return engine.ErrClosed
 		case errors.Is(err, context.DeadlineExceeded):
+			if st := e.pool.Stat(); st.AcquiredConns() < st.MaxConns() {
+				// Not every connection was busy: the wait was for a new one.
+				return fmt.Errorf("%w: could not connect to the database within %v", engine.ErrUnavailable, e.cfg.Admission)
+			}
 			return fmt.Errorf("%w: no database connection was free within %v", engine.ErrOverloaded, e.cfg.Admission)
 		}
 		return fmt.Errorf("roster: acquire: %w", translate(err))
 	}
 	defer conn.Release()
-	return run(context.WithoutCancel(ctx), conn)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.sess.opTimeout())
+	defer cancel()
+	return run(rctx, conn)
 }
 
 // Check runs the consistency rules of the operations (PostgreSQL checks its
@@ -337,7 +370,7 @@ func (e *Engine) Clock() func() time.Time {
 func (e *Engine) measureClock(ctx context.Context) error {
 	before := e.local()
 	var serverUs int64
-	if err := e.pool.QueryRow(ctx, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint").Scan(&serverUs); err != nil {
+	if err := e.db.QueryRow(ctx, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint").Scan(&serverUs); err != nil {
 		return fmt.Errorf("roster: reading the server's clock: %w", translate(err))
 	}
 	after := e.local()
@@ -346,17 +379,18 @@ func (e *Engine) measureClock(ctx context.Context) error {
 	return nil
 }
 
-// keepClock measures the offset again every clockRefresh until Close.
+// keepClock measures the offset again every clockRefresh until Close, which
+// also ends a measurement under way.
 func (e *Engine) keepClock() {
 	defer close(e.done)
-	t := time.NewTicker(clockRefresh)
+	t := time.NewTicker(e.clockEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-e.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), clockRefresh/2)
+			ctx, cancel := context.WithTimeout(e.bg, min(clockRefresh/2, e.sess.opTimeout()))
 			if err := e.measureClock(ctx); err != nil {
 				e.cfg.Logger.Warn("roster: measuring the server's clock failed; keeping the last offset", "err", err)
 			}

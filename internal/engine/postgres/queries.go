@@ -49,7 +49,12 @@ func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs 
 	return ttl, translate(err)
 }
 
+// WorkerDelete deletes the worker under its worker lock, taken first (the
+// lock order of executions.sql): it runs in MarkWorkerDead's transaction.
 func (x queries) WorkerDelete(ctx context.Context, k engine.WorkerKey) (bool, error) {
+	if err := x.q.WorkerLock(ctx, pgdb.WorkerLockParams{Namespace: k.Namespace, InstanceID: k.InstanceID}); err != nil {
+		return false, translate(err)
+	}
 	n, err := x.q.WorkerDelete(ctx, pgdb.WorkerDeleteParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
 	return n > 0, translate(err)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -61,6 +62,23 @@ func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 	return e.settleApart(ctx, nowMs, outcomes, claim)
 }
 
+// lockWorkers returns the statement a settle starts with: the worker lock,
+// shared, of the workers holding its leases (the lock order of
+// queries/postgres/executions.sql). With a claim, the outcomes are the
+// claiming worker's own leases (RunWorker settles its own), and its lock
+// is taken by key; without one, the holders are looked up.
+func (e *Engine) lockWorkers(outcomes []engine.Outcome, claim *engine.ClaimParams) func(ctx context.Context, q *pgdb.Queries) error {
+	if claim != nil {
+		p := pgdb.WorkerLockSharedParams{Namespace: claim.Namespace, InstanceID: claim.InstanceID}
+		return func(ctx context.Context, q *pgdb.Queries) error { return q.WorkerLockShared(ctx, p) }
+	}
+	ids := make([]uuid.UUID, len(outcomes))
+	for i, o := range outcomes {
+		ids[i] = o.Lease.ExecutionID
+	}
+	return func(ctx context.Context, q *pgdb.Queries) error { return q.LeaseLockHolders(ctx, ids) }
+}
+
 // errDue says the claim of a pipeline found due scheduled work and claimed
 // nothing: the caller claims again (Claim makes that work ready first).
 var errDue = errors.New("roster: due scheduled work is to be made ready")
@@ -96,7 +114,13 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	// statement with its arguments, then against the batch's results, to
 	// read each in turn.
 	rec := &recorder{}
+	prelude := e.sess.prelude() // behind PgBouncer: roster's settings first
+	for _, q := range prelude {
+		rec.batch.Queue(q)
+	}
 	record := pgdb.New(rec)
+	lockWorkers := e.lockWorkers(outcomes, claim)
+	_ = lockWorkers(ctx, record) // the lock order: worker locks first
 	if len(completes) > 0 {
 		_, _ = record.LeaseCompleteMany(ctx, complete)
 	}
@@ -112,6 +136,14 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	fail := func(err error) (engine.SettleResult, error) {
 		_ = br.Close()
 		return res, translate(err)
+	}
+	for range prelude {
+		if _, err := br.Exec(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := lockWorkers(ctx, read); err != nil {
+		return fail(err)
 	}
 	if len(completes) > 0 {
 		done, err := read.LeaseCompleteMany(ctx, complete)
@@ -175,7 +207,11 @@ func (e *Engine) settleApart(ctx context.Context, nowMs int64, outcomes []engine
 	}
 	if len(completes) > 0 {
 		var done []engine.LeaseRef
-		err := e.WriteOne(ctx, func(ctx context.Context, q engine.Queries) error {
+		lockWorkers := e.lockWorkers(outcomes, claim)
+		err := e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+			if err := lockWorkers(ctx, q.(queries).q); err != nil {
+				return translate(err)
+			}
 			var err error
 			done, err = q.LeaseCompleteMany(ctx, refs, results, nowMs)
 			return err

@@ -1,0 +1,259 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/rosterdb/roster/internal/engine"
+	"github.com/rosterdb/roster/internal/pgtest"
+)
+
+// freshDatabase creates a database of the test's own (its statistics, such
+// as pg_stat_database.deadlocks, are the test's alone) and returns its URL
+// with search_path public; the database is dropped when t ends.
+func freshDatabase(t *testing.T, settings ...string) (string, string) {
+	t.Helper()
+	base := pgtest.URL(t)
+	if base == "" {
+		t.Skip(pgtest.SkipMessage)
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	must(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "roster_test_db_" + hex.EncodeToString(b[:])
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	must(t, err)
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	for _, s := range settings {
+		_, err = admin.Exec(ctx, "ALTER DATABASE "+name+" SET "+s)
+		must(t, err)
+	}
+	u, err := url.Parse(base)
+	must(t, err)
+	u.Path = "/" + name
+	q := u.Query()
+	q.Set("search_path", "public")
+	u.RawQuery = q.Encode()
+	return u.String(), name
+}
+
+// deadlocksOf reads pg_stat_database.deadlocks of a database nobody is
+// connected to any longer (each backend flushes its statistics as it exits).
+func deadlocksOf(t *testing.T, name string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.URL(t))
+	must(t, err)
+	defer admin.Close(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		must(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", name).Scan(&n))
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends still connected to %s", n, name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
+	must(t, err)
+	var deadlocks int64
+	must(t, admin.QueryRow(ctx, "SELECT coalesce((SELECT deadlocks FROM pg_stat_database WHERE datname = $1), 0)", name).Scan(&deadlocks))
+	return deadlocks
+}
+
+// retryLog counts the writes the engine ran again after a deadlock.
+type retryLog struct {
+	mu        sync.Mutex
+	deadlocks int
+}
+
+func (r *retryLog) Enabled(context.Context, slog.Level) bool { return true }
+func (r *retryLog) Handle(_ context.Context, rec slog.Record) error {
+	rec.Attrs(func(a slog.Attr) bool {
+		if strings.Contains(a.Value.String(), codeDeadlockDetected) {
+			r.mu.Lock()
+			r.deadlocks++
+			r.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+func (r *retryLog) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *retryLog) WithGroup(string) slog.Handler      { return r }
+
+// SPEC §9 "Locks are taken in one order": rounds of concurrent outcomes
+// (settled in batches, with a claim or without, as RunWorker settles), cancels of
+// the same executions, the death of some of their workers, a sweep of the
+// others and a reclaim of every expired lease, 300 executions in all,
+// never deadlock: the database counts none, the engine retried none, and
+// no call waited anywhere near deadlock_timeout.
+func TestConcurrentOutcomesNeverDeadlock(t *testing.T) {
+	loc, name := freshDatabase(t, "deadlock_timeout = '5s'")
+	log := &retryLog{}
+	e := openAt(t, loc+"&pool_max_conns=64", func(c *engine.Config) { c.Logger = slog.New(log) })
+	ctx := context.Background()
+	const rounds, perRound, workers = 6, 50, 5
+	var mu sync.Mutex
+	var slowest time.Duration
+	var slowestCall string
+	timed := func(what string, f func() error) {
+		began := time.Now()
+		err := f()
+		d := time.Since(began)
+		mu.Lock()
+		defer mu.Unlock()
+		if d > slowest {
+			slowest, slowestCall = d, what
+		}
+		if err != nil && !errors.Is(err, engine.ErrNoRows) {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	for round := range rounds {
+		ns := fmt.Sprintf("ns%d", round)
+		keys := make([]engine.WorkerKey, workers)
+		must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+			for i := range keys {
+				keys[i] = engine.WorkerKey{Namespace: ns, InstanceID: fmt.Sprintf("w%d", i)}
+				if err := q.WorkerRegister(ctx, engine.Worker{Namespace: ns, InstanceID: keys[i].InstanceID, WorkerID: "w",
+					Lanes: []string{"l"}, LastHeartbeatMs: 1000, TTLMs: 100000}); err != nil {
+					return err
+				}
+			}
+			// perRound to claim now, as many again for the claims of the
+			// settles below.
+			for range 2 * perRound {
+				id, _ := uuid.NewV7()
+				if err := q.ExecutionInsert(ctx, engine.Execution{ID: id, Namespace: ns, Lane: "l", MaxAttempts: 3, CreatedAtMs: 1, RunAtMs: 1}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		held := make([][]engine.ClaimedLease, workers)
+		for i, k := range keys {
+			p := engine.ClaimParams{Namespace: ns, InstanceID: k.InstanceID, NowMs: 2000, ExpiresAtMs: 50000}
+			for range perRound / workers {
+				p.LeaseIDs = append(p.LeaseIDs, uuid.New())
+			}
+			res, err := e.Claim(ctx, p)
+			must(t, err)
+			held[i] = res.Leases
+		}
+
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		goRun := func(what string, f func() error) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				timed(what, f)
+			}()
+		}
+		for i, k := range keys {
+			// The worker settles its leases, in an order of its own, and
+			// claims as many again.
+			outcomes := make([]engine.Outcome, len(held[i]))
+			for j, l := range held[i] {
+				outcomes[j] = engine.Outcome{Lease: engine.LeaseRef{ExecutionID: l.ExecutionID, Epoch: l.Epoch}, Fail: j%3 == 0, Reason: "no"}
+			}
+			mrand.Shuffle(len(outcomes), func(a, b int) { outcomes[a], outcomes[b] = outcomes[b], outcomes[a] })
+			claim := &engine.ClaimParams{Namespace: ns, InstanceID: k.InstanceID, NowMs: 3000, ExpiresAtMs: 50000}
+			for range len(outcomes) {
+				claim.LeaseIDs = append(claim.LeaseIDs, uuid.New())
+			}
+			if i == workers-1 {
+				claim = nil // a last settle, at shutdown: its workers are looked up
+			}
+			goRun("settle", func() error {
+				res := e.Settle(ctx, 3000, outcomes, claim)
+				for _, err := range append(res.Errs, res.ClaimErr) {
+					if err != nil && !errors.Is(err, engine.ErrNoRows) {
+						return err
+					}
+				}
+				return nil
+			})
+			// Someone cancels each of its executions meanwhile.
+			for _, l := range held[i] {
+				goRun("cancel", func() error {
+					return e.WriteOne(ctx, func(ctx context.Context, q engine.Queries) error {
+						_, err := q.ExecutionCancel(ctx, l.ExecutionID, "stop", 3000)
+						return err
+					})
+				})
+			}
+			// Two of the workers are marked dead, as MarkWorkerDead does.
+			if i < 2 {
+				goRun("mark dead", func() error {
+					return e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+						if _, err := q.WorkerDelete(ctx, k); err != nil {
+							return err
+						}
+						if err := q.WorkerEventAppend(ctx, engine.WorkerEvent{Namespace: k.Namespace, InstanceID: k.InstanceID, Kind: "marked_dead", AtMs: 3000}); err != nil {
+							return err
+						}
+						return q.LeaseRevokeHeldBy(ctx, []engine.WorkerKey{k}, 3000)
+					})
+				})
+			}
+		}
+		// A sweeper that finds every worker lapsed, as SweepExpiredWorkers
+		// does, and a reclaimer that finds every lease expired.
+		goRun("sweep", func() error {
+			return e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+				swept, err := q.WorkerSweepBatch(ctx, 200000, 256)
+				if err != nil || len(swept) == 0 {
+					return err
+				}
+				if err := q.WorkerEventAppendSwept(ctx, swept, 200000); err != nil {
+					return err
+				}
+				return q.LeaseRevokeHeldBy(ctx, swept, 200000)
+			})
+		})
+		goRun("reclaim", func() error {
+			return e.WriteOne(ctx, func(ctx context.Context, q engine.Queries) error {
+				_, err := q.LeaseReclaimBatch(ctx, 200000, 256)
+				return err
+			})
+		})
+		close(start)
+		wg.Wait()
+	}
+	must(t, e.Close())
+	if n := deadlocksOf(t, name); n != 0 {
+		t.Errorf("PostgreSQL detected %d deadlocks", n)
+	}
+	if log.deadlocks != 0 {
+		t.Errorf("the engine ran %d writes again after a deadlock", log.deadlocks)
+	}
+	if slowest > 4*time.Second {
+		t.Errorf("a call (%s) took %v: it waited on a lock as long as a deadlock is waited on", slowestCall, slowest)
+	}
+	t.Logf("slowest call: %s, %v", slowestCall, slowest)
+}
