@@ -150,7 +150,10 @@ type ExecutionInsertParams struct {
 //     UPDATE SKIP LOCKED: they never wait);
 //  4. attempts: the history rows a fail, a cancel or a reclaim inserts after
 //     locking their execution, and pruning deletes (of finished executions,
-//     which nothing else locks).
+//     which nothing else locks);
+//  5. leaders: the maintenance lease row, share-locked last by each write
+//     of a leader's maintenance (LeaderHolds, its fence; fleet.sql) and
+//     updated alone by a takeover or renewal (LeaderTake).
 //
 // worker_events is only appended to and pruned: nothing waits on its rows.
 // A claim (ExecutionClaim) locks the waiting executions it takes before its
