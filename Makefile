@@ -22,7 +22,7 @@ verify:
 
 ## test: every test, with the race detector
 test:
-	go test -race -count=1 ./...
+	go test -race -count=1 -timeout 30m ./...
 
 ## bench: every benchmark
 bench:
