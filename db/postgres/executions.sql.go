@@ -155,6 +155,8 @@ type ExecutionInsertParams struct {
 //     of a leader's maintenance (LeaderHolds, its fence; fleet.sql) and
 //     updated alone by a takeover or renewal (LeaderTake).
 //
+// agent_state_counts: the agents' count trigger locks the two rows of a
+// transition in state order before it updates them (migration 11).
 // worker_events is only appended to and pruned: nothing waits on its rows.
 // A claim (ExecutionClaim) locks the waiting executions it takes before its
 // worker's row, against the order, but it never waits: both locks are SKIP

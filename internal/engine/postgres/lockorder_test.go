@@ -257,3 +257,51 @@ func TestConcurrentOutcomesNeverDeadlock(t *testing.T) {
 	}
 	t.Logf("slowest call: %s, %v", slowestCall, slowest)
 }
+
+// Opposite agent transitions at once (running -> suspended beside
+// suspended -> running) never deadlock: the count trigger locks the two
+// counts rows in one order.
+func TestOppositeAgentTransitionsNeverDeadlock(t *testing.T) {
+	u, name := freshDatabase(t)
+	e := openAt(t, u)
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		INSERT INTO agents (id, state, provider, owner_actor, owner_peer_class, owner_write_namespace, spawn_fingerprint, spawned_at_ms, state_changed_at_ms)
+		SELECT 'a' || i, CASE WHEN i % 2 = 0 THEN 'running' ELSE 'suspended' END, 'p', 'o', 'c', 'ns', 'f', 1, 1
+		FROM generate_series(1, 16) AS i`)
+	must(t, err)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			conn, err := pgx.Connect(ctx, u)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close(ctx)
+			// Each goroutine flips its own two agents, one of each state,
+			// so that the flips of different goroutines go both ways.
+			ids := []string{fmt.Sprintf("a%d", 2*g+1), fmt.Sprintf("a%d", 2*g+2)}
+			for i := range 150 {
+				for _, id := range ids {
+					if _, err := conn.Exec(ctx, `UPDATE agents SET state = CASE state WHEN 'running' THEN 'suspended' ELSE 'running' END,
+						state_changed_at_ms = $2 WHERE id = $1`, id, i); err != nil {
+						t.Errorf("flip %s: %v", id, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var running, suspended int64
+	must(t, e.pool.QueryRow(ctx, `SELECT (SELECT n FROM agent_state_counts WHERE state = 'running'),
+		(SELECT n FROM agent_state_counts WHERE state = 'suspended')`).Scan(&running, &suspended))
+	if running != 8 || suspended != 8 {
+		t.Fatalf("counts running %d, suspended %d; want 8 and 8", running, suspended)
+	}
+	e.Close()
+	if n := deadlocksOf(t, name); n != 0 {
+		t.Fatalf("%d deadlocks", n)
+	}
+}
