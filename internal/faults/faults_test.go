@@ -206,12 +206,14 @@ func TestFaults(t *testing.T) {
 			ttl: 5 * time.Second, leaseTTL: 5 * time.Second, longEvery: 50, longFrom: 500, longUntil: 799, longFor: 4 * time.Second,
 			fault: failoverFault, check: checkFailover},
 		// Asynchronous, the link frozen from 3 s: the claims, outcomes and
-		// creates of the last second are lost. Handlers claimed in that
-		// second run 1.5 s, so their outcomes are still to be written when
-		// the new primary comes, which may meanwhile have given their
-		// executions to another run under the same epoch.
+		// creates of the last second are lost. Every fourth handler claimed
+		// in that second runs 1.5 s: ended before the new primary comes,
+		// their outcomes are still to be written then, while the new
+		// primary gives their executions (waiting again, their claims lost)
+		// to new runs under the same epochs; a lease TTL of 15 s keeps their
+		// next renewal (which the new primary would refuse) after that.
 		{name: "pg-failover-async", postgres: true, failover: &failover{freeze: true}, executions: 2000, spread: 10 * time.Second,
-			ttl: 5 * time.Second, leaseTTL: 5 * time.Second, longEvery: 10, longFrom: 600, longUntil: 799, longFor: 1500 * time.Millisecond,
+			ttl: 5 * time.Second, leaseTTL: 15 * time.Second, longEvery: 4, longFrom: 600, longUntil: 799, longFor: 1500 * time.Millisecond,
 			fault: failoverFault, check: checkFailover},
 	}
 	var reports, failovers []string
