@@ -124,8 +124,11 @@ type ClaimArgs struct {
 	Now                   time.Time
 }
 
-// Lease is a worker's claim on a running execution. Renew, complete and fail
-// need the current lease: a stale one is fenced out by its Epoch.
+// Lease is a worker's claim on a running execution. Renew, complete, fail
+// and release need the current lease: a stale one is fenced out by its
+// LeaseID and Epoch (a lease id is never issued twice, so even a lease from
+// a history the database lost, after a failover, never passes another's
+// fence).
 type Lease struct {
 	ExecutionID, LeaseID        uuid.UUID
 	AttemptIndex                int   // 1 for the first attempt
@@ -743,7 +746,7 @@ func (s *Store) ReleaseLease(ctx context.Context, a ReleaseArgs) error {
 }
 
 func leaseRef(l Lease) engine.LeaseRef {
-	return engine.LeaseRef{ExecutionID: l.ExecutionID, Epoch: l.Epoch}
+	return engine.LeaseRef{ExecutionID: l.ExecutionID, LeaseID: l.LeaseID, Epoch: l.Epoch}
 }
 
 // observeLease tells the Observer of a lost lease.
@@ -757,8 +760,8 @@ func (s *Store) observeLease(err error) error {
 // leaseError turns "no current lease matched" into ErrLeaseLost.
 func leaseError(err error, l Lease) error {
 	if errors.Is(err, engine.ErrNoRows) {
-		return fmt.Errorf("%w: execution %s epoch %d is not the current, unexpired lease",
-			ErrLeaseLost, l.ExecutionID, l.Epoch)
+		return fmt.Errorf("%w: lease %s (execution %s, epoch %d) is not the current, unexpired lease",
+			ErrLeaseLost, l.LeaseID, l.ExecutionID, l.Epoch)
 	}
 	return err
 }

@@ -262,6 +262,37 @@ func TestLeaseLifecycle(t *testing.T) {
 	})
 }
 
+// TestFenceComparesTheLeaseID: a lease that names the current execution and
+// epoch but another lease id (the claim a database lost and then issued
+// again, after a failover) is lost for every call that presents it, and
+// changes nothing; the current lease is untouched by them.
+func TestFenceComparesTheLeaseID(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		id := create(t, s, CreateExecutionArgs{MaxAttempts: 3})
+		l, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute})
+		must(t, err)
+		forged := l
+		forged.LeaseID = uuid.Must(uuid.NewV7())
+		_, err = s.RenewLease(ctx, RenewLeaseArgs{Lease: forged, TTL: time.Hour})
+		wantErr(t, err, ErrLeaseLost)
+		wantErr(t, s.CompleteExecution(ctx, CompleteArgs{Lease: forged, Result: []byte("not mine")}), ErrLeaseLost)
+		wantErr(t, s.FailExecution(ctx, FailArgs{Lease: forged, Reason: "not mine"}), ErrLeaseLost)
+		wantErr(t, s.ReleaseLease(ctx, ReleaseArgs{Lease: forged}), ErrLeaseLost)
+		e, err := s.GetExecution(ctx, id)
+		must(t, err)
+		if e.State != ExecutionRunning || e.Attempts != 1 || e.LastError != "" || e.Result != nil || !e.LeaseExpiresAt.Equal(l.ExpiresAt) {
+			t.Fatalf("after the forged lease's calls: %+v", e)
+		}
+		must(t, s.CompleteExecution(ctx, CompleteArgs{Lease: l, Result: []byte("mine")}))
+		if e, _ := s.GetExecution(ctx, id); e.State != ExecutionCompleted || string(e.Result) != "mine" {
+			t.Fatalf("after the lease's completion: %+v", e)
+		}
+	})
+}
+
 func TestRetriesUpToMaxAttempts(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
 		ctx := context.Background()

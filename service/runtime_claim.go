@@ -256,7 +256,7 @@ func (s *Store) releaseUnknownClaim(k engine.WorkerKey, leaseIDs []uuid.UUID) er
 		return err
 	}
 	for _, ref := range held {
-		err := s.ReleaseLease(context.Background(), ReleaseArgs{Lease: Lease{ExecutionID: ref.ExecutionID, Epoch: ref.Epoch}})
+		err := s.ReleaseLease(context.Background(), ReleaseArgs{Lease: Lease{ExecutionID: ref.ExecutionID, LeaseID: ref.LeaseID, Epoch: ref.Epoch}})
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			return err
 		}

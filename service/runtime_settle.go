@@ -343,8 +343,8 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, claim *engine.Cl
 			s.noteEnded(held[i].Namespace, held[i].Lane, false)
 		case errors.Is(err, engine.ErrNoRows):
 			s.cfg.observer.LeaseLost()
-			errs[i] = fmt.Errorf("%w: execution %s epoch %d is not the current, unexpired lease",
-				ErrLeaseLost, o.Lease.ExecutionID, o.Lease.Epoch)
+			errs[i] = fmt.Errorf("%w: lease %s (execution %s, epoch %d) is not the current, unexpired lease",
+				ErrLeaseLost, o.Lease.LeaseID, o.Lease.ExecutionID, o.Lease.Epoch)
 		default:
 			errs[i] = s.observe(err)
 		}

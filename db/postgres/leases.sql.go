@@ -114,7 +114,10 @@ type ExecutionClaimRow struct {
 // reclaim. The current lease lives on its execution's row (and stays there
 // as its last when it ends); an attempt that ends without completing is
 // recorded once in attempts. Every call that presents a lease is fenced in
-// the statement that writes: same epoch, running, unexpired, not revoked.
+// the statement that writes: same lease id and epoch, running, unexpired,
+// not revoked. The lease id is what makes a fence safe after a failover: an
+// asynchronous standby promoted without the primary's last commits issues
+// those epochs again, but a lease id (a fresh UUIDv7 per claim) never is.
 // The fence is one CASE, which no partial index of running executions can
 // serve: the row is always found by its id (given state = 'running' as a
 // plain condition, the planner walked every entry of executions_expiry,
@@ -198,16 +201,17 @@ func (q *Queries) ExecutionPromoteDue(ctx context.Context, arg ExecutionPromoteD
 
 const leaseComplete = `-- name: LeaseComplete :one
 UPDATE executions SET state = 'completed', result = $1, finished_at_ms = $2::bigint
-WHERE id = $3 AND epoch = $4
+WHERE id = $3 AND epoch = $4 AND lease_id = $5::uuid
   AND CASE WHEN state = 'running' THEN expires_at_ms > $2::bigint AND revoked_at_ms IS NULL ELSE false END
 RETURNING id
 `
 
 type LeaseCompleteParams struct {
-	Result []byte
-	Now    int64
-	ID     uuid.UUID
-	Epoch  int64
+	Result  []byte
+	Now     int64
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.UUID
 }
 
 // LeaseComplete ends the current, unexpired, unrevoked lease and its
@@ -220,6 +224,7 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (u
 		arg.Now,
 		arg.ID,
 		arg.Epoch,
+		arg.LeaseID,
 	)
 	var id uuid.UUID
 	err := row.Scan(&id)
@@ -230,36 +235,40 @@ const leaseCompleteMany = `-- name: LeaseCompleteMany :many
 WITH input AS (
     SELECT unnest($2::uuid[]) AS id,
            unnest($3::bigint[]) AS epoch,
-           unnest($4::bytea[]) AS result
+           unnest($4::uuid[]) AS lease_id,
+           unnest($5::bytea[]) AS result
 )
 UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = $1::bigint
 FROM input
-WHERE x.id = input.id AND x.epoch = input.epoch
+WHERE x.id = input.id AND x.epoch = input.epoch AND x.lease_id = input.lease_id
   AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
-RETURNING x.id, x.epoch
+RETURNING x.id, x.epoch, x.lease_id
 `
 
 type LeaseCompleteManyParams struct {
-	Now     int64
-	Ids     []uuid.UUID
-	Epochs  []int64
-	Results [][]byte
+	Now      int64
+	Ids      []uuid.UUID
+	Epochs   []int64
+	LeaseIds []uuid.UUID
+	Results  [][]byte
 }
 
 type LeaseCompleteManyRow struct {
-	ID    uuid.UUID
-	Epoch int64
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.NullUUID
 }
 
 // LeaseCompleteMany completes many leases in one statement, each fenced as
-// LeaseComplete is (current epoch, running, unexpired, unrevoked) and given
-// the result of its own (execution, epoch), and returns the leases it
+// LeaseComplete is (its lease id and epoch, running, unexpired, unrevoked)
+// and given the result of its own, and returns the leases it
 // completed; the others were lost.
 func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyParams) ([]LeaseCompleteManyRow, error) {
 	rows, err := q.db.Query(ctx, leaseCompleteMany,
 		arg.Now,
 		arg.Ids,
 		arg.Epochs,
+		arg.LeaseIds,
 		arg.Results,
 	)
 	if err != nil {
@@ -269,7 +278,7 @@ func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyPa
 	items := []LeaseCompleteManyRow{}
 	for rows.Next() {
 		var i LeaseCompleteManyRow
-		if err := rows.Scan(&i.ID, &i.Epoch); err != nil {
+		if err := rows.Scan(&i.ID, &i.Epoch, &i.LeaseID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -292,7 +301,7 @@ WITH failed AS (
         ready = x.retry_backoff_ms = 0,
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST($1 AS bigint) END,
         last_error = $2
-    WHERE x.id = $3 AND x.epoch = $4
+    WHERE x.id = $3 AND x.epoch = $4 AND x.lease_id = $5::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
@@ -313,6 +322,7 @@ type LeaseFailParams struct {
 	LastError string
 	ID        uuid.UUID
 	Epoch     int64
+	LeaseID   uuid.UUID
 }
 
 // LeaseFail ends the current, unexpired, unrevoked lease as failed and
@@ -326,6 +336,7 @@ func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (uuid.UUID
 		arg.LastError,
 		arg.ID,
 		arg.Epoch,
+		arg.LeaseID,
 	)
 	var id uuid.UUID
 	err := row.Scan(&id)
@@ -529,7 +540,7 @@ const leaseRelease = `-- name: LeaseRelease :one
 WITH released AS (
     UPDATE executions AS x
     SET state = 'waiting', attempts = x.attempts - 1, ready = x.run_at_ms <= $1::bigint
-    WHERE x.id = $2 AND x.epoch = $3
+    WHERE x.id = $2 AND x.epoch = $3 AND x.lease_id = $4::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.namespace
 )
@@ -537,9 +548,10 @@ SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1
 `
 
 type LeaseReleaseParams struct {
-	Now   int64
-	ID    uuid.UUID
-	Epoch int64
+	Now     int64
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.UUID
 }
 
 // LeaseRelease ends the current, unexpired, unrevoked lease without using up
@@ -548,7 +560,12 @@ type LeaseReleaseParams struct {
 // namespace's workers are woken. It never ran, so no attempt is recorded. No
 // row when the lease is lost.
 func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, leaseRelease, arg.Now, arg.ID, arg.Epoch)
+	row := q.db.QueryRow(ctx, leaseRelease,
+		arg.Now,
+		arg.ID,
+		arg.Epoch,
+		arg.LeaseID,
+	)
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
@@ -556,8 +573,8 @@ func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uui
 
 const leaseRenew = `-- name: LeaseRenew :one
 UPDATE executions SET expires_at_ms = $1::bigint
-WHERE id = $2 AND epoch = $3
-  AND CASE WHEN state = 'running' THEN expires_at_ms > $4::bigint AND revoked_at_ms IS NULL ELSE false END
+WHERE id = $2 AND epoch = $3 AND lease_id = $4::uuid
+  AND CASE WHEN state = 'running' THEN expires_at_ms > $5::bigint AND revoked_at_ms IS NULL ELSE false END
 RETURNING id
 `
 
@@ -565,6 +582,7 @@ type LeaseRenewParams struct {
 	ExpiresAtMs int64
 	ID          uuid.UUID
 	Epoch       int64
+	LeaseID     uuid.UUID
 	Now         int64
 }
 
@@ -574,6 +592,7 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UU
 		arg.ExpiresAtMs,
 		arg.ID,
 		arg.Epoch,
+		arg.LeaseID,
 		arg.Now,
 	)
 	var id uuid.UUID

@@ -340,16 +340,17 @@ func (q *Queries) ExecutionStart(ctx context.Context, arg ExecutionStartParams) 
 
 const leaseComplete = `-- name: LeaseComplete :one
 UPDATE executions SET state = 'completed', result = ?1, finished_at_ms = CAST(?2 AS INTEGER)
-WHERE id = ?3 AND epoch = ?4 AND state = 'running'
+WHERE id = ?3 AND epoch = ?4 AND lease_id = CAST(?5 AS TEXT) AND state = 'running'
   AND expires_at_ms > ?2 AND revoked_at_ms IS NULL
 RETURNING id
 `
 
 type LeaseCompleteParams struct {
-	Result []byte
-	Now    int64
-	ID     uuid.UUID
-	Epoch  int64
+	Result  []byte
+	Now     int64
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID string
 }
 
 // LeaseComplete ends the current, unexpired, unrevoked lease and its
@@ -361,6 +362,7 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (u
 		arg.Now,
 		arg.ID,
 		arg.Epoch,
+		arg.LeaseID,
 	)
 	var id uuid.UUID
 	err := row.Scan(&id)
@@ -378,7 +380,7 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     ready = retry_backoff_ms = 0,
     finished_at_ms = CASE WHEN attempts < max_attempts THEN NULL ELSE CAST(?1 AS INTEGER) END,
     last_error = ?2
-WHERE id = ?3 AND epoch = ?4 AND state = 'running'
+WHERE id = ?3 AND epoch = ?4 AND lease_id = CAST(?5 AS TEXT) AND state = 'running'
   AND expires_at_ms > ?1 AND revoked_at_ms IS NULL
 RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
 `
@@ -388,6 +390,7 @@ type LeaseFailParams struct {
 	LastError string
 	ID        uuid.UUID
 	Epoch     int64
+	LeaseID   string
 }
 
 type LeaseFailRow struct {
@@ -409,6 +412,7 @@ func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (LeaseFail
 		arg.LastError,
 		arg.ID,
 		arg.Epoch,
+		arg.LeaseID,
 	)
 	var i LeaseFailRow
 	err := row.Scan(
@@ -610,15 +614,16 @@ func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchPa
 const leaseRelease = `-- name: LeaseRelease :one
 UPDATE executions
 SET state = 'waiting', attempts = attempts - 1, ready = run_at_ms <= ?1
-WHERE id = ?2 AND epoch = ?3 AND state = 'running'
+WHERE id = ?2 AND epoch = ?3 AND lease_id = CAST(?4 AS TEXT) AND state = 'running'
   AND expires_at_ms > ?1 AND revoked_at_ms IS NULL
 RETURNING id
 `
 
 type LeaseReleaseParams struct {
-	Now   int64
-	ID    uuid.UUID
-	Epoch int64
+	Now     int64
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID string
 }
 
 // LeaseRelease ends the current, unexpired, unrevoked lease without using up
@@ -626,7 +631,12 @@ type LeaseReleaseParams struct {
 // fewer, its epoch unchanged (the released lease stays fenced). It never
 // ran, so no attempt is recorded.
 func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
-	row := q.queryRow(ctx, q.leaseReleaseStmt, leaseRelease, arg.Now, arg.ID, arg.Epoch)
+	row := q.queryRow(ctx, q.leaseReleaseStmt, leaseRelease,
+		arg.Now,
+		arg.ID,
+		arg.Epoch,
+		arg.LeaseID,
+	)
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
@@ -634,8 +644,8 @@ func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uui
 
 const leaseRenew = `-- name: LeaseRenew :one
 UPDATE executions SET expires_at_ms = CAST(?1 AS INTEGER)
-WHERE id = ?2 AND epoch = ?3 AND state = 'running'
-  AND expires_at_ms > CAST(?4 AS INTEGER) AND revoked_at_ms IS NULL
+WHERE id = ?2 AND epoch = ?3 AND lease_id = CAST(?4 AS TEXT) AND state = 'running'
+  AND expires_at_ms > CAST(?5 AS INTEGER) AND revoked_at_ms IS NULL
 RETURNING id
 `
 
@@ -643,6 +653,7 @@ type LeaseRenewParams struct {
 	ExpiresAtMs int64
 	ID          uuid.UUID
 	Epoch       int64
+	LeaseID     string
 	Now         int64
 }
 
@@ -652,6 +663,7 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UU
 		arg.ExpiresAtMs,
 		arg.ID,
 		arg.Epoch,
+		arg.LeaseID,
 		arg.Now,
 	)
 	var id uuid.UUID
@@ -711,7 +723,9 @@ type WorkerGetClaimerRow struct {
 // stays there as its last when it ends); an attempt that ends without
 // completing is recorded once in attempts (AttemptInsert, in the same
 // transaction). Every call that presents a lease is fenced in the statement
-// that writes: same epoch, running, unexpired, not revoked.
+// that writes: same lease id and epoch, running, unexpired, not revoked (an
+// epoch alone could be issued twice by a database restored from a backup
+// that lacks the last claims; a lease id, a fresh UUIDv7 per claim, never is).
 // WorkerGetClaimer reads what a claim needs of an alive worker: its
 // capabilities and its first and last lane (equal: it serves one lane).
 func (q *Queries) WorkerGetClaimer(ctx context.Context, arg WorkerGetClaimerParams) (WorkerGetClaimerRow, error) {

@@ -337,10 +337,12 @@ type ClaimedLease struct {
 	ExpiresAtMs          int64
 }
 
-// LeaseRef names the lease a renew, complete or fail presents.
+// LeaseRef names the lease a renew, complete or fail presents: every fence
+// compares all three (an epoch may be issued twice by a database that lost
+// its last commits, a lease id never is).
 type LeaseRef struct {
-	ExecutionID uuid.UUID
-	Epoch       int64
+	ExecutionID, LeaseID uuid.UUID
+	Epoch                int64
 }
 
 // ExpiredLease is a running attempt past its expiry.

@@ -2,7 +2,10 @@
 -- reclaim. The current lease lives on its execution's row (and stays there
 -- as its last when it ends); an attempt that ends without completing is
 -- recorded once in attempts. Every call that presents a lease is fenced in
--- the statement that writes: same epoch, running, unexpired, not revoked.
+-- the statement that writes: same lease id and epoch, running, unexpired,
+-- not revoked. The lease id is what makes a fence safe after a failover: an
+-- asynchronous standby promoted without the primary's last commits issues
+-- those epochs again, but a lease id (a fresh UUIDv7 per claim) never is.
 -- The fence is one CASE, which no partial index of running executions can
 -- serve: the row is always found by its id (given state = 'running' as a
 -- plain condition, the planner walked every entry of executions_expiry,
@@ -124,7 +127,7 @@ WHERE id = ANY (ARRAY(
 -- name: LeaseRenew :one
 -- LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
 UPDATE executions SET expires_at_ms = @expires_at_ms::bigint
-WHERE id = @id AND epoch = @epoch
+WHERE id = @id AND epoch = @epoch AND lease_id = @lease_id::uuid
   AND CASE WHEN state = 'running' THEN expires_at_ms > @now::bigint AND revoked_at_ms IS NULL ELSE false END
 RETURNING id;
 
@@ -134,25 +137,26 @@ RETURNING id;
 -- its last), in one statement fenced in its WHERE; no row when the lease is
 -- lost.
 UPDATE executions SET state = 'completed', result = @result, finished_at_ms = @now::bigint
-WHERE id = @id AND epoch = @epoch
+WHERE id = @id AND epoch = @epoch AND lease_id = @lease_id::uuid
   AND CASE WHEN state = 'running' THEN expires_at_ms > @now::bigint AND revoked_at_ms IS NULL ELSE false END
 RETURNING id;
 
 -- name: LeaseCompleteMany :many
 -- LeaseCompleteMany completes many leases in one statement, each fenced as
--- LeaseComplete is (current epoch, running, unexpired, unrevoked) and given
--- the result of its own (execution, epoch), and returns the leases it
+-- LeaseComplete is (its lease id and epoch, running, unexpired, unrevoked)
+-- and given the result of its own, and returns the leases it
 -- completed; the others were lost.
 WITH input AS (
     SELECT unnest(@ids::uuid[]) AS id,
            unnest(@epochs::bigint[]) AS epoch,
+           unnest(@lease_ids::uuid[]) AS lease_id,
            unnest(@results::bytea[]) AS result
 )
 UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = @now::bigint
 FROM input
-WHERE x.id = input.id AND x.epoch = input.epoch
+WHERE x.id = input.id AND x.epoch = input.epoch AND x.lease_id = input.lease_id
   AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
-RETURNING x.id, x.epoch;
+RETURNING x.id, x.epoch, x.lease_id;
 
 -- name: LeaseFail :one
 -- LeaseFail ends the current, unexpired, unrevoked lease as failed and
@@ -171,7 +175,7 @@ WITH failed AS (
         ready = x.retry_backoff_ms = 0,
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST(@now AS bigint) END,
         last_error = @last_error
-    WHERE x.id = @id AND x.epoch = @epoch
+    WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
@@ -195,7 +199,7 @@ WHERE CASE WHEN failed.state = 'waiting' THEN roster_wake(failed.namespace) = 1 
 WITH released AS (
     UPDATE executions AS x
     SET state = 'waiting', attempts = x.attempts - 1, ready = x.run_at_ms <= @now::bigint
-    WHERE x.id = @id AND x.epoch = @epoch
+    WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.namespace
 )

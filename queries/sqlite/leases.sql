@@ -3,7 +3,9 @@
 -- stays there as its last when it ends); an attempt that ends without
 -- completing is recorded once in attempts (AttemptInsert, in the same
 -- transaction). Every call that presents a lease is fenced in the statement
--- that writes: same epoch, running, unexpired, not revoked.
+-- that writes: same lease id and epoch, running, unexpired, not revoked (an
+-- epoch alone could be issued twice by a database restored from a backup
+-- that lacks the last claims; a lease id, a fresh UUIDv7 per claim, never is).
 
 -- name: WorkerGetClaimer :one
 -- WorkerGetClaimer reads what a claim needs of an alive worker: its
@@ -103,7 +105,7 @@ SELECT CAST(coalesce((
 -- name: LeaseRenew :one
 -- LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
 UPDATE executions SET expires_at_ms = CAST(@expires_at_ms AS INTEGER)
-WHERE id = @id AND epoch = @epoch AND state = 'running'
+WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
   AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
 RETURNING id;
 
@@ -112,7 +114,7 @@ RETURNING id;
 -- execution as completed with the result (the lease stays on the row as its
 -- last).
 UPDATE executions SET state = 'completed', result = @result, finished_at_ms = CAST(@now AS INTEGER)
-WHERE id = @id AND epoch = @epoch AND state = 'running'
+WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
   AND expires_at_ms > @now AND revoked_at_ms IS NULL
 RETURNING id;
 
@@ -131,7 +133,7 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     ready = retry_backoff_ms = 0,
     finished_at_ms = CASE WHEN attempts < max_attempts THEN NULL ELSE CAST(@now AS INTEGER) END,
     last_error = @last_error
-WHERE id = @id AND epoch = @epoch AND state = 'running'
+WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
   AND expires_at_ms > @now AND revoked_at_ms IS NULL
 RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
 
@@ -142,7 +144,7 @@ RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
 -- ran, so no attempt is recorded.
 UPDATE executions
 SET state = 'waiting', attempts = attempts - 1, ready = run_at_ms <= @now
-WHERE id = @id AND epoch = @epoch AND state = 'running'
+WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
   AND expires_at_ms > @now AND revoked_at_ms IS NULL
 RETURNING id;
 

@@ -36,6 +36,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Translate", func(t *testing.T) { testTranslate(t, open(t)) })
 	t.Run("LeaseCompleteManyFencesEachLease", func(t *testing.T) { testLeaseCompleteMany(t, open(t)) })
 	t.Run("LeaseCompleteManyOldAndCurrentLease", func(t *testing.T) { testCompleteOldAndCurrent(t, open(t)) })
+	t.Run("FencesCompareTheLeaseID", func(t *testing.T) { testFenceLeaseID(t, h) })
 	t.Run("SettleIsolatesEachOutcome", func(t *testing.T) { testSettleIsolates(t, h) })
 	t.Run("ClaimNextRunAt", func(t *testing.T) { testClaimNextRunAt(t, open(t)) })
 	t.Run("Release", func(t *testing.T) { testRelease(t, open(t)) })
@@ -129,7 +130,7 @@ func claim(t *testing.T, e engine.Engine, n int, now int64) []engine.ClaimedLeas
 }
 
 func ref(l engine.ClaimedLease) engine.LeaseRef {
-	return engine.LeaseRef{ExecutionID: l.ExecutionID, Epoch: l.Epoch}
+	return engine.LeaseRef{ExecutionID: l.ExecutionID, LeaseID: l.LeaseID, Epoch: l.Epoch}
 }
 
 func get(t *testing.T, e engine.Engine, id uuid.UUID) engine.Execution {
@@ -204,6 +205,71 @@ func testCompleteOldAndCurrent(t *testing.T, e engine.Engine) {
 		if x := get(t, e, ids[0]); x.State != "completed" || string(x.Result) != "current" {
 			t.Fatalf("oldFirst=%v: %s with result %q, want the current lease's", oldFirst, x.State, x.Result)
 		}
+	}
+}
+
+// testFenceLeaseID: a database that lost its last commits (an asynchronous
+// standby promoted after its primary died) issues an epoch a second time.
+// The holder of the lost claim presents the same execution and epoch as the
+// new holder, but not the same lease id: every fence refuses it and leaves
+// the new holder's lease as it was, and the new holder's lease passes.
+func testFenceLeaseID(t *testing.T, h Harness) {
+	ctx := context.Background()
+	loc := h.Fresh(t)
+	e := h.Open(t, loc)
+	ids := fixture(t, e, 1, 3)
+	stale := claim(t, e, 1, 2)[0]
+	// The claim is lost: the row is as it was before it.
+	h.Exec(t, loc, `UPDATE executions SET state = 'waiting', attempts = 0, epoch = 0, lease_id = NULL, holder = NULL,
+		claimed_at_ms = NULL, expires_at_ms = NULL, ready = (1 = 1) WHERE id = '`+ids[0].String()+`'`)
+	cur := claim(t, e, 1, 3)[0]
+	if cur.Epoch != stale.Epoch || cur.LeaseID == stale.LeaseID {
+		t.Fatalf("the second claim took epoch %d lease %s; the lost one epoch %d lease %s", cur.Epoch, cur.LeaseID, stale.Epoch, stale.LeaseID)
+	}
+	old := ref(stale)
+	write := func(fn func(q engine.Queries) error) error {
+		return e.Write(ctx, func(ctx context.Context, q engine.Queries) error { return fn(q) })
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"LeaseRenew", func() error { return write(func(q engine.Queries) error { return q.LeaseRenew(ctx, old, 4, 5000) }) }},
+		{"LeaseComplete", func() error {
+			return write(func(q engine.Queries) error { return q.LeaseComplete(ctx, old, 4, []byte("stale")) })
+		}},
+		{"LeaseCompleteMany", func() error {
+			return write(func(q engine.Queries) error {
+				done, err := q.LeaseCompleteMany(ctx, []engine.LeaseRef{old}, [][]byte{[]byte("stale")}, 4)
+				if err == nil && len(done) > 0 {
+					return nil
+				}
+				return engine.ErrNoRows
+			})
+		}},
+		{"LeaseFail", func() error { return write(func(q engine.Queries) error { return q.LeaseFail(ctx, old, 4, "stale") }) }},
+		{"LeaseRelease", func() error { return write(func(q engine.Queries) error { return q.LeaseRelease(ctx, old, 4) }) }},
+		{"Settle complete", func() error {
+			return e.Settle(ctx, 4, []engine.Outcome{{Lease: old, Result: []byte("stale")}}, nil).Errs[0]
+		}},
+		{"Settle fail", func() error {
+			return e.Settle(ctx, 4, []engine.Outcome{{Lease: old, Fail: true, Reason: "stale"}}, nil).Errs[0]
+		}},
+	} {
+		if err := tc.call(); !errors.Is(err, engine.ErrNoRows) {
+			t.Errorf("%s with the lost claim's lease: err = %v, want ErrNoRows", tc.name, err)
+		}
+		x := get(t, e, ids[0])
+		if x.State != "running" || x.Result != nil || x.LastError != "" || x.ExpiresAtMs != cur.ExpiresAtMs || x.Attempts != 1 {
+			t.Fatalf("after %s with the lost claim's lease: %+v", tc.name, x)
+		}
+	}
+	res := e.Settle(ctx, 5, []engine.Outcome{{Lease: ref(cur), Result: []byte("current")}}, nil)
+	if res.Errs[0] != nil {
+		t.Fatalf("the current lease: %v", res.Errs[0])
+	}
+	if x := get(t, e, ids[0]); x.State != "completed" || string(x.Result) != "current" {
+		t.Fatalf("after the current lease completed: %s %q", x.State, x.Result)
 	}
 }
 

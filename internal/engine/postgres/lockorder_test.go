@@ -113,7 +113,10 @@ func (r *retryLog) WithGroup(string) slog.Handler      { return r }
 func TestConcurrentOutcomesNeverDeadlock(t *testing.T) {
 	loc, name := freshDatabase(t, "deadlock_timeout = '5s'")
 	log := &retryLog{}
-	e := openAt(t, loc+"&pool_max_conns=64", func(c *engine.Config) { c.Logger = slog.New(log) })
+	// The admission time is generous: 300 calls open up to 64 connections at
+	// once on a machine that may be busy, and a call that waits for a
+	// connection proves nothing about the lock order.
+	e := openAt(t, loc+"&pool_max_conns=64", func(c *engine.Config) { c.Logger, c.Admission = slog.New(log), 20*time.Second })
 	ctx := context.Background()
 	const rounds, perRound, workers = 6, 50, 5
 	var mu sync.Mutex
@@ -179,7 +182,7 @@ func TestConcurrentOutcomesNeverDeadlock(t *testing.T) {
 			// claims as many again.
 			outcomes := make([]engine.Outcome, len(held[i]))
 			for j, l := range held[i] {
-				outcomes[j] = engine.Outcome{Lease: engine.LeaseRef{ExecutionID: l.ExecutionID, Epoch: l.Epoch}, Fail: j%3 == 0, Reason: "no"}
+				outcomes[j] = engine.Outcome{Lease: engine.LeaseRef{ExecutionID: l.ExecutionID, LeaseID: l.LeaseID, Epoch: l.Epoch}, Fail: j%3 == 0, Reason: "no"}
 			}
 			mrand.Shuffle(len(outcomes), func(a, b int) { outcomes[a], outcomes[b] = outcomes[b], outcomes[a] })
 			claim := &engine.ClaimParams{Namespace: ns, InstanceID: k.InstanceID, NowMs: 3000, ExpiresAtMs: 50000}

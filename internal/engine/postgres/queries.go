@@ -309,12 +309,12 @@ func claimResult(r pgdb.ExecutionClaimRow, p engine.ClaimParams) (res engine.Cla
 }
 
 func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
-	_, err := x.q.LeaseRenew(ctx, pgdb.LeaseRenewParams{ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	_, err := x.q.LeaseRenew(ctx, pgdb.LeaseRenewParams{LeaseID: l.LeaseID, ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
 	return translate(err)
 }
 
 func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
-	_, err := x.q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	_, err := x.q.LeaseComplete(ctx, pgdb.LeaseCompleteParams{LeaseID: l.LeaseID, Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
 	return translate(err)
 }
 
@@ -323,6 +323,7 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 	for _, l := range leases {
 		p.Ids = append(p.Ids, l.ExecutionID)
 		p.Epochs = append(p.Epochs, l.Epoch)
+		p.LeaseIds = append(p.LeaseIds, l.LeaseID)
 	}
 	rows, err := x.q.LeaseCompleteMany(ctx, p)
 	if err != nil {
@@ -330,13 +331,13 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 	}
 	done := make([]engine.LeaseRef, len(rows))
 	for i, r := range rows {
-		done[i] = engine.LeaseRef{ExecutionID: r.ID, Epoch: r.Epoch}
+		done[i] = engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
 	}
 	return done, nil
 }
 
 func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
-	_, err := x.q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	_, err := x.q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{LeaseID: l.LeaseID, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
 	return translate(err)
 }
 
@@ -347,7 +348,7 @@ func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs
 	}
 	out := make([]engine.LeaseRef, len(rows))
 	for i, r := range rows {
-		out[i] = engine.LeaseRef{ExecutionID: r.ID, Epoch: r.Epoch}
+		out[i] = engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
 	}
 	return out, nil
 }
@@ -358,7 +359,7 @@ func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs 
 }
 
 func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
-	_, err := x.q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: reason, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	_, err := x.q.LeaseFail(ctx, pgdb.LeaseFailParams{LeaseID: l.LeaseID, LastError: reason, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
 	return translate(err)
 }
 

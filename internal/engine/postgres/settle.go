@@ -97,11 +97,12 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 		completes = append(completes, i)
 		complete.Ids = append(complete.Ids, o.Lease.ExecutionID)
 		complete.Epochs = append(complete.Epochs, o.Lease.Epoch)
+		complete.LeaseIds = append(complete.LeaseIds, o.Lease.LeaseID)
 		complete.Results = append(complete.Results, o.Result)
 	}
 	failParams := func(i int) pgdb.LeaseFailParams {
 		o := outcomes[i]
-		return pgdb.LeaseFailParams{LastError: o.Reason, Now: nowMs, ID: o.Lease.ExecutionID, Epoch: o.Lease.Epoch}
+		return pgdb.LeaseFailParams{LastError: o.Reason, Now: nowMs, ID: o.Lease.ExecutionID, LeaseID: o.Lease.LeaseID, Epoch: o.Lease.Epoch}
 	}
 	claimParams := func() pgdb.ExecutionClaimParams {
 		return pgdb.ExecutionClaimParams{
@@ -152,7 +153,7 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 		}
 		written := make(map[engine.LeaseRef]bool, len(done))
 		for _, r := range done {
-			written[engine.LeaseRef{ExecutionID: r.ID, Epoch: r.Epoch}] = true
+			written[engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}] = true
 		}
 		for _, i := range completes {
 			if !written[outcomes[i].Lease] {

@@ -374,7 +374,7 @@ func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs 
 }
 
 func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
-	_, err := x.q.LeaseRenew(ctx, sqlitedb.LeaseRenewParams{ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	_, err := x.q.LeaseRenew(ctx, sqlitedb.LeaseRenewParams{LeaseID: l.LeaseID.String(), ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
 	return translate(err)
 }
 
@@ -401,7 +401,7 @@ func (x queries) record(ctx context.Context, a ended, state string, nowMs int64)
 // LeaseComplete ends the lease and its execution, fenced in its UPDATE (the
 // lease stays on the row as its last).
 func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
-	_, err := x.q.LeaseComplete(ctx, sqlitedb.LeaseCompleteParams{Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	_, err := x.q.LeaseComplete(ctx, sqlitedb.LeaseCompleteParams{LeaseID: l.LeaseID.String(), Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
 	return translate(err)
 }
 
@@ -429,7 +429,7 @@ func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs
 	}
 	out := make([]engine.LeaseRef, len(rows))
 	for i, r := range rows {
-		out[i] = engine.LeaseRef{ExecutionID: r.ID, Epoch: r.Epoch}
+		out[i] = engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
 	}
 	return out, nil
 }
@@ -437,7 +437,7 @@ func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs
 // LeaseRelease returns the execution to waiting, fenced in its UPDATE; a
 // released attempt never ran and is not recorded.
 func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
-	_, err := x.q.LeaseRelease(ctx, sqlitedb.LeaseReleaseParams{Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	_, err := x.q.LeaseRelease(ctx, sqlitedb.LeaseReleaseParams{LeaseID: l.LeaseID.String(), Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
 	return translate(err)
 }
 
@@ -445,7 +445,7 @@ func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int6
 // waiting or ending it, then records the attempt, in the writer's
 // transaction.
 func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
-	r, err := x.q.LeaseFail(ctx, sqlitedb.LeaseFailParams{Now: nowMs, LastError: reason, ID: l.ExecutionID, Epoch: l.Epoch})
+	r, err := x.q.LeaseFail(ctx, sqlitedb.LeaseFailParams{LeaseID: l.LeaseID.String(), Now: nowMs, LastError: reason, ID: l.ExecutionID, Epoch: l.Epoch})
 	if err != nil {
 		return translate(err)
 	}
