@@ -16,7 +16,7 @@ import (
 	"github.com/rosterdb/roster/internal/engine"
 )
 
-// The runtime's promises under faults (SPEC §4), each on every engine where
+// The runtime's promises under faults (RunWorker's doc comment), each on every engine where
 // the fault applies. The faults here are real: another connection holding
 // the database's write locks, a clock that jumps, a database rule that
 // refuses a row. The fault suite (internal/faults) adds real processes and

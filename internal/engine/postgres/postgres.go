@@ -144,7 +144,7 @@ func (e *Engine) start(ctx context.Context) error {
 	var err error
 	if e.cfg.ReadOnly || !e.cfg.Migrate {
 		// Only read the version: a role that may only read and write
-		// roster's tables creates nothing (SPEC §9 "Least privilege").
+		// roster's tables creates nothing (README: least privilege).
 		err = e.verifyCurrent(ctx)
 	} else {
 		err = e.withMigrator(ctx, func(g *engine.Migrator) error { return g.Up(e.cfg.Migrate, e.cfg.Logger) })
