@@ -11,7 +11,8 @@ BENCHTIME   ?= 1s
 generate:
 	$(SQLC) generate
 
-## verify: db/ is current, every query prepares (sqlc vet), and the code passes vet, gofmt and staticcheck
+## verify: db/ is current, every query prepares (sqlc vet), the code passes vet, gofmt and staticcheck,
+## and the comparison with River (bench/river, a module of its own) builds and vets from its go.mod
 verify:
 	$(SQLC) diff
 	$(SQLC) vet
@@ -19,6 +20,7 @@ verify:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) ./...
+	cd bench/river && go vet ./...
 
 ## test: every test, with the race detector
 test:

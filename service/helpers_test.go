@@ -37,7 +37,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // backend is one engine configuration the conformance suite runs on: every
-// behavioural test of SPEC sections 2-6 runs once per backend.
+// behavioural test of the Store's API runs once per backend.
 type backend struct {
 	name string
 	// postgres: the engine is PostgreSQL (else SQLite).
@@ -64,13 +64,13 @@ func backends() []backend {
 			return filepath.Join(t.TempDir(), "roster.db")
 		}},
 		{name: "postgres", postgres: true, shared: true, fresh: pgtest.Fresh},
-		// SPEC §9 "Whatever the server's defaults" and "Least privilege": a
+		// README "PostgreSQL in production" (whatever the server's defaults, least privilege): a
 		// role with SELECT, INSERT, UPDATE and DELETE only, whose defaults
 		// are SERIALIZABLE, no timeouts and another search_path.
 		{name: "postgres-app", postgres: true, shared: true, migrated: true, fresh: func(t testing.TB) string {
 			return pgtest.FreshApp(t, migrateAsOwner)
 		}},
-		// SPEC §9 "Behind PgBouncer": the same role through PgBouncer in
+		// README "Behind PgBouncer": the same role through PgBouncer in
 		// transaction pooling mode.
 		{name: "postgres-pgbouncer", postgres: true, shared: true, migrated: true, pooled: true, fresh: func(t testing.TB) string {
 			return pgtest.FreshPgBouncer(t, migrateAsOwner)

@@ -293,6 +293,49 @@ func TestFenceComparesTheLeaseID(t *testing.T) {
 	})
 }
 
+// TestClaimableAtOnceWhateverTheClock: work made claimable at once (created
+// without a RunAt, failed or reclaimed with no backoff, released, redriven
+// to now) is claimable at once by a worker whose clock reads behind the
+// clock that made it so, as it does on another host; work scheduled for
+// later still waits for its RunAt.
+func TestClaimableAtOnceWhateverTheClock(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		behind := func(at time.Time) time.Time { return at.Add(-20 * time.Millisecond) }
+		at := t0.Add(time.Second)
+		id := create(t, s, CreateExecutionArgs{MaxAttempts: 5, Now: at})
+		l := claim(t, s, "i", behind(at))
+		if l.ExecutionID != id {
+			t.Fatalf("claimed %s, want %s", l.ExecutionID, id)
+		}
+		at = at.Add(time.Second)
+		must(t, s.FailExecution(ctx, FailArgs{Lease: l, Reason: "again", Now: at}))
+		l = claim(t, s, "i", behind(at))
+		at = at.Add(time.Second)
+		must(t, s.ReleaseLease(ctx, ReleaseArgs{Lease: l, Now: at}))
+		l = claim(t, s, "i", behind(at))
+		at = at.Add(time.Second)
+		must(t, s.CancelExecution(ctx, CancelExecutionArgs{ID: id, Reason: "stop", Now: at}))
+		at = at.Add(time.Second)
+		must(t, s.RetryExecution(ctx, RetryExecutionArgs{ID: id, Now: at}))
+		l = claim(t, s, "i", behind(at))
+		if l.ExecutionID != id || l.AttemptIndex != 3 {
+			t.Fatalf("the redriven execution's lease: %+v", l)
+		}
+
+		// Scheduled work waits for its RunAt by the claimer's clock.
+		runAt := at.Add(time.Minute)
+		later := create(t, s, CreateExecutionArgs{RunAt: runAt, Now: at})
+		_, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: runAt.Add(-time.Millisecond)})
+		wantErr(t, err, ErrNoWork)
+		if l := claim(t, s, "i", runAt); l.ExecutionID != later {
+			t.Fatalf("claimed %s at its RunAt, want %s", l.ExecutionID, later)
+		}
+	})
+}
+
 func TestRetriesUpToMaxAttempts(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
 		ctx := context.Background()

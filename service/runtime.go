@@ -162,22 +162,23 @@ type runner struct {
 	log      *slog.Logger
 	logs     *engine.LogLimiter
 
-	ctxDone    <-chan struct{}     // RunWorker's ctx: once done, no handler starts
-	sub        engine.Subscription // changes heard from the engine, armed while idle
-	mu         sync.Mutex
-	free       int               // handler slots neither running nor reserved by a claim
-	want       bool              // work may be claimable: claim when a slot is free
-	wantGen    uint64            // counts the wake-ups that set want
-	registered bool              // false from a lapse until registered again
-	stopping   bool              // shutdown began: no handler starts any more
-	jobs       map[*job]struct{} // running handlers
-	nextRunAt  time.Time         // the earliest RunAt of scheduled work the last short claim saw
-	orphans    []orphanClaim     // claims whose outcome was unknown, to look up and release
-	kick       chan struct{}     // wakes the claimer (buffered 1)
-	relapse    chan struct{}     // asks the heart to register again at once (buffered 1)
-	quit       chan struct{}     // closed at the very end: keepers stop
-	handlers   sync.WaitGroup    // running handlers
-	settler    *settler
+	ctxDone      <-chan struct{}     // RunWorker's ctx: once done, no handler starts
+	sub          engine.Subscription // changes heard from the engine, armed while idle
+	mu           sync.Mutex
+	free         int               // handler slots neither running nor reserved by a claim
+	want         bool              // work may be claimable: claim when a slot is free
+	wantGen      uint64            // counts the wake-ups that set want
+	registered   bool              // false from a lapse until registered again
+	claimFailing bool              // the last claim failed: the claimer waits to retry
+	stopping     bool              // shutdown began: no handler starts any more
+	jobs         map[*job]struct{} // running handlers
+	nextRunAt    time.Time         // the earliest RunAt of scheduled work the last short claim saw
+	orphans      []orphanClaim     // claims whose outcome was unknown, to look up and release
+	kick         chan struct{}     // wakes the claimer (buffered 1)
+	relapse      chan struct{}     // asks the heart to register again at once (buffered 1)
+	quit         chan struct{}     // closed at the very end: keepers stop
+	handlers     sync.WaitGroup    // running handlers
+	settler      *settler
 }
 
 func newRunner(s *Store, a WorkerArgs) (*runner, error) {

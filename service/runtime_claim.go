@@ -38,9 +38,11 @@ func (w *runner) claimLoop(ctx context.Context) error {
 			switch {
 			case err == nil && len(leases) == n:
 				b.reset()
+				w.setClaimFailing(false)
 				continue // there may be more
 			case err == nil:
 				b.reset()
+				w.setClaimFailing(false)
 				if !w.noMoreWork(gen, next) {
 					continue
 				}
@@ -50,9 +52,7 @@ func (w *runner) claimLoop(ctx context.Context) error {
 				w.lapsed()
 			default:
 				w.failedClaim(p, err)
-				if !sleep(ctx, b.next()) {
-					return nil
-				}
+				w.retryWait(ctx, signal, b.next())
 				continue
 			}
 		}
@@ -96,6 +96,46 @@ func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 	case <-w.kick:
 	case <-t.C:
 		w.wakeUp()
+	}
+}
+
+// retryWait waits d after a failed claim, cut short as soon as the database
+// is heard to answer again: its listening connection re-established or a
+// change heard from it (the subscription, armed meanwhile), this Store's
+// signal, or a kick (a heartbeat, a renewal or a settle that succeeded, a
+// registration restored). A claim that fails again waits longer.
+func (w *runner) retryWait(ctx context.Context, signal <-chan struct{}, d time.Duration) {
+	w.setClaimFailing(true)
+	w.sub.Arm()
+	defer w.sub.Disarm()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-signal:
+	case <-w.sub.C():
+	case <-w.kick:
+	case <-t.C:
+	}
+}
+
+// setClaimFailing records whether the last claim failed (the claimer waits
+// to try again).
+func (w *runner) setClaimFailing(v bool) {
+	w.mu.Lock()
+	w.claimFailing = v
+	w.mu.Unlock()
+}
+
+// answered records that the database answered a write of this worker (a
+// heartbeat, a renewal, a settle): a claimer waiting to retry a failed claim
+// tries again at once.
+func (w *runner) answered() {
+	w.mu.Lock()
+	failing := w.claimFailing
+	w.mu.Unlock()
+	if failing {
+		w.signalClaimer()
 	}
 }
 

@@ -1,6 +1,6 @@
 package service
 
-// The runtime's promises at their edges (SPEC §4): each test here failed
+// The runtime's promises at their edges (RunWorker's doc comment): each test here failed
 // against a first version of the reworked runtime, found by an adversarial
 // review.
 
@@ -53,8 +53,8 @@ func startWorker(t *testing.T, s *Store, ctx context.Context, a WorkerArgs) <-ch
 	return done
 }
 
-// SPEC §4 Shutdown: "When ctx ends RunWorker stops claiming at once: no
-// handler starts after that". A claim in flight when ctx ends (here: waiting
+// Shutdown: "When ctx ends RunWorker stops claiming at once: no handler
+// starts after that". A claim in flight when ctx ends (here: waiting
 // for a write lock another connection holds) releases what it claimed.
 func TestRunWorkerNoHandlerStartsAfterCtxEnds(t *testing.T) {
 	conformanceShared(t, func(t *testing.T, b backend) {
@@ -94,7 +94,7 @@ func TestRunWorkerNoHandlerStartsAfterCtxEnds(t *testing.T) {
 	})
 }
 
-// SPEC §4: "Its context is cancelled at the lease's expiry by the Store's
+// RunWorker: "Its context is cancelled at the lease's expiry by the Store's
 // clock (the last renewal that succeeded) even when the database cannot be
 // reached", whatever the Store's timeouts: a renewal that cannot get through
 // (SQLite waits out its 5 s busy timeout; PostgreSQL a lock) must not hold the
@@ -177,9 +177,9 @@ func TestRunWorkerNoSpinOnStaleRunAt(t *testing.T) {
 	}
 }
 
-// SPEC §4 "A lease is only ever run by its holder, and only while it holds":
-// the handler's context ends at the lease's expiry even when the database
-// cannot be reached; §9 "A half-open connection is noticed within seconds,
+// A lease is only ever run by its holder, and only while it holds: the
+// handler's context ends at the lease's expiry even when the database
+// cannot be reached; and "a half-open connection is noticed within seconds,
 // never hangs a heartbeat, a renewal or Close". Behind a network partition
 // (connections half-open) the handler's context still ends at its lease's
 // expiry.
@@ -211,7 +211,7 @@ func TestRunWorkerPartitionCancelsAtExpiry(t *testing.T) {
 	}
 }
 
-// SPEC §4 Shutdown: RunWorker "returns nil once every handler has returned,
+// Shutdown: RunWorker "returns nil once every handler has returned,
 // or 5 s after cancelling the stragglers", even when roster's tables are
 // locked by another session (an operator's LOCK, a long DDL) and its last
 // writes cannot get through.
@@ -283,8 +283,8 @@ func sentinel(err error) bool {
 	return false
 }
 
-// SPEC §2: "ErrStorage: the storage refused the write (disk full ...)"; "A
-// driver error never leaks raw": on a full disk, writes that share a group
+// ErrStorage is "the storage refused the write (disk full ...)", and no
+// driver error leaks raw: on a full disk, writes that share a group
 // commit (SQLite rolls the whole transaction back) all return ErrStorage.
 func TestDiskFullErrorsAreSentinels(t *testing.T) {
 	dir := tmpfsDir(t, "16m")
@@ -317,8 +317,8 @@ func TestDiskFullErrorsAreSentinels(t *testing.T) {
 	}
 }
 
-// SPEC §4: "An outcome is written or its lease is truly lost ... retried
-// through every transient error"; a full disk is ErrStorage (transient). A
+// "An outcome is written or its lease is truly lost ... retried through
+// every transient error"; a full disk is ErrStorage (transient). A
 // handler's result that meets a full disk must be written once space returns,
 // not turned into a failure.
 func TestRunWorkerDiskFullKeepsResult(t *testing.T) {
@@ -345,8 +345,8 @@ func TestRunWorkerDiskFullKeepsResult(t *testing.T) {
 	}
 }
 
-// SPEC §4 "Work starts in milliseconds, across processes ... on SQLite across
-// processes by a cheap change check". With synchronous=FULL a commit shows
+// Work starts in milliseconds across processes, on SQLite by a cheap change
+// check. With synchronous=FULL a commit shows
 // only after the WAL's fsync, which a large commit makes slow: the check must
 // still hear it (here the worker's poll is an hour).
 func TestRunWorkerWakesAcrossStoresAfterSlowSync(t *testing.T) {
@@ -385,7 +385,7 @@ func TestRunWorkerWakesAcrossStoresAfterSlowSync(t *testing.T) {
 
 // unknownOutcomeEngine reports ErrUnavailable for the next Write once armed,
 // after the write committed: the connection broke before the outcome was
-// known (SPEC §2's ErrUnavailable), which no real fault here can time.
+// known (ErrUnavailable), which no real fault here can time.
 type unknownOutcomeEngine struct {
 	engine.Engine
 	armed atomic.Bool
@@ -399,8 +399,8 @@ func (e *unknownOutcomeEngine) Write(ctx context.Context, fn func(ctx context.Co
 	return err
 }
 
-// SPEC §4 "A lapse is not a lost lease ... RunWorker stops claiming, registers
-// again, and resumes" and "recovers by itself", even when the
+// A lapse is not a lost lease: RunWorker stops claiming, registers again,
+// and resumes, and recovers by itself, even when the
 // re-registration after a lapse reports ErrUnavailable although it committed
 // (the next heartbeat succeeds: the worker must claim again).
 func TestRunWorkerLapseThenUnknownRegisterResumes(t *testing.T) {
@@ -432,8 +432,8 @@ func TestRunWorkerLapseThenUnknownRegisterResumes(t *testing.T) {
 	})
 }
 
-// SPEC §4 "Work starts in milliseconds, across processes ... on PostgreSQL
-// in every process by LISTEN/NOTIFY". A NOTIFY that arrives while the
+// Work starts in milliseconds across processes, on PostgreSQL in every
+// process by LISTEN/NOTIFY. A NOTIFY that arrives while the
 // claimer's claim runs, for work that claim could not see, must still wake it
 // (here the poll is an hour).
 func TestRunWorkerNoLostNotify(t *testing.T) {
@@ -490,8 +490,8 @@ func busyWait(d time.Duration) {
 	}
 }
 
-// SPEC §9 "A half-open connection is noticed within seconds, never hangs a
-// heartbeat, a renewal or Close": behind a proxy that stops forwarding
+// A half-open connection is noticed within seconds and never hangs a
+// heartbeat, a renewal or Close: behind a proxy that stops forwarding
 // mid-run, a heartbeat, a renewal and a completion each fail with
 // ErrUnavailable within the statement timeout (here 1 s) and a grace, a
 // running RunWorker returns once its drain and its last writes fail, and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,7 +16,7 @@ import (
 	"github.com/rosterdb/roster/internal/engine"
 )
 
-// The runtime's promises under faults (SPEC §4), each on every engine where
+// The runtime's promises under faults (RunWorker's doc comment), each on every engine where
 // the fault applies. The faults here are real: another connection holding
 // the database's write locks, a clock that jumps, a database rule that
 // refuses a row. The fault suite (internal/faults) adds real processes and
@@ -40,6 +41,186 @@ func (f *faultEngine) Settle(ctx context.Context, nowMs int64, outcomes []engine
 		return res
 	}
 	return f.Engine.Settle(ctx, nowMs, outcomes, claim)
+}
+
+// outageEngine fails every claim with ErrUnavailable while down, as a
+// database that cannot be reached would (the rest passes to the real
+// engine), and can wake its subscribers as an engine does when its listening
+// connection is re-established.
+type outageEngine struct {
+	engine.Engine
+	down       atomic.Bool
+	claimFails atomic.Int64
+	reconnect  chan struct{}
+}
+
+func (o *outageEngine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+	if o.down.Load() {
+		o.claimFails.Add(1)
+		return engine.ClaimResult{}, engine.ErrUnavailable
+	}
+	return o.Engine.Claim(ctx, p)
+}
+
+func (o *outageEngine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
+	if claim != nil && o.down.Load() {
+		res := o.Engine.Settle(ctx, nowMs, outcomes, nil)
+		o.claimFails.Add(1)
+		res.ClaimErr = engine.ErrUnavailable
+		return res
+	}
+	return o.Engine.Settle(ctx, nowMs, outcomes, claim)
+}
+
+func (o *outageEngine) Subscribe(namespace string) engine.Subscription {
+	sub := &relaySub{Subscription: o.Engine.Subscribe(namespace), ch: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case <-sub.Subscription.C():
+			case <-o.reconnect:
+			case <-sub.done:
+				return
+			}
+			select {
+			case sub.ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return sub
+}
+
+// relaySub is a subscription whose C also hears the outageEngine's reconnect.
+type relaySub struct {
+	engine.Subscription
+	ch   chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (r *relaySub) C() <-chan struct{} { return r.ch }
+func (r *relaySub) Close() {
+	r.once.Do(func() { close(r.done); r.Subscription.Close() })
+}
+
+// After claims failed long enough for their backoff to reach its cap
+// (seconds), the worker claims again as soon as the database is heard to
+// answer: its listening connection re-established (as after a failover), or
+// a heartbeat of its own answered; not at the end of the backoff.
+func TestRunWorkerClaimsAsSoonAsTheDatabaseAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ttl       time.Duration // the heart answers every ttl/3
+		reconnect bool
+	}{
+		{"listener re-established", time.Hour, true},
+		{"heartbeat answered", 600 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conformance(t, func(t *testing.T, b backend) {
+				s := realStore(t, b, withWorkerPoll(time.Hour))
+				oe := &outageEngine{Engine: s.eng, reconnect: make(chan struct{}, 1)}
+				oe.down.Store(true)
+				s.eng = oe
+				started := make(chan time.Time, 1)
+				stop := runWorker(t, s, WorkerArgs{TTL: tc.ttl, Handler: func(context.Context, Lease) ([]byte, error) {
+					started <- time.Now()
+					return nil, nil
+				}})
+				create(t, s, CreateExecutionArgs{})
+				// Nine failed claims in a row: the next wait is the backoff's cap.
+				eventually(t, "nine failed claims", func() bool { return oe.claimFails.Load() >= 9 })
+				up := time.Now()
+				oe.down.Store(false)
+				if tc.reconnect {
+					oe.reconnect <- struct{}{}
+				}
+				select {
+				case at := <-started:
+					if d := at.Sub(up); d > 500*time.Millisecond {
+						t.Fatalf("the handler started %v after the database answered again", d)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("the worker never claimed")
+				}
+				must(t, stop())
+			})
+		})
+	}
+}
+
+// lyingEngine writes the first lies settles but answers ErrUnavailable for
+// them, outcomes and claim alike, as a connection that broke after the
+// commit and before its answer would.
+type lyingEngine struct {
+	engine.Engine
+	lies atomic.Int64
+}
+
+func (l *lyingEngine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
+	res := l.Engine.Settle(ctx, nowMs, outcomes, claim)
+	if l.lies.Add(-1) < 0 {
+		return res
+	}
+	for i := range res.Errs {
+		res.Errs[i] = engine.ErrUnavailable
+	}
+	res.Claim, res.ClaimErr = engine.ClaimResult{}, engine.ErrUnavailable
+	return res
+}
+
+// outcomeObserver counts completions, failures and lost leases.
+type outcomeObserver struct {
+	nopObserver
+	completed, failed, lost atomic.Int64
+}
+
+func (o *outcomeObserver) Completed() { o.completed.Add(1) }
+func (o *outcomeObserver) Failed()    { o.failed.Add(1) }
+func (o *outcomeObserver) LeaseLost() { o.lost.Add(1) }
+
+// An outcome written by a try whose answer was lost (ErrUnavailable after
+// the commit) is found written when the next try finds its lease ended: it
+// is counted once as written, never logged as dropped nor counted as a lost
+// lease.
+func TestRunWorkerOutcomeWrittenByAnUnknownTry(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			conformance(t, func(t *testing.T, b backend) {
+				var log bytes.Buffer
+				var logMu sync.Mutex
+				obs := &outcomeObserver{}
+				s := realStore(t, b, WithObserver(obs), WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil))))
+				le := &lyingEngine{Engine: s.eng}
+				le.lies.Store(1)
+				s.eng = le
+				id := create(t, s, CreateExecutionArgs{})
+				stop := runWorker(t, s, WorkerArgs{Handler: func(context.Context, Lease) ([]byte, error) {
+					if fail {
+						return nil, errors.New("no luck")
+					}
+					return []byte("done"), nil
+				}})
+				want := ExecutionCompleted
+				if fail {
+					want = ExecutionFailed
+				}
+				eventually(t, "the outcome", func() bool { return getExecution(t, s, id).State == want })
+				eventually(t, "the outcome counted", func() bool { return obs.completed.Load()+obs.failed.Load() == 1 })
+				must(t, stop())
+				logMu.Lock()
+				defer logMu.Unlock()
+				text := log.String()
+				if strings.Contains(text, "dropped") || obs.lost.Load() != 0 {
+					t.Fatalf("an outcome its first try wrote was called lost (%d leases lost counted):\n%s", obs.lost.Load(), text)
+				}
+				if !strings.Contains(text, "written by that try") {
+					t.Fatalf("the log does not say the earlier try wrote the outcome:\n%s", text)
+				}
+			})
+		})
+	}
 }
 
 // An outcome whose write fails is retried until it is written, and its lease
@@ -341,6 +522,43 @@ func TestRunWorkerWakesAcrossStores(t *testing.T) {
 		defer logMu.Unlock()
 		if n := strings.Count(log.String(), "LISTEN cannot work"); b.pooled && n != 1 {
 			t.Fatalf("behind PgBouncer the worker said %d times that it polls:\n%s", n, log.String())
+		}
+	})
+}
+
+// An idle worker whose clock reads behind the producer's (another host, a
+// clock offset measured a few milliseconds off) starts work created
+// claimable at once as soon as it hears of it, not at its next poll: with an
+// hour's poll, nothing else could start it. (Behind PgBouncer the worker
+// polls every second: the claim is what is tested there.)
+func TestRunWorkerClockBehindTheProducer(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		for _, behind := range []time.Duration{2 * time.Millisecond, 20 * time.Millisecond, 200 * time.Millisecond} {
+			loc := b.fresh(t)
+			poll := withWorkerPoll(time.Hour)
+			if b.pooled {
+				poll = withWorkerPoll(time.Second)
+			}
+			worker, _ := b.open(t, loc, WithClock(func() time.Time { return time.Now().Add(-behind) }), poll)
+			producer, _ := b.open(t, loc, WithClock(time.Now))
+			got := make(chan uuid.UUID, 4)
+			stop := runWorker(t, worker, WorkerArgs{Handler: func(_ context.Context, l Lease) ([]byte, error) {
+				got <- l.ExecutionID
+				return nil, nil
+			}})
+			for range 2 {
+				time.Sleep(50 * time.Millisecond) // idle
+				id := create(t, producer, CreateExecutionArgs{})
+				select {
+				case g := <-got:
+					if g != id {
+						t.Fatalf("handled %s, created %s", g, id)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("a worker %v behind the producer did not start its work", behind)
+				}
+			}
+			must(t, stop())
 		}
 	})
 }

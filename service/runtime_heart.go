@@ -34,6 +34,7 @@ func (w *runner) keepAlive(stop <-chan struct{}) {
 				// register reported a failure it had not (the connection
 				// broke after the commit).
 				w.setRegistered(true)
+				w.answered()
 			}
 		}
 		if relapsed || errors.Is(err, ErrNotRegistered) {

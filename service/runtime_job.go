@@ -224,6 +224,7 @@ func (j *job) keep() {
 				j.expires = r.until
 				j.mu.Unlock()
 				b.reset()
+				w.answered()
 				nextRenew = r.at.Add(every)
 			case j.isSettled():
 				// The outcome was written meanwhile.

@@ -38,6 +38,10 @@ type pendingOutcome struct {
 	tries   int
 	due     time.Time // wall clock: not tried again before
 	freed   bool      // its handler's slot was freed (at its first write)
+	// unknown: a try failed without knowing whether it was written (the
+	// connection broke): a later try that finds the lease ended looks
+	// whether that try had written it.
+	unknown bool
 }
 
 type settler struct {
@@ -235,15 +239,18 @@ func (st *settler) write(batch []*pendingOutcome) {
 	}
 	outcomes := make([]engine.Outcome, len(batch))
 	held := make([]Lease, len(batch))
+	unknown := make([]bool, len(batch))
 	for i, p := range batch {
-		outcomes[i], held[i] = p.outcome, p.j.lease
+		outcomes[i], held[i], unknown[i] = p.outcome, p.j.lease, p.unknown
 	}
-	errs, leases, next, claimErr := w.s.settle(outcomes, held, claim)
+	errs, leases, next, claimErr := w.s.settle(outcomes, held, unknown, claim)
 	var again []*pendingOutcome
+	written := false
 	for i, p := range batch {
 		err := errs[i]
 		switch {
 		case err == nil:
+			written = true
 			if w.log.Enabled(context.Background(), slog.LevelDebug) {
 				// The worker knows its outcome was written: an operator
 				// tracing a run, or a test reconciling what was
@@ -262,6 +269,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 			// Transient, or an error nobody knows: try again (the keeper
 			// goes on renewing the lease meanwhile).
 			w.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
+			p.unknown = p.unknown || outcomeUnknown(err)
 			p.tries++
 			b := backoff{n: p.tries - 1}
 			p.due = time.Now().Add(b.next())
@@ -274,7 +282,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 				"execution", p.j.lease.ExecutionID, "err", err)
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
 				Reason: failReason(fmt.Errorf("roster: the handler's result could not be written: %w", err))}
-			p.tries, p.due = 0, time.Time{}
+			p.tries, p.due, p.unknown = 0, time.Time{}, false
 			again = append(again, p)
 		default:
 			w.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
@@ -283,6 +291,9 @@ func (st *settler) write(batch []*pendingOutcome) {
 		}
 	}
 	st.requeue(again)
+	if written {
+		w.answered()
+	}
 	if claim != nil {
 		w.startAll(leases)
 		w.unreserve(n - len(leases))
@@ -318,12 +329,22 @@ func outcomeOf(l Lease, result []byte, herr error) engine.Outcome {
 	return o
 }
 
+// outcomeUnknown reports whether a failed write may have been applied all
+// the same: the connection broke, or the call gave up, before the outcome
+// was known.
+func outcomeUnknown(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // settle writes outcomes (each fenced on its own lease; held[i] is
-// outcomes[i]'s lease, for the Observer) and, when claim is
-// set, claims; it returns each outcome's error (nil: written; ErrLeaseLost:
-// its lease was lost, nothing written), the leases claimed, the earliest
-// RunAt when the claim came up short, and the claim's error.
-func (s *Store) settle(outcomes []engine.Outcome, held []Lease, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error) {
+// outcomes[i]'s lease, for the Observer) and, when claim is set, claims; it
+// returns each outcome's error (nil: written, now or by an earlier try;
+// ErrLeaseLost: its lease was lost, nothing written), the leases claimed,
+// the earliest RunAt when the claim came up short, and the claim's error.
+// unknown[i] says that an earlier try of outcome i ended without knowing
+// whether it was written: when the lease is found ended, settle reads
+// whether that try wrote it before calling the lease lost.
+func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error) {
 	errs = make([]error, len(outcomes))
 	if err := s.check(); err != nil {
 		for i := range errs {
@@ -335,6 +356,9 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, claim *engine.Cl
 	requeued := false
 	for i, err := range res.Errs {
 		o := outcomes[i]
+		if errors.Is(err, engine.ErrNoRows) && unknown[i] {
+			err = s.writtenBefore(o)
+		}
 		switch {
 		case err == nil && o.Fail:
 			s.noteEnded(held[i].Namespace, held[i].Lane, true)
@@ -360,6 +384,28 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, claim *engine.Cl
 	}
 	leases, next, _ = s.claimed(res.Claim, claim.InstanceID)
 	return errs, leases, next, nil
+}
+
+// writtenBefore says what became of an outcome whose lease was found ended
+// after an earlier try ended without knowing whether it was written: nil when
+// that try wrote it (the lease ended with this very outcome), ErrNoRows when
+// the lease was lost, or the error of the read (try again later).
+func (s *Store) writtenBefore(o engine.Outcome) error {
+	var outcome string
+	err := s.read(context.Background(), func(ctx context.Context, q engine.Queries) error {
+		var err error
+		outcome, err = q.LeaseGetOutcome(ctx, o.Lease)
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case (outcome == "failed") != o.Fail:
+		return engine.ErrNoRows
+	}
+	s.log.Info("roster: worker: an outcome whose write had an unknown result was written by that try",
+		"execution", o.Lease.ExecutionID, "lease", o.Lease.LeaseID, "outcome", outcome)
+	return nil
 }
 
 // failReason is an error's text cut to a valid fail reason.

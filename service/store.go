@@ -104,7 +104,8 @@ func defaultConfig() config {
 
 // WithClock sets the clock used wherever an argument's time is zero. The
 // default is time.Now on SQLite and, on PostgreSQL, the database server's
-// clock (its offset from the local clock measured at Open and every 30s), so
+// clock (its offset from the local clock measured at Open and every 30s, the
+// quickest of several round trips each time), so
 // that every host of a fleet judges liveness by one clock.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now, c.clockSet = now, true }

@@ -17,7 +17,7 @@ const (
 	maxLimit           = 10000
 )
 
-// validIdentifier checks the identifier rule of SPEC §2: non-empty, at most
+// validIdentifier checks the identifier rule (README, errors): non-empty, at most
 // 256 bytes, valid UTF-8, no control characters.
 func validIdentifier(field, v string) error {
 	if v == "" {
@@ -79,7 +79,7 @@ func validTTL(field string, d time.Duration) error {
 	return nil
 }
 
-// The range of every time argument (SPEC §2): from the Unix epoch to the end
+// The range of every time argument: from the Unix epoch to the end
 // of year 9999, so that a millisecond count never wraps around.
 var (
 	minTime = time.Unix(0, 0).UTC()

@@ -28,7 +28,7 @@ WITH w AS (
     SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
     WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) = 1
       AND e.namespace = $1 AND e.lane = (SELECT w.lanes[1] FROM w)
-      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= $2::bigint
+      AND e.state = 'waiting' AND e.ready
       AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
     LIMIT cardinality($5::uuid[])
@@ -37,7 +37,7 @@ WITH w AS (
     SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
     WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) > 1
       AND e.namespace = $1 AND e.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
-      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= $2::bigint
+      AND e.state = 'waiting' AND e.ready
       AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
     LIMIT cardinality($5::uuid[])
@@ -130,7 +130,11 @@ type ExecutionClaimRow struct {
 //     (ExecutionPromoteDue) and claims again, and the best of all claimable
 //     work wins.
 //   - Else it reads the ready index of the worker's one lane (a worker of
-//     several lanes: the namespace's, lanes filtered) best first, locking
+//     several lanes: the namespace's, lanes filtered) best first (a ready
+//     execution is claimable whatever its RunAt says by this worker's
+//     clock: whoever made it ready found it due, and work created
+//     claimable at once must be so for every worker, however far their
+//     clocks lie apart), locking
 //     FOR UPDATE SKIP LOCKED as it goes, so it locks exactly what it claims
 //     and never reports no work while unlocked work is left (concurrent
 //     claimers never take the same execution nor wait for each other).
@@ -383,6 +387,33 @@ func (q *Queries) LeaseFindHeld(ctx context.Context, arg LeaseFindHeldParams) ([
 	return items, nil
 }
 
+const leaseGetOutcome = `-- name: LeaseGetOutcome :one
+SELECT CAST('completed' AS text) AS outcome FROM executions AS x
+WHERE x.id = $1 AND x.lease_id = $2::uuid AND x.epoch = $3 AND x.state = 'completed'
+UNION ALL
+SELECT CAST('failed' AS text) FROM attempts AS a
+WHERE a.execution_id = $1 AND a.epoch = $3 AND a.lease_id = $2::uuid AND a.state = 'failed'
+LIMIT 1
+`
+
+type LeaseGetOutcomeParams struct {
+	ID      uuid.UUID
+	LeaseID uuid.UUID
+	Epoch   int64
+}
+
+// LeaseGetOutcome reads how a lease ended when its holder's own outcome
+// ended it: 'completed' (its execution completed under it) or 'failed' (its
+// attempt was recorded failed); no row otherwise (lost, or still running).
+// For an outcome whose write was retried after an unknown result: the
+// earlier try may have committed it.
+func (q *Queries) LeaseGetOutcome(ctx context.Context, arg LeaseGetOutcomeParams) (string, error) {
+	row := q.db.QueryRow(ctx, leaseGetOutcome, arg.ID, arg.LeaseID, arg.Epoch)
+	var outcome string
+	err := row.Scan(&outcome)
+	return outcome, err
+}
+
 const leaseListExpired = `-- name: LeaseListExpired :many
 SELECT id, lease_id, attempts, epoch, namespace, holder, expires_at_ms
 FROM executions
@@ -539,32 +570,32 @@ func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchPa
 const leaseRelease = `-- name: LeaseRelease :one
 WITH released AS (
     UPDATE executions AS x
-    SET state = 'waiting', attempts = x.attempts - 1, ready = x.run_at_ms <= $1::bigint
-    WHERE x.id = $2 AND x.epoch = $3 AND x.lease_id = $4::uuid
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
+    SET state = 'waiting', attempts = x.attempts - 1, ready = true
+    WHERE x.id = $1 AND x.epoch = $2 AND x.lease_id = $3::uuid
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $4::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.namespace
 )
 SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1
 `
 
 type LeaseReleaseParams struct {
-	Now     int64
 	ID      uuid.UUID
 	Epoch   int64
 	LeaseID uuid.UUID
+	Now     int64
 }
 
 // LeaseRelease ends the current, unexpired, unrevoked lease without using up
-// its attempt: the execution waits again with its RunAt and one attempt
-// fewer, its epoch unchanged (the released lease stays fenced), and the
-// namespace's workers are woken. It never ran, so no attempt is recorded. No
+// its attempt: the execution waits again, ready as when it was claimed, with
+// its RunAt and one attempt fewer, its epoch unchanged (the released lease
+// stays fenced), and the namespace's workers are woken. It never ran, so no attempt is recorded. No
 // row when the lease is lost.
 func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, leaseRelease,
-		arg.Now,
 		arg.ID,
 		arg.Epoch,
 		arg.LeaseID,
+		arg.Now,
 	)
 	var id uuid.UUID
 	err := row.Scan(&id)

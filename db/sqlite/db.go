@@ -186,6 +186,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.leaseFindHeldStmt, err = db.PrepareContext(ctx, leaseFindHeld); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseFindHeld: %w", err)
 	}
+	if q.leaseGetOutcomeStmt, err = db.PrepareContext(ctx, leaseGetOutcome); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseGetOutcome: %w", err)
+	}
 	if q.leaseListExpiredStmt, err = db.PrepareContext(ctx, leaseListExpired); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseListExpired: %w", err)
 	}
@@ -560,6 +563,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing leaseFindHeldStmt: %w", cerr)
 		}
 	}
+	if q.leaseGetOutcomeStmt != nil {
+		if cerr := q.leaseGetOutcomeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseGetOutcomeStmt: %w", cerr)
+		}
+	}
 	if q.leaseListExpiredStmt != nil {
 		if cerr := q.leaseListExpiredStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing leaseListExpiredStmt: %w", cerr)
@@ -818,6 +826,7 @@ type Queries struct {
 	leaseCompleteStmt                    *sql.Stmt
 	leaseFailStmt                        *sql.Stmt
 	leaseFindHeldStmt                    *sql.Stmt
+	leaseGetOutcomeStmt                  *sql.Stmt
 	leaseListExpiredStmt                 *sql.Stmt
 	leaseReclaimBatchStmt                *sql.Stmt
 	leaseReleaseStmt                     *sql.Stmt
@@ -911,6 +920,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		leaseCompleteStmt:                    q.leaseCompleteStmt,
 		leaseFailStmt:                        q.leaseFailStmt,
 		leaseFindHeldStmt:                    q.leaseFindHeldStmt,
+		leaseGetOutcomeStmt:                  q.leaseGetOutcomeStmt,
 		leaseListExpiredStmt:                 q.leaseListExpiredStmt,
 		leaseReclaimBatchStmt:                q.leaseReclaimBatchStmt,
 		leaseReleaseStmt:                     q.leaseReleaseStmt,

@@ -150,22 +150,20 @@ func (q *Queries) ExecutionNextRunAtOneLane(ctx context.Context, arg ExecutionNe
 const executionPickManyLanes = `-- name: ExecutionPickManyLanes :many
 SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = ?1 AND e.state = 'waiting' AND e.ready = 1
-  AND e.run_at_ms <= ?2
   AND EXISTS (
       SELECT 1 FROM worker_lanes AS l
-      WHERE l.namespace = e.namespace AND l.instance_id = ?3 AND l.lane = e.lane
+      WHERE l.namespace = e.namespace AND l.instance_id = ?2 AND l.lane = e.lane
   )
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?3 AS TEXT)) AS c)
   ))
 ORDER BY e.priority DESC, e.run_at_ms, e.id
-LIMIT ?5
+LIMIT ?4
 `
 
 type ExecutionPickManyLanesParams struct {
 	Namespace    string
-	Now          int64
 	InstanceID   string
 	Capabilities string
 	Limit        int64
@@ -183,7 +181,6 @@ type ExecutionPickManyLanesRow struct {
 func (q *Queries) ExecutionPickManyLanes(ctx context.Context, arg ExecutionPickManyLanesParams) ([]ExecutionPickManyLanesRow, error) {
 	rows, err := q.query(ctx, q.executionPickManyLanesStmt, executionPickManyLanes,
 		arg.Namespace,
-		arg.Now,
 		arg.InstanceID,
 		arg.Capabilities,
 		arg.Limit,
@@ -212,19 +209,17 @@ func (q *Queries) ExecutionPickManyLanes(ctx context.Context, arg ExecutionPickM
 const executionPickOneLane = `-- name: ExecutionPickOneLane :many
 SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
-  AND e.run_at_ms <= ?3
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?3 AS TEXT)) AS c)
   ))
 ORDER BY e.priority DESC, e.run_at_ms, e.id
-LIMIT ?5
+LIMIT ?4
 `
 
 type ExecutionPickOneLaneParams struct {
 	Namespace    string
 	Lane         string
-	Now          int64
 	Capabilities string
 	Limit        int64
 }
@@ -236,13 +231,14 @@ type ExecutionPickOneLaneRow struct {
 }
 
 // ExecutionPickOneLane finds the @limit best ready executions of one lane
-// (highest priority, earliest RunAt, lowest id) whose RunAt has come and
-// whose required capabilities are all in @capabilities (a JSON array).
+// (highest priority, earliest RunAt, lowest id) whose required capabilities
+// are all in @capabilities (a JSON array). A ready execution is claimable
+// whatever its RunAt says by the claimer's clock (whoever made it ready
+// found it due): work created claimable at once is so for every process.
 func (q *Queries) ExecutionPickOneLane(ctx context.Context, arg ExecutionPickOneLaneParams) ([]ExecutionPickOneLaneRow, error) {
 	rows, err := q.query(ctx, q.executionPickOneLaneStmt, executionPickOneLane,
 		arg.Namespace,
 		arg.Lane,
-		arg.Now,
 		arg.Capabilities,
 		arg.Limit,
 	)
@@ -469,6 +465,33 @@ func (q *Queries) LeaseFindHeld(ctx context.Context, arg LeaseFindHeldParams) ([
 	return items, nil
 }
 
+const leaseGetOutcome = `-- name: LeaseGetOutcome :one
+SELECT CAST('completed' AS TEXT) AS outcome FROM executions AS x
+WHERE x.id = ?1 AND x.lease_id = CAST(?2 AS TEXT) AND x.epoch = ?3 AND x.state = 'completed'
+UNION ALL
+SELECT CAST('failed' AS TEXT) FROM attempts AS a
+WHERE a.execution_id = ?1 AND a.epoch = ?3 AND a.lease_id = CAST(?2 AS TEXT) AND a.state = 'failed'
+LIMIT 1
+`
+
+type LeaseGetOutcomeParams struct {
+	ID      uuid.UUID
+	LeaseID string
+	Epoch   int64
+}
+
+// LeaseGetOutcome reads how a lease ended when its holder's own outcome
+// ended it: 'completed' (its execution completed under it) or 'failed' (its
+// attempt was recorded failed); no row otherwise (lost, or still running).
+// For an outcome whose write was retried after an unknown result: the
+// earlier try may have committed it.
+func (q *Queries) LeaseGetOutcome(ctx context.Context, arg LeaseGetOutcomeParams) (string, error) {
+	row := q.queryRow(ctx, q.leaseGetOutcomeStmt, leaseGetOutcome, arg.ID, arg.LeaseID, arg.Epoch)
+	var outcome string
+	err := row.Scan(&outcome)
+	return outcome, err
+}
+
 const leaseListExpired = `-- name: LeaseListExpired :many
 SELECT id, lease_id, attempts, epoch, namespace, holder, expires_at_ms
 FROM executions INDEXED BY executions_expiry
@@ -613,29 +636,29 @@ func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchPa
 
 const leaseRelease = `-- name: LeaseRelease :one
 UPDATE executions
-SET state = 'waiting', attempts = attempts - 1, ready = run_at_ms <= ?1
-WHERE id = ?2 AND epoch = ?3 AND lease_id = CAST(?4 AS TEXT) AND state = 'running'
-  AND expires_at_ms > ?1 AND revoked_at_ms IS NULL
+SET state = 'waiting', attempts = attempts - 1, ready = 1
+WHERE id = ?1 AND epoch = ?2 AND lease_id = CAST(?3 AS TEXT) AND state = 'running'
+  AND expires_at_ms > CAST(?4 AS INTEGER) AND revoked_at_ms IS NULL
 RETURNING id
 `
 
 type LeaseReleaseParams struct {
-	Now     int64
 	ID      uuid.UUID
 	Epoch   int64
 	LeaseID string
+	Now     int64
 }
 
 // LeaseRelease ends the current, unexpired, unrevoked lease without using up
-// its attempt: the execution waits again with its RunAt and one attempt
-// fewer, its epoch unchanged (the released lease stays fenced). It never
+// its attempt: the execution waits again, ready as when it was claimed, with
+// its RunAt and one attempt fewer, its epoch unchanged (the released lease stays fenced). It never
 // ran, so no attempt is recorded.
 func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
 	row := q.queryRow(ctx, q.leaseReleaseStmt, leaseRelease,
-		arg.Now,
 		arg.ID,
 		arg.Epoch,
 		arg.LeaseID,
+		arg.Now,
 	)
 	var id uuid.UUID
 	err := row.Scan(&id)

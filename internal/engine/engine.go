@@ -506,6 +506,10 @@ type Queries interface {
 	// LeaseFindHeld reads which of leaseIDs a worker holds now (running
 	// executions under those leases).
 	LeaseFindHeld(ctx context.Context, k WorkerKey, leaseIDs []uuid.UUID) ([]LeaseRef, error)
+	// LeaseGetOutcome reads how a lease ended when its holder's outcome ended
+	// it: "completed" or "failed"; ErrNoRows when it did not (lost, or still
+	// running).
+	LeaseGetOutcome(ctx context.Context, l LeaseRef) (string, error)
 	// WorkerNextRunAt reads the earliest RunAt after now among the scheduled
 	// executions of an alive worker's lanes (0: none); ErrNoRows when the
 	// worker is not alive.

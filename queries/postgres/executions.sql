@@ -1,7 +1,7 @@
 -- Executions: create, read, list, cancel, and prune finished history.
 -- Claims and leases are in leases.sql.
 --
--- Lock order (SPEC §9). A transaction that takes locks of several kinds
+-- Lock order (README "Locks in one order"). A transaction that takes locks of several kinds
 -- takes them in this order, so that no two ever wait for each other in a
 -- cycle:
 --   1. worker locks: a transaction advisory lock per worker (two keys:

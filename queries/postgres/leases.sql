@@ -20,7 +20,11 @@
 --     (ExecutionPromoteDue) and claims again, and the best of all claimable
 --     work wins.
 --   * Else it reads the ready index of the worker's one lane (a worker of
---     several lanes: the namespace's, lanes filtered) best first, locking
+--     several lanes: the namespace's, lanes filtered) best first (a ready
+--     execution is claimable whatever its RunAt says by this worker's
+--     clock: whoever made it ready found it due, and work created
+--     claimable at once must be so for every worker, however far their
+--     clocks lie apart), locking
 --     FOR UPDATE SKIP LOCKED as it goes, so it locks exactly what it claims
 --     and never reports no work while unlocked work is left (concurrent
 --     claimers never take the same execution nor wait for each other).
@@ -51,7 +55,7 @@ WITH w AS (
     SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
     WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) = 1
       AND e.namespace = @namespace AND e.lane = (SELECT w.lanes[1] FROM w)
-      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= @now::bigint
+      AND e.state = 'waiting' AND e.ready
       AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
     LIMIT cardinality(@lease_ids::uuid[])
@@ -60,7 +64,7 @@ WITH w AS (
     SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
     WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) > 1
       AND e.namespace = @namespace AND e.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
-      AND e.state = 'waiting' AND e.ready AND e.run_at_ms <= @now::bigint
+      AND e.state = 'waiting' AND e.ready
       AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
     LIMIT cardinality(@lease_ids::uuid[])
@@ -192,13 +196,13 @@ WHERE CASE WHEN failed.state = 'waiting' THEN roster_wake(failed.namespace) = 1 
 
 -- name: LeaseRelease :one
 -- LeaseRelease ends the current, unexpired, unrevoked lease without using up
--- its attempt: the execution waits again with its RunAt and one attempt
--- fewer, its epoch unchanged (the released lease stays fenced), and the
--- namespace's workers are woken. It never ran, so no attempt is recorded. No
+-- its attempt: the execution waits again, ready as when it was claimed, with
+-- its RunAt and one attempt fewer, its epoch unchanged (the released lease
+-- stays fenced), and the namespace's workers are woken. It never ran, so no attempt is recorded. No
 -- row when the lease is lost.
 WITH released AS (
     UPDATE executions AS x
-    SET state = 'waiting', attempts = x.attempts - 1, ready = x.run_at_ms <= @now::bigint
+    SET state = 'waiting', attempts = x.attempts - 1, ready = true
     WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
     RETURNING x.id, x.namespace
@@ -211,6 +215,19 @@ SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1;
 SELECT id, epoch, lease_id FROM executions
 WHERE namespace = @namespace AND holder = @holder::text AND state = 'running'
   AND lease_id = ANY(@lease_ids::uuid[]);
+
+-- name: LeaseGetOutcome :one
+-- LeaseGetOutcome reads how a lease ended when its holder's own outcome
+-- ended it: 'completed' (its execution completed under it) or 'failed' (its
+-- attempt was recorded failed); no row otherwise (lost, or still running).
+-- For an outcome whose write was retried after an unknown result: the
+-- earlier try may have committed it.
+SELECT CAST('completed' AS text) AS outcome FROM executions AS x
+WHERE x.id = @id AND x.lease_id = @lease_id::uuid AND x.epoch = @epoch AND x.state = 'completed'
+UNION ALL
+SELECT CAST('failed' AS text) FROM attempts AS a
+WHERE a.execution_id = @id AND a.epoch = @epoch AND a.lease_id = @lease_id::uuid AND a.state = 'failed'
+LIMIT 1;
 
 -- name: WorkerNextRunAt :one
 -- WorkerNextRunAt reads, for an alive worker, the earliest RunAt after @now

@@ -40,11 +40,12 @@ WHERE id IN (
 
 -- name: ExecutionPickOneLane :many
 -- ExecutionPickOneLane finds the @limit best ready executions of one lane
--- (highest priority, earliest RunAt, lowest id) whose RunAt has come and
--- whose required capabilities are all in @capabilities (a JSON array).
+-- (highest priority, earliest RunAt, lowest id) whose required capabilities
+-- are all in @capabilities (a JSON array). A ready execution is claimable
+-- whatever its RunAt says by the claimer's clock (whoever made it ready
+-- found it due): work created claimable at once is so for every process.
 SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
-  AND e.run_at_ms <= @now
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
       WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
@@ -58,7 +59,6 @@ LIMIT @limit;
 -- against the worker's lanes with one probe.
 SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
 WHERE e.namespace = @namespace AND e.state = 'waiting' AND e.ready = 1
-  AND e.run_at_ms <= @now
   AND EXISTS (
       SELECT 1 FROM worker_lanes AS l
       WHERE l.namespace = e.namespace AND l.instance_id = @instance_id AND l.lane = e.lane
@@ -139,13 +139,13 @@ RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
 
 -- name: LeaseRelease :one
 -- LeaseRelease ends the current, unexpired, unrevoked lease without using up
--- its attempt: the execution waits again with its RunAt and one attempt
--- fewer, its epoch unchanged (the released lease stays fenced). It never
+-- its attempt: the execution waits again, ready as when it was claimed, with
+-- its RunAt and one attempt fewer, its epoch unchanged (the released lease stays fenced). It never
 -- ran, so no attempt is recorded.
 UPDATE executions
-SET state = 'waiting', attempts = attempts - 1, ready = run_at_ms <= @now
+SET state = 'waiting', attempts = attempts - 1, ready = 1
 WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
-  AND expires_at_ms > @now AND revoked_at_ms IS NULL
+  AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
 RETURNING id;
 
 -- name: AttemptInsert :exec
@@ -176,6 +176,19 @@ WHERE x.id = @id AND x.state = 'running';
 SELECT id, epoch, lease_id FROM executions INDEXED BY executions_expiry
 WHERE namespace = @namespace AND holder = CAST(@holder AS TEXT) AND state = 'running'
   AND lease_id IN (SELECT j.value FROM json_each(CAST(@lease_ids AS TEXT)) AS j);
+
+-- name: LeaseGetOutcome :one
+-- LeaseGetOutcome reads how a lease ended when its holder's own outcome
+-- ended it: 'completed' (its execution completed under it) or 'failed' (its
+-- attempt was recorded failed); no row otherwise (lost, or still running).
+-- For an outcome whose write was retried after an unknown result: the
+-- earlier try may have committed it.
+SELECT CAST('completed' AS TEXT) AS outcome FROM executions AS x
+WHERE x.id = @id AND x.lease_id = CAST(@lease_id AS TEXT) AND x.epoch = @epoch AND x.state = 'completed'
+UNION ALL
+SELECT CAST('failed' AS TEXT) FROM attempts AS a
+WHERE a.execution_id = @id AND a.epoch = @epoch AND a.lease_id = CAST(@lease_id AS TEXT) AND a.state = 'failed'
+LIMIT 1;
 
 -- name: LeaseRevokeHeldBy :exec
 -- LeaseRevokeHeldBy ends for good, at @now, every running lease of each

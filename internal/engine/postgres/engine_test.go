@@ -249,6 +249,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ID: id, Epoch: 1, Now: 5})
 			return err
 		},
+		"LeaseGetOutcome": func(q *pgdb.Queries) error {
+			_, err := q.LeaseGetOutcome(ctx, pgdb.LeaseGetOutcomeParams{ID: id, LeaseID: id, Epoch: 1})
+			return err
+		},
 		"LeaseFindHeld": func(q *pgdb.Queries) error {
 			_, err := q.LeaseFindHeld(ctx, pgdb.LeaseFindHeldParams{Namespace: "ns1", Holder: "i1", LeaseIds: []uuid.UUID{id}})
 			return err
@@ -555,6 +559,27 @@ func TestClockFollowsTheServer(t *testing.T) {
 	}
 }
 
+// TestClockTakesTheQuickestRoundTrip: one round trip of the measurement is
+// delayed 200 ms on its way back (the local clock reads 200 ms late at its
+// end, as a descheduled client or a retransmission would make it): the
+// offset comes from a quick round trip, not off by half the delay.
+func TestClockTakesTheQuickestRoundTrip(t *testing.T) {
+	u := pgtest.Fresh(t)
+	var calls atomic.Int64
+	local := func() time.Time {
+		// Open reads the local clock before and after each round trip: the
+		// second read is the end of the first round trip.
+		if calls.Add(1) == 2 {
+			return time.Now().Add(200 * time.Millisecond)
+		}
+		return time.Now()
+	}
+	e := openAt(t, u, func(c *engine.Config) { c.LocalClock = local })
+	if off := time.Duration(e.offset.Load()); off < -20*time.Millisecond || off > 20*time.Millisecond {
+		t.Fatalf("offset %v from a server on this machine, with one round trip delayed 200 ms", off)
+	}
+}
+
 func TestCheckFindsDamage(t *testing.T) {
 	ctx := context.Background()
 	e := openAt(t, pgtest.Fresh(t))
@@ -610,8 +635,8 @@ func TestIdleClaimTakesNoTransactionID(t *testing.T) {
 	ctx := context.Background()
 	_, err := e.pool.Exec(ctx, `
 		INSERT INTO workers VALUES ('ns', 'i', 'w', '{default}', '{}', 1, 1000000, 1);
-		INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms)
-			VALUES (gen_random_uuid(), 'ns', 'default', 0, '', 1, 1, 500000), (gen_random_uuid(), 'ns', 'other', 0, '', 1, 1, 1)`)
+		INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms, ready)
+			VALUES (gen_random_uuid(), 'ns', 'default', 0, '', 1, 1, 500000, false), (gen_random_uuid(), 'ns', 'other', 0, '', 1, 1, 1, true)`)
 	must(t, err)
 	claimIn := func(now int64) (claimed int, xid *int64) {
 		tx, err := e.pool.Begin(ctx)

@@ -104,7 +104,7 @@ func (r *retryLog) Handle(_ context.Context, rec slog.Record) error {
 func (r *retryLog) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *retryLog) WithGroup(string) slog.Handler      { return r }
 
-// SPEC §9 "Locks are taken in one order": rounds of concurrent outcomes
+// Locks are taken in one order (README "Locks in one order"): rounds of concurrent outcomes
 // (settled in batches, with a claim or without, as RunWorker settles), cancels of
 // the same executions, the death of some of their workers, a sweep of the
 // others and a reclaim of every expired lease, 300 executions in all,

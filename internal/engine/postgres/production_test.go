@@ -38,7 +38,7 @@ const settingsSQL = `SELECT current_setting('transaction_isolation') || ' ' || c
 	current_setting('lock_timeout') || ' ' || current_setting('idle_in_transaction_session_timeout') || ' ' ||
 	coalesce(current_schema(), '-')`
 
-// SPEC §9 "Whatever the server's defaults": on a role whose defaults are
+// README "Whatever the server's defaults": on a role whose defaults are
 // SERIALIZABLE, no timeouts and another search_path, every way the engine
 // runs statements (alone, in a write, in a snapshot) runs them READ
 // COMMITTED (the snapshot: REPEATABLE READ), with roster's timeouts, in the
@@ -78,7 +78,7 @@ func TestSettingsWhateverTheDefaults(t *testing.T) {
 	}
 }
 
-// SPEC §9 "Least privilege": a role with only SELECT, INSERT, UPDATE and
+// README "Roles" (least privilege): a role with only SELECT, INSERT, UPDATE and
 // DELETE on roster's tables opens WithoutMigrate (and reads the version, as
 // `roster migrate version` does) without creating or changing anything; so
 // does a plain Open once the schema is current.
@@ -108,7 +108,7 @@ func TestLeastPrivilegeCreatesNothing(t *testing.T) {
 	}
 }
 
-// SPEC §9 and `roster migrate up`: a fresh database told search_path=NAME
+// README "Roles" and `roster migrate up`: a fresh database told search_path=NAME
 // gets schema NAME created by the migration; a role that may not create it
 // is told what to run.
 func TestMigrateCreatesTheSchema(t *testing.T) {

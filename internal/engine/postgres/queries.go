@@ -341,6 +341,11 @@ func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int6
 	return translate(err)
 }
 
+func (x queries) LeaseGetOutcome(ctx context.Context, l engine.LeaseRef) (string, error) {
+	outcome, err := x.q.LeaseGetOutcome(ctx, pgdb.LeaseGetOutcomeParams{ID: l.ExecutionID, LeaseID: l.LeaseID, Epoch: l.Epoch})
+	return outcome, translate(err)
+}
+
 func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
 	rows, err := x.q.LeaseFindHeld(ctx, pgdb.LeaseFindHeldParams{Namespace: k.Namespace, Holder: k.InstanceID, LeaseIds: leaseIDs})
 	if err != nil {

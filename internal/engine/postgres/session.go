@@ -18,7 +18,7 @@ import (
 )
 
 // What roster sets on every connection, whatever the database's or the
-// role's defaults (SPEC §9 "Whatever the server's defaults"). The URL may set
+// role's defaults (README "Whatever the server's defaults"). The URL may set
 // the timeouts otherwise; the isolation level it cannot.
 const (
 	// Every roster statement is a short seek or a bounded batch: one that

@@ -28,8 +28,8 @@ func within(t *testing.T, what string, limit time.Duration, f func() error) erro
 	}
 }
 
-// SPEC §9 "A half-open connection is noticed within seconds, never hangs a
-// heartbeat, a renewal or Close": behind a proxy that stops forwarding
+// A half-open connection is noticed within seconds, and never hangs a
+// heartbeat, a renewal or Close: behind a proxy that stops forwarding
 // mid-run (the server silent, every connection half-open, new ones never
 // answered), writes, reads and snapshots on pooled connections fail with
 // ErrUnavailable within the statement timeout and a grace, a write that
@@ -101,7 +101,7 @@ func TestSilentServer(t *testing.T) {
 	}
 }
 
-// SPEC §9: with the network cut, Open fails with ErrUnavailable within the
+// With the network cut, Open fails with ErrUnavailable within the
 // default connect timeout (10 s) when the URL sets none, instead of
 // waiting for as long as its caller's context lets it.
 func TestOpenWithTheNetworkCut(t *testing.T) {

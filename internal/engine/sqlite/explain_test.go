@@ -195,11 +195,11 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionPickOneLane": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionPickOneLane(ctx, sqlitedb.ExecutionPickOneLaneParams{Namespace: "n", Lane: "l", Now: 5, Capabilities: `["gpu"]`, Limit: 4})
+			_, err := q.ExecutionPickOneLane(ctx, sqlitedb.ExecutionPickOneLaneParams{Namespace: "n", Lane: "l", Capabilities: `["gpu"]`, Limit: 4})
 			return err
 		},
 		"ExecutionPickManyLanes": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionPickManyLanes(ctx, sqlitedb.ExecutionPickManyLanesParams{Namespace: "n", InstanceID: "i", Now: 5, Capabilities: `["gpu"]`, Limit: 4})
+			_, err := q.ExecutionPickManyLanes(ctx, sqlitedb.ExecutionPickManyLanesParams{Namespace: "n", InstanceID: "i", Capabilities: `["gpu"]`, Limit: 4})
 			return err
 		},
 		"ExecutionStart": func(q *sqlitedb.Queries) error {
@@ -235,6 +235,10 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 		},
 		"AttemptInsertCancelled": func(q *sqlitedb.Queries) error {
 			return q.AttemptInsertCancelled(ctx, sqlitedb.AttemptInsertCancelledParams{Now: 1, ID: id})
+		},
+		"LeaseGetOutcome": func(q *sqlitedb.Queries) error {
+			_, err := q.LeaseGetOutcome(ctx, sqlitedb.LeaseGetOutcomeParams{ID: id, LeaseID: id.String(), Epoch: 1})
+			return err
 		},
 		"LeaseFindHeld": func(q *sqlitedb.Queries) error {
 			_, err := q.LeaseFindHeld(ctx, sqlitedb.LeaseFindHeldParams{Namespace: "n", Holder: "i", LeaseIds: `["` + id.String() + `"]`})

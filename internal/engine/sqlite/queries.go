@@ -328,7 +328,7 @@ func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqli
 		return w, nil, nil // no lanes: nothing is claimable
 	case w.FirstLane == w.LastLane:
 		rows, err := x.q.ExecutionPickOneLane(ctx, sqlitedb.ExecutionPickOneLaneParams{
-			Namespace: p.Namespace, Lane: w.FirstLane, Now: p.NowMs, Capabilities: w.Capabilities, Limit: int64(want),
+			Namespace: p.Namespace, Lane: w.FirstLane, Capabilities: w.Capabilities, Limit: int64(want),
 		})
 		if err != nil {
 			return w, nil, translate(err)
@@ -338,7 +338,7 @@ func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqli
 		}
 	default:
 		rows, err := x.q.ExecutionPickManyLanes(ctx, sqlitedb.ExecutionPickManyLanesParams{
-			Namespace: p.Namespace, Now: p.NowMs, InstanceID: p.InstanceID, Capabilities: w.Capabilities, Limit: int64(want),
+			Namespace: p.Namespace, InstanceID: p.InstanceID, Capabilities: w.Capabilities, Limit: int64(want),
 		})
 		if err != nil {
 			return w, nil, translate(err)
@@ -420,6 +420,11 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 		done = append(done, l)
 	}
 	return done, nil
+}
+
+func (x queries) LeaseGetOutcome(ctx context.Context, l engine.LeaseRef) (string, error) {
+	outcome, err := x.q.LeaseGetOutcome(ctx, sqlitedb.LeaseGetOutcomeParams{ID: l.ExecutionID, LeaseID: l.LeaseID.String(), Epoch: l.Epoch})
+	return outcome, translate(err)
 }
 
 func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
