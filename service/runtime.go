@@ -69,6 +69,10 @@ const (
 //     itself. It returns only when ctx ends (or at once for invalid
 //     arguments or a conflicting registration, or with ErrClosed when the
 //     Store is closed under it).
+//   - With a logger enabled for Debug, each outcome written (its commit
+//     acknowledged) is logged: "roster: worker: outcome written", with the
+//     execution, epoch, lease and whether it failed the attempt. Nothing is
+//     built when Debug is off.
 //   - An idle worker writes nothing; it wakes within milliseconds for work
 //     added through this Store, through any Store on PostgreSQL
 //     (LISTEN/NOTIFY) or on the same SQLite file (a change check that

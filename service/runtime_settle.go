@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -250,6 +251,13 @@ func (st *settler) write(batch []*pendingOutcome) {
 		switch {
 		case err == nil:
 			written = true
+			if w.log.Enabled(context.Background(), slog.LevelDebug) {
+				// The worker knows its outcome was written: an operator
+				// tracing a run, or a test reconciling what was
+				// acknowledged, can see it. Built only when enabled.
+				w.log.Debug("roster: worker: outcome written", "execution", p.j.lease.ExecutionID,
+					"epoch", p.j.lease.Epoch, "lease", p.j.lease.LeaseID, "failed", p.outcome.Fail)
+			}
 			p.j.settle()
 		case errors.Is(err, ErrLeaseLost):
 			w.warn("roster: worker: the lease was lost before the outcome was written; dropped",

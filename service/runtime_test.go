@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -323,5 +324,90 @@ func TestRunWorkerRefusesAtOnce(t *testing.T) {
 		register(t, s, "ns", "i", "someone-else", time.Hour, time.Now())
 		err := s.RunWorker(ctx, WorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", TTL: time.Second, Handler: h})
 		wantErr(t, err, ErrConflict)
+	})
+}
+
+// outcomeRecorder keeps the "outcome written" records of a logger enabled
+// for minLevel.
+type outcomeRecorder struct {
+	minLevel slog.Level
+	mu       sync.Mutex
+	written  map[uuid.UUID]slog.Record
+	debug    int // Debug records handled at all
+}
+
+func (h *outcomeRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= h.minLevel }
+
+func (h *outcomeRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.Level == slog.LevelDebug {
+		h.debug++
+	}
+	if r.Message != "roster: worker: outcome written" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "execution" {
+			if id, ok := a.Value.Any().(uuid.UUID); ok {
+				h.written[id] = r.Clone()
+			}
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *outcomeRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *outcomeRecorder) WithGroup(string) slog.Handler      { return h }
+
+// A worker whose logger is enabled for Debug logs each outcome it wrote,
+// naming the execution, epoch and lease, and whether it failed the attempt:
+// what a caller needs to know which outcomes were acknowledged. With Debug
+// off nothing of it reaches the handler.
+func TestRunWorkerLogsWrittenOutcomes(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+			rec := &outcomeRecorder{minLevel: level, written: map[uuid.UUID]slog.Record{}}
+			s := realStore(t, b, WithLogger(slog.New(rec)))
+			ok := create(t, s, CreateExecutionArgs{Payload: []byte("ok")})
+			bad := create(t, s, CreateExecutionArgs{Payload: []byte("bad")})
+			var mu sync.Mutex
+			leases := map[uuid.UUID]Lease{}
+			stop := runWorker(t, s, WorkerArgs{Concurrency: 2, Handler: func(_ context.Context, l Lease) ([]byte, error) {
+				mu.Lock()
+				leases[l.ExecutionID] = l
+				mu.Unlock()
+				if string(l.Payload) == "bad" {
+					return nil, errors.New("no")
+				}
+				return nil, nil
+			}})
+			eventually(t, "both outcomes", func() bool {
+				return getExecution(t, s, ok).State == ExecutionCompleted && getExecution(t, s, bad).State == ExecutionFailed
+			})
+			must(t, stop())
+			rec.mu.Lock()
+			if level == slog.LevelInfo {
+				if len(rec.written) != 0 || rec.debug != 0 {
+					t.Fatalf("Debug off: %d outcome records, %d Debug records handled", len(rec.written), rec.debug)
+				}
+				rec.mu.Unlock()
+				continue
+			}
+			for id, failed := range map[uuid.UUID]bool{ok: false, bad: true} {
+				r, found := rec.written[id]
+				if !found {
+					t.Fatalf("no outcome record for %s", id)
+				}
+				got := map[string]any{}
+				r.Attrs(func(a slog.Attr) bool { got[a.Key] = a.Value.Any(); return true })
+				l := leases[id]
+				if got["epoch"] != l.Epoch || got["lease"] != l.LeaseID || got["failed"] != failed {
+					t.Fatalf("outcome record of %s: %v, lease %+v, failed %v", id, got, l, failed)
+				}
+			}
+			rec.mu.Unlock()
+		}
 	})
 }

@@ -30,6 +30,7 @@ const (
 	childLeaseTTL   = "ROSTER_FAULT_LEASE_TTL"
 	childClockJump  = "ROSTER_FAULT_CLOCK_JUMP"
 	childLongEvery  = "ROSTER_FAULT_LONG_EVERY"
+	childLongFrom   = "ROSTER_FAULT_LONG_FROM"
 	childLongUntil  = "ROSTER_FAULT_LONG_UNTIL"
 	childLongFor    = "ROSTER_FAULT_LONG_FOR"
 	childConcurrent = 8
@@ -38,10 +39,14 @@ const (
 // Ledger records, one line each, space-separated:
 //
 //	start <execution> <epoch> <lease> <unix ns>
-//	end <execution> <epoch> <unix ns>
-//	cancel <execution> <epoch> <unix ns> <cause>
+//	end <execution> <epoch> <lease> <unix ns>
+//	cancel <execution> <epoch> <lease> <unix ns> <cause>
+//	written <execution> <epoch> <lease> <unix ns> <failed>  (the runtime wrote the outcome: acknowledged)
 //	raw <message>        (an error that is none of roster's sentinels)
 //	exit <error or ok>
+//
+// A handler's result names its run: "<instance> <epoch> <lease>", so that
+// the result an execution kept says which run it came from.
 type ledger struct {
 	mu sync.Mutex
 	f  *os.File
@@ -72,13 +77,42 @@ func isSentinel(err error) bool {
 }
 
 // rawCatcher is a slog handler that records every logged "err" that is not
-// one of roster's sentinels (a handler's own error is under "handler_err").
+// one of roster's sentinels (a handler's own error is under "handler_err")
+// in a record of Warn and above, which it passes on, and every outcome the
+// runtime says it wrote (a Debug record).
 type rawCatcher struct {
 	slog.Handler
 	l *ledger
 }
 
+// Enabled lets the runtime's Debug records through: the outcomes written
+// are among them.
+func (h rawCatcher) Enabled(context.Context, slog.Level) bool { return true }
+
 func (h rawCatcher) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "roster: worker: outcome written" {
+		var execution, lease any
+		var epoch int64
+		failed := false
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "execution":
+				execution = a.Value.Any()
+			case "lease":
+				lease = a.Value.Any()
+			case "epoch":
+				epoch = a.Value.Int64()
+			case "failed":
+				failed = a.Value.Bool()
+			}
+			return true
+		})
+		h.l.write("written %v %d %v %d %v", execution, epoch, lease, r.Time.UnixNano(), failed)
+		return nil
+	}
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key != "err" {
 			return true
@@ -138,27 +172,30 @@ func childWorker() int {
 	}
 	defer s.Close()
 	longEvery, _ := strconv.Atoi(os.Getenv(childLongEvery))
+	longFrom, _ := strconv.Atoi(os.Getenv(childLongFrom))
 	longUntil, _ := strconv.Atoi(os.Getenv(childLongUntil))
+	instance := os.Getenv(childInstance)
 	longFor := envDuration(childLongFor)
 	err = s.RunWorker(ctx, service.WorkerArgs{
-		Namespace: "trial", WorkerID: "worker", InstanceID: os.Getenv(childInstance),
-		Lanes: []string{"work", "probe-" + os.Getenv(childInstance)},
+		Namespace: "trial", WorkerID: "worker", InstanceID: instance,
+		Lanes: []string{"work", "probe-" + instance},
 		TTL:   envDuration(childTTL), LeaseTTL: envDuration(childLeaseTTL), Concurrency: childConcurrent,
 		Ready: func() { fmt.Println("ready") },
 		Handler: func(ctx context.Context, l service.Lease) ([]byte, error) {
 			led.write("start %s %d %s %d", l.ExecutionID, l.Epoch, l.LeaseID, time.Now().UnixNano())
 			d := time.Duration(1+rand.IntN(20)) * time.Millisecond
-			if n, err := strconv.Atoi(string(l.Payload)); err == nil && longEvery > 0 && n%longEvery == 0 && n <= longUntil && l.Epoch == 1 {
+			if n, err := strconv.Atoi(string(l.Payload)); err == nil && longEvery > 0 && n%longEvery == 0 &&
+				n >= longFrom && n <= longUntil && l.Epoch == 1 {
 				d = longFor
 			}
 			t := time.NewTimer(d)
 			defer t.Stop()
 			select {
 			case <-t.C:
-				led.write("end %s %d %d", l.ExecutionID, l.Epoch, time.Now().UnixNano())
-				return l.Payload, nil
+				led.write("end %s %d %s %d", l.ExecutionID, l.Epoch, l.LeaseID, time.Now().UnixNano())
+				return []byte(fmt.Sprintf("%s %d %s", instance, l.Epoch, l.LeaseID)), nil
 			case <-ctx.Done():
-				led.write("cancel %s %d %d %q", l.ExecutionID, l.Epoch, time.Now().UnixNano(), context.Cause(ctx))
+				led.write("cancel %s %d %s %d %q", l.ExecutionID, l.Epoch, l.LeaseID, time.Now().UnixNano(), context.Cause(ctx))
 				return nil, ctx.Err()
 			}
 		},

@@ -1,9 +1,11 @@
 // Package faults is roster's fault-injection suite: worker processes (this
 // test binary, run again as a child) drain a queue through RunWorker while
 // the test hurts what they depend on (a PostgreSQL server of the test's own
-// restarted, crashed, its connections killed, taken away; a worker
-// SIGKILLed; the fleet's clock jumping; a full disk), then reconciles a
-// ledger of every handler run with the rows the database kept.
+// restarted, crashed, its connections killed, taken away; a primary killed
+// or stopped and its streaming standby promoted behind a multi-host URL; a
+// worker SIGKILLed; the fleet's clock jumping; a full disk), then reconciles
+// a ledger of every handler run and every outcome acknowledged with the rows
+// the database kept.
 package faults
 
 import (
@@ -17,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,8 +52,9 @@ type trial struct {
 	ttl, leaseTTL time.Duration
 	clockJump     time.Duration // the fleet's clock jumps by this at each SIGUSR1
 	noSweeper     bool          // no RunSweeper during the run (a final sweep only)
-	longEvery     int           // every longEvery-th execution's handler runs longFor...
-	longUntil     int           // ... up to this execution
+	longEvery     int           // every longEvery-th execution's handler runs longFor (its first epoch)...
+	longFrom      int           // ... from this execution...
+	longUntil     int           // ... up to this one
 	longFor       time.Duration
 	tmpfs         bool // the database on a small tmpfs of its own
 	// fault hurts the run (times relative to r.start) and returns when the
@@ -60,6 +64,17 @@ type trial struct {
 	noDuplicates bool
 	// check, optional, checks more of the ledger.
 	check func(t *testing.T, r *run, l *reconciled)
+	// failover, set: the trial runs on a primary and its streaming standby,
+	// every Store on one multi-host URL, a producer creating work
+	// throughout, and fault is failoverFault.
+	failover *failover
+}
+
+// failover says how a failover trial's servers replicate and switch.
+type failover struct {
+	sync       bool // synchronous replication (else asynchronous)
+	freeze     bool // the replication link frozen 1 s before the primary dies
+	switchover bool // the primary stopped -m fast, then the standby promoted (else SIGKILLed, promoted 2 s later)
 }
 
 // run is one trial's state.
@@ -73,6 +88,22 @@ type run struct {
 	offset  atomic.Int64 // the test process's own clock jump
 	start   time.Time    // the first RunAt
 	workers []*child
+	// Failover trials: the standby, when the primary died and when the
+	// standby accepted writes, what the producer was told, and the probes.
+	standby          *pgserver.Server
+	killed, promoted time.Time
+	producer         *producer
+	probes           map[string][]probe
+}
+
+// probesPerWorker is how many probes each worker runs, one after the other.
+const probesPerWorker = 5
+
+// probe is an execution in a lane only one worker serves, created once the
+// queue drained: how soon it starts says whether the worker listens.
+type probe struct {
+	id       uuid.UUID
+	enqueued time.Time // before CreateExecution was called
 }
 
 type child struct {
@@ -164,23 +195,57 @@ func TestFaults(t *testing.T) {
 				return time.Now(), os.Remove(filler)
 			},
 		},
+		// Failovers: the queue from 0 to 10 s, the producer creating from 0
+		// to 8 s, the primary gone at 4 s. Synchronous, and the planned
+		// switchover: a few handlers claimed before the switch run 4 s,
+		// across it, renewing their leases on the new primary.
+		{name: "pg-failover-sync", postgres: true, failover: &failover{sync: true}, executions: 2000, spread: 10 * time.Second,
+			ttl: 5 * time.Second, leaseTTL: 5 * time.Second, longEvery: 50, longFrom: 500, longUntil: 799, longFor: 4 * time.Second,
+			fault: failoverFault, check: checkFailover},
+		{name: "pg-switchover", postgres: true, failover: &failover{sync: true, switchover: true}, executions: 2000, spread: 10 * time.Second,
+			ttl: 5 * time.Second, leaseTTL: 5 * time.Second, longEvery: 50, longFrom: 500, longUntil: 799, longFor: 4 * time.Second,
+			fault: failoverFault, check: checkFailover},
+		// Asynchronous, the link frozen from 3 s: the claims, outcomes and
+		// creates of the last second are lost. Every fourth handler claimed
+		// in that second runs 1.5 s: ended before the new primary comes,
+		// their outcomes are still to be written then, while the new
+		// primary gives their executions (waiting again, their claims lost)
+		// to new runs under the same epochs; a lease TTL of 15 s keeps their
+		// next renewal (which the new primary would refuse) after that.
+		// They end before the promotion because a handler of a lost claim
+		// still running then runs beside the new run of its execution until
+		// its renewal is refused or its lease expires by its own clock,
+		// whatever roster does (about 0.5 s in a variant of this trial with
+		// 4 s handlers): only a switch longer than the lease TTL, or
+		// synchronous replication, rules that out.
+		{name: "pg-failover-async", postgres: true, failover: &failover{freeze: true}, executions: 2000, spread: 10 * time.Second,
+			ttl: 5 * time.Second, leaseTTL: 15 * time.Second, longEvery: 4, longFrom: 600, longUntil: 799, longFor: 1500 * time.Millisecond,
+			fault: failoverFault, check: checkFailover},
 	}
-	var reports []string
+	var reports, failovers []string
 	var mu sync.Mutex
 	t.Cleanup(func() {
 		sort.Strings(reports)
+		sort.Strings(failovers)
 		t.Logf("fault trials:\n%-28s %10s %10s %6s %10s  %-34s %10s %10s\n%s", "trial", "executions", "completed", "runs",
 			"duplicates", "why", "recovery", "rerun", strings.Join(reports, "\n"))
+		t.Logf("failover trials (recovery: from the promotion to each worker's first handler start / first outcome written; "+
+			"probe: an idle worker's enqueue-to-start, the median of 5 and the slowest):\n%-20s %7s %6s %11s %10s %8s %10s  %-38s %s\n%s",
+			"trial", "creates", "lost", "completions", "re-run", "overlaps", "non-holder", "recovery per worker", "probe per worker",
+			strings.Join(failovers, "\n"))
 		if path := os.Getenv("ROSTER_FAULT_REPORT"); path != "" {
-			_ = os.WriteFile(path, []byte(strings.Join(reports, "\n")+"\n"), 0o644)
+			_ = os.WriteFile(path, []byte(strings.Join(append(reports, failovers...), "\n")+"\n"), 0o644)
 		}
 	})
-	// Three lanes of trials run side by side (the 45 s outage alone in one),
-	// each lane's trials one after the other: the machine stays loaded
-	// enough to be realistic, not so much that timings mean nothing.
-	lanes := [][]trial{{}, {}, {}}
+	// Four lanes of trials run side by side (the 45 s outage alone in one,
+	// the failovers in another), each lane's trials one after the other:
+	// the machine stays loaded enough to be realistic, not so much that
+	// timings mean nothing.
+	lanes := [][]trial{{}, {}, {}, {}}
 	for _, tr := range trials {
 		switch {
+		case tr.failover != nil:
+			lanes[3] = append(lanes[3], tr)
 		case tr.name == "pg-down-45s":
 			lanes[0] = append(lanes[0], tr)
 		case tr.postgres:
@@ -194,9 +259,12 @@ func TestFaults(t *testing.T) {
 			t.Parallel()
 			for _, tr := range lane {
 				t.Run(tr.name, func(t *testing.T) {
-					line := runTrial(t, tr)
+					line, failoverLine := runTrial(t, tr)
 					mu.Lock()
 					reports = append(reports, line)
+					if failoverLine != "" {
+						failovers = append(failovers, failoverLine)
+					}
 					mu.Unlock()
 				})
 			}
@@ -206,11 +274,15 @@ func TestFaults(t *testing.T) {
 
 func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
 
-// runTrial runs a trial and returns its report line.
-func runTrial(t *testing.T, tr trial) string {
+// runTrial runs a trial and returns its report line (and, for a failover,
+// its line of the failover table).
+func runTrial(t *testing.T, tr trial) (string, string) {
 	r := &run{t: t, tr: tr, dir: t.TempDir()}
 	ctx := context.Background()
 	switch {
+	case tr.failover != nil:
+		r.server, r.standby = startPair(t, tr.failover)
+		r.loc = pgserver.MultiHostURL(r.server, r.standby)
 	case tr.postgres:
 		r.server = pgserver.Start(t)
 		r.loc = r.server.URL
@@ -243,6 +315,9 @@ func runTrial(t *testing.T, tr trial) string {
 		t.Logf("the workers were ready %v after the queue's start", late)
 		r.start = time.Now()
 	}
+	if tr.failover != nil {
+		r.producer = r.produce(r.start.Add(8 * time.Second))
+	}
 	sweepCtx, stopSweeper := context.WithCancel(ctx)
 	sweeperDone := make(chan error, 1)
 	if tr.noSweeper {
@@ -254,53 +329,66 @@ func runTrial(t *testing.T, tr trial) string {
 	if err != nil {
 		t.Fatalf("injecting the fault: %v", err)
 	}
+	if r.producer != nil {
+		<-r.producer.done
+	}
 
 	// Every execution ends completed.
 	deadline := r.start.Add(tr.spread + 90*time.Second)
-	for completed := 0; completed < tr.executions; {
+	for {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d executions completed by the deadline", completed, tr.executions)
+			t.Fatalf("executions not completed by the deadline (of %d at least)", tr.executions)
 		}
 		time.Sleep(200 * time.Millisecond)
-		page, err := s.ListExecutions(ctx, service.ListExecutionsArgs{Namespace: "trial", State: service.ExecutionCompleted, Limit: 10000})
+		page, err := s.ListExecutions(ctx, service.ListExecutionsArgs{Namespace: "trial", Limit: 10000})
 		if err != nil {
 			requireSentinel(t, "ListExecutions", err)
 			continue
 		}
-		completed = len(page.Executions)
+		completed := 0
+		for _, e := range page.Executions {
+			if e.State == service.ExecutionCompleted {
+				completed++
+			}
+		}
+		if completed == len(page.Executions) && completed >= tr.executions {
+			break
+		}
 	}
-	// Every surviving worker recovered by itself: each runs a probe in a lane
-	// only it serves. One that does not is stuck: it prints its goroutines
-	// (SIGQUIT) for the log.
-	probes := map[string]uuid.UUID{}
+	// Every surviving worker recovered by itself: each runs probes in a lane
+	// only it serves, one after the other, idle in between (an
+	// enqueue-to-start of milliseconds says it listens; polling, it would
+	// take up to a second). One that does not run its probe is stuck: it
+	// prints its goroutines (SIGQUIT) for the log.
+	r.probes = map[string][]probe{}
 	for _, w := range r.workers {
 		if w.killed {
 			continue
 		}
-		id, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "trial", Lane: "probe-" + w.instance, Payload: []byte("probe")})
-		if err != nil {
-			t.Fatalf("creating the probe of %s: %v", w.instance, err)
-		}
-		probes[w.instance] = id
-	}
-	probeDeadline := time.Now().Add(30 * time.Second)
-	for _, w := range r.workers {
-		if w.killed {
-			continue
-		}
-		for {
-			e, err := s.GetExecution(ctx, probes[w.instance])
-			if err == nil && e.State == service.ExecutionCompleted {
-				_ = w.cmd.Process.Signal(syscall.SIGTERM)
-				break
+	probing:
+		for range probesPerWorker {
+			time.Sleep(20 * time.Millisecond) // idle, listening again
+			p := probe{enqueued: time.Now()}
+			p.id, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "trial", Lane: "probe-" + w.instance, Payload: []byte("probe")})
+			if err != nil {
+				t.Fatalf("creating a probe of %s: %v", w.instance, err)
 			}
-			if time.Now().After(probeDeadline) {
-				t.Errorf("worker %s did not recover: its probe is %s (%v)", w.instance, e.State, err)
-				_ = w.cmd.Process.Signal(syscall.SIGQUIT)
-				break
+			r.probes[w.instance] = append(r.probes[w.instance], p)
+			probeDeadline := time.Now().Add(30 * time.Second)
+			for {
+				e, err := s.GetExecution(ctx, p.id)
+				if err == nil && e.State == service.ExecutionCompleted {
+					break
+				}
+				if time.Now().After(probeDeadline) {
+					t.Errorf("worker %s did not recover: its probe is %s (%v)", w.instance, e.State, err)
+					_ = w.cmd.Process.Signal(syscall.SIGQUIT)
+					break probing
+				}
+				time.Sleep(2 * time.Millisecond)
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
+		_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, w := range r.workers {
 		select {
@@ -340,8 +428,114 @@ func runTrial(t *testing.T, tr trial) string {
 	if whyText == "" {
 		whyText = "-"
 	}
-	return fmt.Sprintf("%-28s %10d %10d %6d %10d  %-34s %10v %10v", tr.name, tr.executions, l.completed, l.runs, l.duplicates,
+	executions := tr.executions
+	if r.producer != nil {
+		executions += len(r.producer.acked)
+	}
+	line := fmt.Sprintf("%-28s %10d %10d %6d %10d  %-34s %10v %10v", tr.name, executions, l.completed, l.runs, l.duplicates,
 		whyText, l.recovery.Round(10*time.Millisecond), l.rerun.Round(10*time.Millisecond))
+	if tr.failover == nil {
+		return line, ""
+	}
+	var recovery, probes []string
+	for _, w := range r.workers {
+		rec := l.workers[w.instance]
+		recovery = append(recovery, fmt.Sprintf("%s %v/%v", w.instance, rec.start.Round(time.Millisecond), rec.written.Round(time.Millisecond)))
+		probes = append(probes, fmt.Sprintf("%s %v (%v)", w.instance, rec.probe.Round(100*time.Microsecond), rec.slowestProbe.Round(100*time.Microsecond)))
+	}
+	return line, fmt.Sprintf("%-20s %7d %6d %11d %10d %8d %10d  %-38s %s", tr.name, len(r.producer.acked)+tr.executions, l.lostCreates,
+		l.ackedCompletions, l.lostCompletions, l.overlaps, l.nonHolder, strings.Join(recovery, " "), strings.Join(probes, " "))
+}
+
+// startPair starts a primary and its streaming standby (synchronous when f
+// says so) and waits until the standby streams.
+func startPair(t *testing.T, f *failover) (primary, standby *pgserver.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	primary = pgserver.StartPrimary(t)
+	standby = primary.Standby(t, pgserver.StandbyOptions{Name: "standby", Link: f.freeze})
+	names := ""
+	if f.sync {
+		names = standby.Name
+	}
+	if err := primary.SetSynchronous(ctx, names); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.WaitStreaming(ctx, standby.Name, f.sync); err != nil {
+		t.Fatal(err)
+	}
+	return primary, standby
+}
+
+// failoverFault takes the primary away 4 s after the start and promotes the
+// standby: a SIGKILL of the primary's postmaster and the promotion 2 s
+// later (the replication link frozen 1 s before the kill, if the trial says
+// so), or a planned switchover (stop -m fast, then the promotion). It
+// returns when the standby accepted writes.
+func failoverFault(r *run) (time.Time, error) {
+	const killAt = 4 * time.Second
+	f := r.tr.failover
+	if f.freeze {
+		sleepUntil(r.start.Add(killAt - time.Second))
+		r.standby.Link.Freeze()
+	}
+	sleepUntil(r.start.Add(killAt))
+	r.killed = time.Now()
+	var err error
+	if f.switchover {
+		err = r.server.Down("fast")
+	} else {
+		err = r.server.Kill()
+		sleepUntil(r.killed.Add(2 * time.Second))
+	}
+	if err != nil {
+		return time.Now(), err
+	}
+	err = r.standby.Promote()
+	r.promoted = time.Now()
+	r.t.Logf("the primary went away at %v; the standby accepted writes %v later",
+		r.killed.Sub(r.start).Round(time.Millisecond), r.promoted.Sub(r.killed).Round(time.Millisecond))
+	return r.promoted, err
+}
+
+// producer creates executions throughout a failover trial and keeps the id
+// of every create that returned no error: each was acknowledged.
+type producer struct {
+	acked  []uuid.UUID
+	failed map[string]int // errors by sentinel
+	done   chan struct{}
+}
+
+// produce creates an execution every 10 ms until until, on the trial's
+// Store. Every error must be one of roster's sentinels.
+func (r *run) produce(until time.Time) *producer {
+	p := &producer{failed: map[string]int{}, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for i := 0; time.Now().Before(until); i++ {
+			id, err := r.store.CreateExecution(context.Background(), service.CreateExecutionArgs{
+				Namespace: "trial", Lane: "work", Payload: []byte("produced-" + strconv.Itoa(i)), MaxAttempts: 50,
+			})
+			if err != nil {
+				requireSentinel(r.t, "CreateExecution", err)
+				p.failed[sentinelName(err)]++
+			} else {
+				p.acked = append(p.acked, id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return p
+}
+
+// sentinelName names the sentinel err is.
+func sentinelName(err error) string {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s.Error()
+		}
+	}
+	return "raw"
 }
 
 // createAll adds n executions claimable from start, their RunAts spread over
@@ -384,7 +578,7 @@ func (r *run) startWorker(instance string) *child {
 		childEnv+"=worker", childDB+"="+r.loc, childInstance+"="+instance, childLedger+"="+c.ledger,
 		childTTL+"="+r.tr.ttl.String(), childLeaseTTL+"="+r.tr.leaseTTL.String(),
 		childClockJump+"="+r.tr.clockJump.String(), childLongEvery+"="+strconv.Itoa(r.tr.longEvery),
-		childLongUntil+"="+strconv.Itoa(r.tr.longUntil),
+		childLongFrom+"="+strconv.Itoa(r.tr.longFrom), childLongUntil+"="+strconv.Itoa(r.tr.longUntil),
 		childLongFor+"="+r.tr.longFor.String())
 	c.cmd.Stderr = &syncWriter{b: c.stderr}
 	out, err := c.cmd.StdoutPipe()
@@ -444,41 +638,72 @@ func (w *syncWriter) String() string {
 type handlerRun struct {
 	worker     string
 	execution  string
+	lease      string
 	epoch      int64
 	start, end time.Time // end zero: the process died first
 	cancelled  string    // the context's cause when the handler stopped early
 }
 
-// attempt is a row of the attempts table.
+// ack is an outcome a worker's runtime said it wrote.
+type ack struct {
+	worker, execution, lease string
+	at                       time.Time
+	failed                   bool
+}
+
+// attempt is a lease the database kept: an attempt that ended without
+// completing (a history row) or the last lease of a completed execution.
 type attempt struct {
-	state   string
-	revoked bool
+	execution string
+	state     string
+	revoked   bool
+}
+
+// kept is what a completed execution's row holds: its last lease and its
+// result.
+type kept struct {
+	epoch         int64
+	lease, holder string
+	result        string
+}
+
+// recovered is one worker's recovery after a failover: from the promotion
+// to its first handler start and to its first outcome written, and its
+// probes' enqueue-to-start (the median and the slowest).
+type recovered struct {
+	start, written      time.Duration
+	probe, slowestProbe time.Duration
 }
 
 // reconciled is what the ledgers and the database say together.
 type reconciled struct {
 	runs, completed, duplicates int
-	why                         map[string]int // the duplicates' attempts: how each lease was lost
+	why                         map[string]int // the duplicates' earlier runs: how each lease was lost
 	recovery                    time.Duration  // from the fault's end to the next handler start
 	rerun                       time.Duration  // the longest wait of an execution whose lease was lost for its next run
 	byExecution                 map[string][]*handlerRun
+	// Acknowledged completions, and those whose execution was run again
+	// afterwards (the database did not keep them); runs of one execution
+	// that overlapped; completed executions whose result is not their
+	// lease's run's; runs whose claim the database does not know (lost with
+	// a primary's history); acknowledged creates missing.
+	ackedCompletions, lostCompletions int
+	overlaps, nonHolder, lostClaims   int
+	lostCreates                       int
+	workers                           map[string]recovered
 }
 
-// reconcile reads every ledger and the attempts table and checks the
-// runtime's promises against each other: every execution completed; a
-// handler ran only for a lease whose claim committed, once per lease; a
-// handler ran twice only where its first lease was truly lost (its attempt
-// reclaimed); runs of one execution never overlapped; no raw driver error
-// was logged; every surviving worker recovered by itself.
-func (r *run) reconcile(faultEnd time.Time) *reconciled {
+// readLedgers reads every worker's ledger: the handler runs (by execution)
+// and the outcomes acknowledged.
+func (r *run) readLedgers(l *reconciled) []ack {
 	t := r.t
-	l := &reconciled{why: map[string]int{}, byExecution: map[string][]*handlerRun{}}
+	var acks []ack
+	leases := map[string]*handlerRun{}
 	for _, w := range r.workers {
 		f, err := os.Open(w.ledger)
 		if err != nil {
 			t.Fatal(err)
 		}
-		open := map[string]*handlerRun{}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			fields := strings.Fields(sc.Text())
@@ -486,34 +711,61 @@ func (r *run) reconcile(faultEnd time.Time) *reconciled {
 			case "start":
 				epoch, _ := strconv.ParseInt(fields[2], 10, 64)
 				ns, _ := strconv.ParseInt(fields[4], 10, 64)
-				hr := &handlerRun{worker: w.instance, execution: fields[1], epoch: epoch, start: time.Unix(0, ns)}
-				open[fields[1]+"/"+fields[2]] = hr
-				l.byExecution[hr.execution] = append(l.byExecution[hr.execution], hr)
-				if hr.start.After(faultEnd) {
-					if d := hr.start.Sub(faultEnd); l.recovery == 0 || d < l.recovery {
-						l.recovery = d
-					}
+				hr := &handlerRun{worker: w.instance, execution: fields[1], epoch: epoch, lease: fields[3], start: time.Unix(0, ns)}
+				if prev := leases[hr.lease]; prev != nil {
+					t.Errorf("execution %s: two handlers ran under one lease %s (%s and %s)", hr.execution, hr.lease, prev.worker, hr.worker)
 				}
+				leases[hr.lease] = hr
+				l.byExecution[hr.execution] = append(l.byExecution[hr.execution], hr)
 			case "end", "cancel":
-				ns, _ := strconv.ParseInt(fields[3], 10, 64)
-				if hr := open[fields[1]+"/"+fields[2]]; hr != nil {
+				ns, _ := strconv.ParseInt(fields[4], 10, 64)
+				if hr := leases[fields[3]]; hr != nil {
 					hr.end = time.Unix(0, ns)
 					if fields[0] == "cancel" {
-						hr.cancelled = strings.Join(fields[4:], " ")
+						hr.cancelled = strings.Join(fields[5:], " ")
 					}
 				}
+			case "written":
+				ns, _ := strconv.ParseInt(fields[4], 10, 64)
+				acks = append(acks, ack{worker: w.instance, execution: fields[1], lease: fields[3], at: time.Unix(0, ns), failed: fields[5] == "true"})
 			case "raw":
 				t.Errorf("worker %s logged a raw driver error: %s", w.instance, sc.Text())
 			}
 		}
 		f.Close()
 	}
-	attempts := r.attempts()
+	return acks
+}
+
+// reconcile reads every ledger and the database and checks the runtime's
+// promises against each other: every execution completed; a handler ran
+// only for a lease whose claim committed (on a failover: or was lost with
+// the old primary's history), once per lease; a handler ran twice only where
+// its first lease was truly lost (its attempt reclaimed, or its history
+// lost); runs of one execution never overlapped; every completed
+// execution's result came from the run of the lease its row holds (no
+// result of a non-holder passed the fence); an acknowledged completion was
+// kept, its execution never run again (but where a failover lost history);
+// no raw driver error was logged; every surviving worker recovered by
+// itself.
+func (r *run) reconcile(faultEnd time.Time) *reconciled {
+	t := r.t
+	l := &reconciled{why: map[string]int{}, byExecution: map[string][]*handlerRun{}, workers: map[string]recovered{}}
+	acks := r.readLedgers(l)
+	acked := map[string]bool{} // leases whose completion was acknowledged
+	for _, a := range acks {
+		if !a.failed {
+			acked[a.lease] = true
+		}
+	}
+	attempts, rows := r.attempts(), r.completedRows()
 	page, err := r.store.ListExecutions(context.Background(), service.ListExecutionsArgs{Namespace: "trial", Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}
+	exists := map[uuid.UUID]bool{}
 	for _, e := range page.Executions {
+		exists[e.ID] = true
 		if e.State != service.ExecutionCompleted {
 			t.Errorf("execution %s ended %s (%s)", e.ID, e.State, e.LastError)
 			continue
@@ -523,36 +775,51 @@ func (r *run) reconcile(faultEnd time.Time) *reconciled {
 			l.completed++
 			l.runs += len(runs)
 		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].epoch < runs[j].epoch })
-		completedRuns := 0
+		row := rows[e.ID.String()]
+		if want := fmt.Sprintf("%s %d %s", row.holder, row.epoch, row.lease); row.result != want {
+			l.nonHolder++
+			t.Errorf("execution %s kept the result %q, but its lease is %q: a result from a non-holder passed the fence", e.ID, row.result, want)
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].start.Before(runs[j].start) })
+		completing := 0
+		var lastEnd time.Time // the latest end of the runs started before
 		for i, hr := range runs {
-			a, ok := attempts[fmt.Sprintf("%s/%d", hr.execution, hr.epoch)]
-			if !ok {
-				t.Errorf("execution %s: a handler ran under epoch %d, which no committed claim took", e.ID, hr.epoch)
-				continue
-			}
-			if i > 0 && runs[i-1].epoch == hr.epoch {
-				t.Errorf("execution %s: two handlers ran under one lease (epoch %d)", e.ID, hr.epoch)
-			}
-			switch a.state {
-			case "completed":
-				completedRuns++
-			case "reclaimed":
-				reason := "lease expired, reclaimed"
-				if a.revoked {
-					reason = "worker swept, reclaimed"
+			if hr.lease == row.lease {
+				completing++
+			} else {
+				a, ok := attempts[hr.lease]
+				switch {
+				case ok && a.state == "reclaimed" && a.revoked:
+					l.why["worker swept, reclaimed"]++
+				case ok && a.state == "reclaimed":
+					l.why["lease expired, reclaimed"]++
+				case ok:
+					t.Errorf("execution %s: a run under lease %s (epoch %d) whose attempt ended %s", e.ID, hr.lease, hr.epoch, a.state)
+				case r.tr.failover != nil && acked[hr.lease]:
+					l.why["completion lost in the failover"]++
+				case r.tr.failover != nil:
+					l.why["claim lost in the failover"]++
+					l.lostClaims++
+				default:
+					t.Errorf("execution %s: a handler ran under lease %s (epoch %d), which no committed claim took", e.ID, hr.lease, hr.epoch)
 				}
-				l.why[reason]++
-			default:
-				t.Errorf("execution %s: a run under epoch %d whose attempt ended %s", e.ID, hr.epoch, a.state)
 			}
-			if i > 0 && !runs[i-1].end.IsZero() && runs[i-1].end.After(hr.start.Add(50*time.Millisecond)) {
-				t.Errorf("execution %s: epoch %d started %v before epoch %d's handler returned",
-					e.ID, hr.epoch, runs[i-1].end.Sub(hr.start), runs[i-1].epoch)
+			if i > 0 && !lastEnd.IsZero() && lastEnd.After(hr.start.Add(50*time.Millisecond)) {
+				l.overlaps++
+				t.Errorf("execution %s: %s's run (lease %s, epoch %d) started %v before an earlier run's handler returned",
+					e.ID, hr.worker, hr.lease, hr.epoch, lastEnd.Sub(hr.start))
+			}
+			if hr.end.After(lastEnd) {
+				lastEnd = hr.end
+			}
+			if hr.start.After(faultEnd) {
+				if d := hr.start.Sub(faultEnd); l.recovery == 0 || d < l.recovery {
+					l.recovery = d
+				}
 			}
 		}
-		if completedRuns != 1 {
-			t.Errorf("execution %s: %d runs of its completing attempt (runs: %d)", e.ID, completedRuns, len(runs))
+		if completing != 1 {
+			t.Errorf("execution %s: %d runs of its completing lease %s (runs: %d)", e.ID, completing, row.lease, len(runs))
 		}
 		if len(runs) > 1 {
 			l.duplicates += len(runs) - 1
@@ -565,24 +832,120 @@ func (r *run) reconcile(faultEnd time.Time) *reconciled {
 			}
 		}
 	}
+	// An acknowledged completion is the one its execution kept.
+	for _, a := range acks {
+		if a.failed {
+			continue
+		}
+		l.ackedCompletions++
+		if rows[a.execution].lease != a.lease {
+			l.lostCompletions++
+			if r.tr.failover == nil || r.tr.failover.sync {
+				t.Errorf("execution %s: %s's completion under lease %s was acknowledged, but the execution kept lease %q",
+					a.execution, a.worker, a.lease, rows[a.execution].lease)
+			}
+		}
+	}
+	if r.producer != nil {
+		for _, id := range r.producer.acked {
+			if !exists[id] {
+				l.lostCreates++
+			}
+		}
+	}
 	if r.tr.noDuplicates && l.duplicates > 0 {
 		t.Errorf("%d handlers ran twice where no lease could be lost: %v", l.duplicates, l.why)
+	}
+	if !r.promoted.IsZero() {
+		for _, w := range r.workers {
+			rec := recovered{start: -1, written: -1, probe: -1, slowestProbe: -1}
+			for _, runs := range l.byExecution {
+				for _, hr := range runs {
+					if d := hr.start.Sub(r.promoted); hr.worker == w.instance && d >= 0 && (rec.start < 0 || d < rec.start) {
+						rec.start = d
+					}
+				}
+			}
+			for _, a := range acks {
+				if d := a.at.Sub(r.promoted); a.worker == w.instance && d >= 0 && (rec.written < 0 || d < rec.written) {
+					rec.written = d
+				}
+			}
+			var waits []time.Duration
+			for _, p := range r.probes[w.instance] {
+				if runs := l.byExecution[p.id.String()]; len(runs) > 0 {
+					waits = append(waits, runs[0].start.Sub(p.enqueued))
+				}
+			}
+			if len(waits) == probesPerWorker {
+				slices.Sort(waits)
+				rec.probe, rec.slowestProbe = waits[len(waits)/2], waits[len(waits)-1]
+			}
+			l.workers[w.instance] = rec
+		}
 	}
 	return l
 }
 
-// attempts reads every attempt: "execution/epoch" → its state.
-func (r *run) attempts() map[string]attempt {
-	t := r.t
-	out := map[string]attempt{}
-	add := func(id string, epoch int64, state string, revoked bool) {
-		out[fmt.Sprintf("%s/%d", id, epoch)] = attempt{state: state, revoked: revoked}
+// checkFailover checks a failover trial's promises. Every trial: no result
+// from a non-holder kept and no overlapping runs (reconcile). Synchronous
+// replication and the switchover lose nothing: every acknowledged create
+// exists, every acknowledged completion was kept, every run's claim is
+// known; and every worker recovered by itself on the new primary: its first
+// handler start and its first outcome written within 1 s of the promotion,
+// and, idle, it starts new work within 50 ms (it listens there). The
+// asynchronous trial reports what it lost.
+func checkFailover(t *testing.T, r *run, l *reconciled) {
+	f := r.tr.failover
+	t.Logf("%s: %d creates acknowledged (%d lost), %d failed (%v); %d completions acknowledged (%d re-run); %d runs' claims lost; duplicates: %v",
+		r.tr.name, len(r.producer.acked), l.lostCreates, sum(r.producer.failed), r.producer.failed, l.ackedCompletions, l.lostCompletions,
+		l.lostClaims, l.why)
+	for _, w := range r.workers {
+		rec := l.workers[w.instance]
+		t.Logf("worker %s: first handler start %v, first outcome written %v after the promotion; probes started %v after their enqueue (median; the slowest %v)",
+			w.instance, rec.start, rec.written, rec.probe, rec.slowestProbe)
+		if !f.sync {
+			continue
+		}
+		if rec.start < 0 || rec.start > time.Second || rec.written < 0 || rec.written > time.Second {
+			t.Errorf("worker %s did not recover on the new primary within 1 s: first start %v, first outcome %v after the promotion",
+				w.instance, rec.start, rec.written)
+		}
+		if rec.probe < 0 || rec.probe > 50*time.Millisecond {
+			t.Errorf("worker %s, idle on the new primary, started new work %v after it was enqueued (median of %d): it does not listen there",
+				w.instance, rec.probe, probesPerWorker)
+		}
 	}
-	// Attempts that ended without completing are history rows; a completed
-	// one is its execution's last lease.
-	const query = `SELECT CAST(execution_id AS TEXT), epoch, state, revoked_at_ms IS NOT NULL FROM attempts
-		UNION ALL
-		SELECT CAST(id AS TEXT), epoch, 'completed', revoked_at_ms IS NOT NULL FROM executions WHERE state = 'completed'`
+	if !f.sync {
+		return
+	}
+	if l.lostCreates > 0 {
+		t.Errorf("%d acknowledged creates are missing after a synchronous failover", l.lostCreates)
+	}
+	if l.lostClaims > 0 {
+		t.Errorf("%d handlers ran under leases the new primary does not know, after a synchronous failover", l.lostClaims)
+	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// rowScanner is what pgx.Rows and *sql.Rows share.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// query runs a query on the trial's database (PostgreSQL or SQLite) and
+// scans each row.
+func (r *run) query(query string, scan func(rows rowScanner) error) {
+	t := r.t
 	if r.tr.postgres {
 		conn, err := pgx.Connect(context.Background(), r.loc)
 		if err != nil {
@@ -593,19 +956,16 @@ func (r *run) attempts() map[string]attempt {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer rows.Close()
 		for rows.Next() {
-			var id, state string
-			var epoch int64
-			var revoked bool
-			if err := rows.Scan(&id, &epoch, &state, &revoked); err != nil {
+			if err := scan(rows); err != nil {
 				t.Fatal(err)
 			}
-			add(id, epoch, state, revoked)
 		}
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
-		return out
+		return
 	}
 	db, err := sql.Open("sqlite", r.loc)
 	if err != nil {
@@ -618,17 +978,50 @@ func (r *run) attempts() map[string]attempt {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, state string
-		var epoch int64
-		var revoked bool
-		if err := rows.Scan(&id, &epoch, &state, &revoked); err != nil {
+		if err := scan(rows); err != nil {
 			t.Fatal(err)
 		}
-		add(id, epoch, state, revoked)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// attempts reads every lease the database kept: lease id → its attempt.
+// Attempts that ended without completing are history rows; a completed one
+// is its execution's last lease.
+func (r *run) attempts() map[string]attempt {
+	out := map[string]attempt{}
+	r.query(`SELECT CAST(lease_id AS TEXT), CAST(execution_id AS TEXT), state, revoked_at_ms IS NOT NULL FROM attempts
+		UNION ALL
+		SELECT CAST(lease_id AS TEXT), CAST(id AS TEXT), 'completed', revoked_at_ms IS NOT NULL FROM executions WHERE state = 'completed'`,
+		func(rows rowScanner) error {
+			var lease string
+			var a attempt
+			if err := rows.Scan(&lease, &a.execution, &a.state, &a.revoked); err != nil {
+				return err
+			}
+			out[lease] = a
+			return nil
+		})
+	return out
+}
+
+// completedRows reads every completed execution's last lease and result.
+func (r *run) completedRows() map[string]kept {
+	out := map[string]kept{}
+	r.query(`SELECT CAST(id AS TEXT), epoch, CAST(lease_id AS TEXT), holder, result FROM executions WHERE state = 'completed'`,
+		func(rows rowScanner) error {
+			var id string
+			var k kept
+			var result []byte
+			if err := rows.Scan(&id, &k.epoch, &k.lease, &k.holder, &result); err != nil {
+				return err
+			}
+			k.result = string(result)
+			out[id] = k
+			return nil
+		})
 	return out
 }
 

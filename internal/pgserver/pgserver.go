@@ -4,6 +4,11 @@
 // disturbing any other test. It uses the machine's PostgreSQL binaries
 // (Debian: /usr/lib/postgresql/N/bin), run as the postgres user when the
 // test runs as root (PostgreSQL refuses to run as root).
+//
+// For failovers (replication.go) a primary streams to a standby of its own
+// (pg_basebackup -R on another free port), synchronously or not, the link
+// between them optionally through a proxy a test can freeze; the primary can
+// be killed (SIGKILL of the postmaster) or stopped, and the standby promoted.
 package pgserver
 
 import (
@@ -22,6 +27,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rosterdb/roster/internal/pgtest"
 )
 
 // Server is a private PostgreSQL server.
@@ -33,6 +39,12 @@ type Server struct {
 	mu   sync.Mutex
 	// URL reaches the server's postgres database over TCP.
 	URL string
+	// Name is a standby's application_name (what pg_stat_replication shows
+	// and synchronous_standby_names names); "" for a primary.
+	Name string
+	// Link is the proxy a standby made with StandbyOptions.Link replicates
+	// through (Freeze cuts replication); nil otherwise.
+	Link *pgtest.Proxy
 }
 
 // BinDir finds the PostgreSQL server binaries, or "".
@@ -51,6 +63,12 @@ func BinDir() string {
 // skips t when the binaries are missing, unless CI is set.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, "")
+}
+
+// binDir returns BinDir, or skips t (fails it under CI) without binaries.
+func binDir(t testing.TB) string {
+	t.Helper()
 	bin := BinDir()
 	if bin == "" {
 		if os.Getenv("CI") != "" {
@@ -58,18 +76,22 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip("pgserver: no PostgreSQL binaries under /usr/lib/postgresql/*/bin (Debian's postgresql package)")
 	}
+	return bin
+}
+
+// newServer prepares a Server on a free port in a new temporary directory
+// (given to the postgres user when this is root), stopped and removed when t
+// ends; its data directory is not made yet.
+func newServer(t testing.TB) *Server {
+	t.Helper()
+	bin := binDir(t)
 	root, err := os.MkdirTemp("", "roster-pg-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &Server{bin: bin, dir: filepath.Join(root, "data"), sock: root, port: freePort(t)}
 	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("pgserver: running as root needs a postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		uid, gid := postgresUser(t)
 		if err := os.Chown(root, uid, gid); err != nil {
 			t.Fatal(err)
 		}
@@ -78,20 +100,74 @@ func Start(t testing.TB) *Server {
 		_, _ = s.pgctl("stop", "-m", "immediate")
 		_ = os.RemoveAll(root)
 	})
+	s.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+	return s
+}
+
+// start initializes and starts a server whose configuration is the test
+// defaults followed by extra.
+func start(t testing.TB, extra string) *Server {
+	t.Helper()
+	s := newServer(t)
 	if out, err := s.run("initdb", "-D", s.dir, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
 		t.Fatalf("pgserver: initdb: %v\n%s", err, out)
 	}
-	conf := fmt.Sprintf("port = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
-		"fsync = off\nfull_page_writes = off\nmax_connections = 60\nshared_buffers = 32MB\n", s.port, s.sock)
-	if err := os.WriteFile(filepath.Join(s.dir, "postgresql.auto.conf"), []byte(conf), 0o600); err != nil {
+	if err := s.writeConf("postgresql.auto.conf", s.baseConf()+extra, false); err != nil {
 		t.Fatal(err)
 	}
-	s.chownData()
-	s.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
 	if err := s.Up(); err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// baseConf is every test server's configuration: its own port and socket
+// directory, and speed over durability (the tests crash servers, not hosts).
+func (s *Server) baseConf() string {
+	return fmt.Sprintf("port = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
+		"fsync = off\nfull_page_writes = off\nmax_connections = 60\nshared_buffers = 32MB\n", s.port, s.sock)
+}
+
+// writeConf writes (or, with appendTo, appends to) a file of the data
+// directory, owned by the postgres user.
+func (s *Server) writeConf(name, text string, appendTo bool) error {
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if appendTo {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	path := filepath.Join(s.dir, name)
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return err
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		return os.Chown(path, uid, gid)
+	}
+	return nil
+}
+
+// postgresUser returns the postgres user's uid and gid (running as root).
+func postgresUser(t testing.TB) (uid, gid int) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("pgserver: running as root needs a postgres user: %v", err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	return uid, gid
 }
 
 // Up starts the (stopped) server and waits until it accepts connections.
@@ -166,17 +242,6 @@ func (s *Server) run(name string, args ...string) ([]byte, error) {
 	}
 	cmd.Dir = s.sock
 	return cmd.CombinedOutput()
-}
-
-// chownData gives the configuration written as root to the postgres user.
-func (s *Server) chownData() {
-	if os.Geteuid() != 0 {
-		return
-	}
-	u, _ := user.Lookup("postgres")
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	_ = os.Chown(filepath.Join(s.dir, "postgresql.auto.conf"), uid, gid)
 }
 
 // freePort asks the kernel for a free TCP port.

@@ -122,6 +122,13 @@ func connectionLost(err error) bool {
 	return strings.Contains(err.Error(), "conn closed")
 }
 
+// readOnlyServer reports whether a write failed because the server takes no
+// writes (a standby, or a transaction forced read-only).
+func readOnlyServer(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == codeReadOnlyTransaction
+}
+
 // safeToRetry reports whether a write failed before anything reached the
 // server (a pooled connection found dead), so running it again cannot apply
 // it twice.

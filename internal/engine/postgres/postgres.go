@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -343,7 +344,18 @@ func (e *Engine) onConnOnce(ctx context.Context, run func(ctx context.Context, c
 	defer conn.Release()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.sess.opTimeout())
 	defer cancel()
-	return run(rctx, conn)
+	err = run(rctx, conn)
+	if readOnlyServer(err) {
+		// The server this connection reached takes no writes: a standby,
+		// reached through an endpoint (a DNS name, a virtual IP, a proxy)
+		// that pointed there, or will point elsewhere after a failover.
+		// Every pooled connection may be there too, healthy but useless for
+		// writing until it ages out: close them all (this one as it is
+		// released), so that the next write connects anew.
+		e.pool.Reset()
+		e.logs.Log(e.cfg.Logger, slog.LevelWarn, "roster: the database server refused a write as read-only (a standby?); reconnecting", "err", err)
+	}
+	return err
 }
 
 // Check runs the consistency rules of the operations (PostgreSQL checks its
