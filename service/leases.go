@@ -290,8 +290,19 @@ func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until
 		slot[i] = len(batch)
 		batch, batchUntil = append(batch, row), append(batchUntil, until[i])
 	}
+	var namespaces, keys []string
+	for _, row := range batch {
+		if row.UniqueKey != "" {
+			namespaces, keys = append(namespaces, row.Namespace), append(keys, row.UniqueKey)
+		}
+	}
 	ids := make([]uuid.UUID, len(rows))
 	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		// The keys' creates run one at a time from here, so that the insert
+		// sees every create of them that committed before it.
+		if err := q.ExecutionKeyLock(ctx, namespaces, keys); err != nil {
+			return err
+		}
 		got, err := q.ExecutionInsertManyUnique(ctx, batch, batchUntil)
 		if err != nil {
 			return err
@@ -316,10 +327,14 @@ func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until
 }
 
 // createKeyed inserts row unless its key is held, and returns the id of
-// the execution holding the key. An insert that finds the key taken by a
-// concurrent create (which it waited for) reads the winner; should the
-// winner have ended already, it looks again.
+// the execution holding the key. It takes the key's lock first, so that it
+// reads every create of the key that committed; an insert that meets a
+// concurrent redrive of the key's execution (which it waited for) reads
+// again.
 func (s *Store) createKeyed(ctx context.Context, q engine.Queries, row engine.Execution, until int64) (uuid.UUID, error) {
+	if err := q.ExecutionKeyLock(ctx, []string{row.Namespace}, []string{row.UniqueKey}); err != nil {
+		return uuid.Nil, err
+	}
 	for range 3 {
 		id, err := s.holderOf(ctx, q, row.Namespace, row.UniqueKey, row.CreatedAtMs)
 		if !errors.Is(err, engine.ErrNoRows) {
@@ -331,8 +346,12 @@ func (s *Store) createKeyed(ctx context.Context, q engine.Queries, row engine.Ex
 		}
 		if inserted {
 			if until > 0 {
-				if err := q.ExecutionKeyPut(ctx, row.Namespace, row.UniqueKey, row.ID, until); err != nil {
+				kept, err := q.ExecutionKeyPut(ctx, row.Namespace, row.UniqueKey, row.ID, until, row.CreatedAtMs)
+				if err != nil {
 					return uuid.Nil, err
+				}
+				if !kept { // another's hold, which the lock should have shown
+					break
 				}
 			}
 			return row.ID, nil

@@ -128,9 +128,14 @@ func (q *Queries) ExecutionKeyPruneBatch(ctx context.Context, arg ExecutionKeyPr
 	return result.RowsAffected()
 }
 
-const executionKeyPut = `-- name: ExecutionKeyPut :exec
+const executionKeyPut = `-- name: ExecutionKeyPut :execrows
 INSERT INTO execution_keys (namespace, unique_key, execution_id, until_ms)
-VALUES (?1, ?2, ?3, ?4)
+SELECT ?1, ?2, ?3, ?4
+WHERE NOT EXISTS (
+    SELECT 1 FROM execution_keys AS k
+    WHERE k.namespace = ?1 AND k.unique_key = ?2
+      AND k.until_ms > CAST(?5 AS INTEGER) AND k.execution_id <> ?3
+)
 ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms
 `
 
@@ -139,17 +144,23 @@ type ExecutionKeyPutParams struct {
 	UniqueKey   string
 	ExecutionID string
 	UntilMs     int64
+	Now         int64
 }
 
-// ExecutionKeyPut holds a unique key for an execution until @until_ms.
-func (q *Queries) ExecutionKeyPut(ctx context.Context, arg ExecutionKeyPutParams) error {
-	_, err := q.exec(ctx, q.executionKeyPutStmt, executionKeyPut,
+// ExecutionKeyPut holds a unique key for an execution until @until_ms,
+// unless another execution's hold of it has not ended at @now (no row then).
+func (q *Queries) ExecutionKeyPut(ctx context.Context, arg ExecutionKeyPutParams) (int64, error) {
+	result, err := q.exec(ctx, q.executionKeyPutStmt, executionKeyPut,
 		arg.Namespace,
 		arg.UniqueKey,
 		arg.ExecutionID,
 		arg.UntilMs,
+		arg.Now,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const executionRetry = `-- name: ExecutionRetry :one

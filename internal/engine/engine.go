@@ -545,19 +545,32 @@ type Queries interface {
 	// keys (each key at most once; untilMs[i] > 0: item i's key stays held
 	// until then; a key's holds are judged at the item's CreatedAtMs), as
 	// ExecutionInsertUnique and ExecutionKeyPut do for each,
-	// in one statement where the engine can. It returns, per item, the id of
+	// in one statement where the engine can; the transaction holds the
+	// keys' ExecutionKeyLock. It returns, per item, the id of
 	// the execution holding its key (its own when inserted; the item's own
-	// for an item without a key), or uuid.Nil for a keyed item that lost a
-	// race with a concurrent create of its key (look again).
+	// for an item without a key), or uuid.Nil for a keyed item that met a
+	// concurrent redrive of an execution of its key (look again). A hold it
+	// could not record (another's had not ended) is a *ConstraintError
+	// (UniqueOther): roll back.
 	ExecutionInsertManyUnique(ctx context.Context, es []Execution, untilMs []int64) ([]uuid.UUID, error)
+	// ExecutionKeyLock makes the creates of each (namespaces[i], keys[i])
+	// run one at a time: it waits until no other transaction holds the
+	// lock of any of the keys, and holds them until the transaction ends,
+	// so that what the transaction reads after it holds every create of the
+	// keys that committed before (on SQLite the single writer already
+	// does). Keys are locked in one order, so that two batches never wait
+	// for each other in a cycle.
+	ExecutionKeyLock(ctx context.Context, namespaces, keys []string) error
 	// ExecutionFindLiveByKey reads the waiting or running execution holding
 	// a unique key, or ErrNoRows.
 	ExecutionFindLiveByKey(ctx context.Context, namespace, key string) (uuid.UUID, error)
 	// ExecutionKeyGet reads the execution a unique key is held for until
 	// after now (its UniqueFor), or ErrNoRows.
 	ExecutionKeyGet(ctx context.Context, namespace, key string, nowMs int64) (uuid.UUID, error)
-	// ExecutionKeyPut holds a unique key for an execution until untilMs.
-	ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs int64) error
+	// ExecutionKeyPut holds a unique key for an execution until untilMs and
+	// reports whether it did: never while another execution's hold of the
+	// key has not ended at nowMs.
+	ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs, nowMs int64) (bool, error)
 	// ExecutionKeyPruneBatch deletes up to batch unique keys held until
 	// before beforeMs, and returns how many it deleted.
 	ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)

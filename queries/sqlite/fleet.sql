@@ -25,10 +25,16 @@ WHERE namespace = @namespace AND unique_key = @unique_key AND state IN ('waiting
 SELECT execution_id FROM execution_keys
 WHERE namespace = @namespace AND unique_key = @unique_key AND until_ms > CAST(@now AS INTEGER);
 
--- name: ExecutionKeyPut :exec
--- ExecutionKeyPut holds a unique key for an execution until @until_ms.
+-- name: ExecutionKeyPut :execrows
+-- ExecutionKeyPut holds a unique key for an execution until @until_ms,
+-- unless another execution's hold of it has not ended at @now (no row then).
 INSERT INTO execution_keys (namespace, unique_key, execution_id, until_ms)
-VALUES (@namespace, @unique_key, @execution_id, @until_ms)
+SELECT @namespace, @unique_key, @execution_id, @until_ms
+WHERE NOT EXISTS (
+    SELECT 1 FROM execution_keys AS k
+    WHERE k.namespace = @namespace AND k.unique_key = @unique_key
+      AND k.until_ms > CAST(@now AS INTEGER) AND k.execution_id <> @execution_id
+)
 ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms;
 
 -- name: ExecutionKeyPruneBatch :execrows

@@ -858,7 +858,8 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionKeyPut": func(q *pgdb.Queries) error {
-			return q.ExecutionKeyPut(ctx, pgdb.ExecutionKeyPutParams{Namespace: "ns1", UniqueKey: "k1", ExecutionID: id, UntilMs: 5})
+			_, err := q.ExecutionKeyPut(ctx, pgdb.ExecutionKeyPutParams{Namespace: "ns1", UniqueKey: "k1", ExecutionID: id, UntilMs: 5, Now: 5})
+			return err
 		},
 		"ExecutionKeyPruneBatch": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionKeyPruneBatch(ctx, pgdb.ExecutionKeyPruneBatchParams{Before: 5, BatchSize: 10})

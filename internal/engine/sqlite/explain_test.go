@@ -489,7 +489,8 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionKeyPut": func(q *sqlitedb.Queries) error {
-			return q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{Namespace: "n", UniqueKey: "k", ExecutionID: id.String(), UntilMs: 5})
+			_, err := q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{Namespace: "n", UniqueKey: "k", ExecutionID: id.String(), UntilMs: 5, Now: 5})
+			return err
 		},
 		"ExecutionKeyPruneBatch": func(q *sqlitedb.Queries) error {
 			_, err := q.ExecutionKeyPruneBatch(ctx, sqlitedb.ExecutionKeyPruneBatchParams{Before: 5, BatchSize: 10})
