@@ -206,3 +206,38 @@ func TestUniqueForBoundary(t *testing.T) {
 		}
 	})
 }
+
+// A retention reaching back before 1970 (any over about 56 years, up to the
+// maximum of 100) keeps everything: the sweep's horizon stops at the epoch,
+// and the sweep, schedules included, runs as usual.
+func TestRetentionBeforeTheEpochKeepsEverything(t *testing.T) {
+	const years = 365 * 24 * time.Hour
+	for _, tc := range []struct {
+		name               string
+		events, executions time.Duration
+	}{
+		{"events 60 years", 60 * years, 0},
+		{"executions 60 years", 0, 60 * years},
+		{"both the maximum", maxRetention, maxRetention},
+		{"executions 500000h", -1, 500000 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conformance(t, func(t *testing.T, b backend) {
+				ctx := context.Background()
+				s, clock := b.newStore(t)
+				worker(t, s, "ns", "i", []string{"l"}, nil)
+				id := create(t, s, CreateExecutionArgs{Lane: "l"})
+				must(t, s.CancelExecution(ctx, CancelExecutionArgs{ID: id, Now: t0}))
+				must(t, s.PutSchedule(ctx, Schedule{Namespace: "ns", Name: "hourly", Every: time.Hour, Template: CreateExecutionArgs{Lane: "l"}}))
+				clock.Advance(time.Hour)
+				r, err := s.Sweep(ctx, time.Time{}, SweeperArgs{EventRetention: tc.events, ExecutionRetention: tc.executions})
+				if err != nil {
+					t.Fatalf("Sweep with retentions %v / %v: %v (report %+v)", tc.events, tc.executions, err, r)
+				}
+				if r.Scheduled != 1 || r.Pruned != 0 || r.PrunedExecutions != 0 {
+					t.Fatalf("Sweep with retentions %v / %v: %+v, want 1 run scheduled and nothing pruned", tc.events, tc.executions, r)
+				}
+			})
+		})
+	}
+}

@@ -34,3 +34,26 @@ func TestSchedulesPutNamesFlag(t *testing.T) {
 		t.Fatalf("messages not naming the flag at fault:\n%s", strings.Join(bad, "\n"))
 	}
 }
+
+// A retention or an --older-than reaching back before 1970 keeps everything:
+// the command runs, prunes nothing, and never says "invalid before".
+func TestLongRetentionsKeepEverything(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	if code, o, e := runCLI(t, "migrate", "up", "--db", db); code != 0 {
+		t.Fatal(o, e)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sweep", "--execution-retention", "500000h"}, `"pruned_executions": 0`},
+		{[]string{"sweep", "--retention", "500000h"}, `"pruned": 0`},
+		{[]string{"events", "prune", "--older-than", "500000h"}, `"pruned": 0`},
+		{[]string{"executions", "prune", "--older-than", "500000h"}, `"pruned": 0`},
+	} {
+		code, out, errOut := runCLI(t, append(tc.args, "--db", db, "--json")...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: exit %d\n%s%s", strings.Join(tc.args, " "), code, out, errOut)
+		}
+	}
+}
