@@ -579,14 +579,18 @@ const scheduleListDue = `-- name: ScheduleListDue :many
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
        retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
 FROM schedules
-WHERE NOT paused AND next_run_at_ms <= $1::bigint
-ORDER BY next_run_at_ms
-LIMIT $2
+WHERE NOT paused AND next_run_at_ms <= $1::bigint AND next_run_at_ms >= $2::bigint
+  AND (next_run_at_ms, namespace, name) > ($2::bigint, $3::text, $4::text)
+ORDER BY next_run_at_ms, namespace, name
+LIMIT $5
 `
 
 type ScheduleListDueParams struct {
-	Now     int64
-	MaxRows int32
+	Now            int64
+	AfterMs        int64
+	AfterNamespace string
+	AfterName      string
+	MaxRows        int32
 }
 
 type ScheduleListDueRow struct {
@@ -606,9 +610,17 @@ type ScheduleListDueRow struct {
 }
 
 // ScheduleListDue reads up to @max_rows schedules not paused whose next
-// period has begun, earliest first.
+// period has begun, in (next run, namespace, name) order after the given
+// one: a page of a walk that visits each due schedule once, whether or not
+// it could run.
 func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]ScheduleListDueRow, error) {
-	rows, err := q.db.Query(ctx, scheduleListDue, arg.Now, arg.MaxRows)
+	rows, err := q.db.Query(ctx, scheduleListDue,
+		arg.Now,
+		arg.AfterMs,
+		arg.AfterNamespace,
+		arg.AfterName,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

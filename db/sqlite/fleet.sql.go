@@ -430,14 +430,20 @@ const scheduleListDue = `-- name: ScheduleListDue :many
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
        retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
 FROM schedules
-WHERE paused = 0 AND next_run_at_ms <= CAST(?1 AS INTEGER)
-ORDER BY next_run_at_ms
-LIMIT ?2
+WHERE paused = 0 AND next_run_at_ms <= CAST(?1 AS INTEGER) AND next_run_at_ms >= CAST(?2 AS INTEGER)
+  AND (next_run_at_ms > CAST(?2 AS INTEGER)
+       OR namespace > CAST(?3 AS TEXT)
+       OR (namespace = CAST(?3 AS TEXT) AND name > CAST(?4 AS TEXT)))
+ORDER BY next_run_at_ms, namespace, name
+LIMIT ?5
 `
 
 type ScheduleListDueParams struct {
-	Now     int64
-	MaxRows int64
+	Now            int64
+	AfterMs        int64
+	AfterNamespace string
+	AfterName      string
+	MaxRows        int64
 }
 
 type ScheduleListDueRow struct {
@@ -457,9 +463,17 @@ type ScheduleListDueRow struct {
 }
 
 // ScheduleListDue reads up to @max_rows schedules not paused whose next
-// period has begun, earliest first.
+// period has begun, in (next run, namespace, name) order after the given
+// one: a page of a walk that visits each due schedule once, whether or not
+// it could run.
 func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]ScheduleListDueRow, error) {
-	rows, err := q.query(ctx, q.scheduleListDueStmt, scheduleListDue, arg.Now, arg.MaxRows)
+	rows, err := q.query(ctx, q.scheduleListDueStmt, scheduleListDue,
+		arg.Now,
+		arg.AfterMs,
+		arg.AfterNamespace,
+		arg.AfterName,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -601,8 +601,10 @@ type Queries interface {
 	// (namespace, name), with their last run's state.
 	ScheduleList(ctx context.Context, namespace string) ([]Schedule, error)
 	// ScheduleListDue reads up to max schedules not paused whose next period
-	// began at or before now, earliest first.
-	ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]Schedule, error)
+	// began at or before now, in (NextRunAtMs, Namespace, Name) order after
+	// after's (a page of a walk that visits each due schedule once; start
+	// from math.MinInt64, "", "").
+	ScheduleListDue(ctx context.Context, nowMs int64, after Schedule, max int) ([]Schedule, error)
 	// ScheduleAdvance moves a schedule still at period fromMs to nextMs and
 	// records its run, and reports whether it did (compare-and-set).
 	ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error)

@@ -145,12 +145,15 @@ ORDER BY s.namespace, s.name;
 
 -- name: ScheduleListDue :many
 -- ScheduleListDue reads up to @max_rows schedules not paused whose next
--- period has begun, earliest first.
+-- period has begun, in (next run, namespace, name) order after the given
+-- one: a page of a walk that visits each due schedule once, whether or not
+-- it could run.
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
        retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
 FROM schedules
-WHERE NOT paused AND next_run_at_ms <= @now::bigint
-ORDER BY next_run_at_ms
+WHERE NOT paused AND next_run_at_ms <= @now::bigint AND next_run_at_ms >= @after_ms::bigint
+  AND (next_run_at_ms, namespace, name) > (@after_ms::bigint, @after_namespace::text, @after_name::text)
+ORDER BY next_run_at_ms, namespace, name
 LIMIT @max_rows;
 
 -- name: ScheduleAdvance :execrows

@@ -126,12 +126,17 @@ ORDER BY s.namespace, s.name;
 
 -- name: ScheduleListDue :many
 -- ScheduleListDue reads up to @max_rows schedules not paused whose next
--- period has begun, earliest first.
+-- period has begun, in (next run, namespace, name) order after the given
+-- one: a page of a walk that visits each due schedule once, whether or not
+-- it could run.
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
        retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
 FROM schedules
-WHERE paused = 0 AND next_run_at_ms <= CAST(@now AS INTEGER)
-ORDER BY next_run_at_ms
+WHERE paused = 0 AND next_run_at_ms <= CAST(@now AS INTEGER) AND next_run_at_ms >= CAST(@after_ms AS INTEGER)
+  AND (next_run_at_ms > CAST(@after_ms AS INTEGER)
+       OR namespace > CAST(@after_namespace AS TEXT)
+       OR (namespace = CAST(@after_namespace AS TEXT) AND name > CAST(@after_name AS TEXT)))
+ORDER BY next_run_at_ms, namespace, name
 LIMIT @max_rows;
 
 -- name: ScheduleAdvance :execrows

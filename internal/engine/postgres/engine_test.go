@@ -887,7 +887,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 		},
 		"ScheduleList": func(q *pgdb.Queries) error { _, err := q.ScheduleList(ctx, "ns1"); return err },
 		"ScheduleListDue": func(q *pgdb.Queries) error {
-			_, err := q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: 5, MaxRows: 10})
+			_, err := q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: 5, AfterMs: 2, AfterNamespace: "ns1", AfterName: "s1", MaxRows: 10})
 			return err
 		},
 		"ExecutionInsertManyUnique": func(q *pgdb.Queries) error {

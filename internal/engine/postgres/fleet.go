@@ -102,8 +102,10 @@ func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.S
 	return out, nil
 }
 
-func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]engine.Schedule, error) {
-	rows, err := x.q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: nowMs, MaxRows: int32(max)})
+func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.Schedule, max int) ([]engine.Schedule, error) {
+	rows, err := x.q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{
+		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int32(max),
+	})
 	if err != nil {
 		return nil, translate(err)
 	}

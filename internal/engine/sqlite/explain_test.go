@@ -522,7 +522,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 		},
 		"ScheduleList": func(q *sqlitedb.Queries) error { _, err := q.ScheduleList(ctx, "n"); return err },
 		"ScheduleListDue": func(q *sqlitedb.Queries) error {
-			_, err := q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: 5, MaxRows: 10})
+			_, err := q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: 5, AfterMs: 2, AfterNamespace: "ns1", AfterName: "s1", MaxRows: 10})
 			return err
 		},
 		"LeaderHolds": func(q *sqlitedb.Queries) error {

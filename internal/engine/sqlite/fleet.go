@@ -138,8 +138,10 @@ func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.S
 	return out, nil
 }
 
-func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]engine.Schedule, error) {
-	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: nowMs, MaxRows: int64(max)})
+func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.Schedule, max int) ([]engine.Schedule, error) {
+	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{
+		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int64(max),
+	})
 	if err != nil {
 		return nil, translate(err)
 	}
