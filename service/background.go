@@ -95,7 +95,8 @@ func (s *Store) KeepAlive(ctx context.Context, a KeepAliveArgs) error {
 
 // SweeperArgs configure RunSweeper and Sweep.
 type SweeperArgs struct {
-	// Interval between runs; 0 means 10s. Each wait is jittered by ±10%.
+	// Interval between runs: 0 means 10s, else at least 1ms (RunSweeper
+	// refuses less). Each wait is jittered by ±10%.
 	Interval time.Duration
 	// EventRetention: events older than this are pruned; 0 means 7 days,
 	// negative keeps every event, and so does one reaching back before
@@ -199,6 +200,9 @@ func horizon(now time.Time, retention time.Duration) time.Time {
 	return minTime
 }
 
+// minSweepInterval is the shortest Interval RunSweeper accepts.
+const minSweepInterval = time.Millisecond
+
 // maxRetention bounds the retentions: 100 years.
 const maxRetention = 100 * 365 * 24 * time.Hour
 
@@ -225,8 +229,10 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 	if interval == 0 {
 		interval = 10 * time.Second
 	}
-	if interval < 0 {
-		return invalid("Interval", "%v is negative", interval)
+	if interval < minSweepInterval {
+		// A shorter one would lapse its lease as it is taken (the term is
+		// counted in milliseconds) and spin without doing the work.
+		return invalid("Interval", "%v is below 1ms (0 means 10s)", interval)
 	}
 	if _, _, err := retentions(a); err != nil {
 		return err

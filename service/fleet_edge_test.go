@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -336,6 +337,33 @@ func TestSweepEndsOverSchedulesItCannotRun(t *testing.T) {
 			if sc.Name == "leap" && (r.Scheduled != 1 || !sc.NextRunAt.Equal(time.Date(2104, time.February, 29, 0, 0, 0, 0, time.UTC))) {
 				t.Fatalf("the schedule stored with a zero next run: %d runs created, NextRunAt %v; want the 2096 period run and 2104 next",
 					r.Scheduled, sc.NextRunAt)
+			}
+		}
+	})
+}
+
+// RunSweeper refuses an Interval below 1 ms (its lease would lapse as it is
+// taken, and it would spin without ever running the schedules) with
+// ErrInvalidInput naming Interval; 0 is the default.
+func TestRunSweeperIntervalBounds(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s, _ := b.newStore(t)
+		for _, tc := range []struct {
+			interval time.Duration
+			ok       bool
+		}{
+			{0, true}, {time.Millisecond, true}, {10 * time.Second, true},
+			{100 * time.Nanosecond, false}, {time.Millisecond - 1, false}, {-time.Second, false},
+		} {
+			// An ended ctx: a valid call returns nil at once, without running.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := s.RunSweeper(ctx, SweeperArgs{Interval: tc.interval, InstanceID: "sweeper"})
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("Interval %v: %v", tc.interval, err)
+			case !tc.ok && (!errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "Interval")):
+				t.Errorf("Interval %v: err %v, want ErrInvalidInput naming Interval", tc.interval, err)
 			}
 		}
 	})
