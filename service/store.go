@@ -122,7 +122,9 @@ func WithReadConns(n int) Option { return func(c *config) { c.readConns = n } }
 
 // WithWriteQueue bounds the queue of writes waiting for the writer (default
 // 256) and how long a write may wait for a place in it before it fails with
-// ErrOverloaded (default 2s).
+// ErrOverloaded (default 2s; 0: no wait). On PostgreSQL the admission time
+// bounds the wait for a pooled connection: ErrOverloaded while the server
+// answers, ErrUnavailable when it cannot be reached.
 func WithWriteQueue(capacity int, admission time.Duration) Option {
 	return func(c *config) { c.queueCapacity, c.admission = capacity, admission }
 }
