@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -541,6 +542,40 @@ func TestWritesUnavailableWhileLocked(t *testing.T) {
 		}
 		if e, err := s.GetExecution(ctx, id); err != nil || e.State != ExecutionRunning {
 			t.Fatalf("a read while writes are refused: %+v, %v", e, err)
+		}
+	})
+}
+
+// A claim carries at most 64 MiB of payloads (always at least one
+// execution): of five executions of 16 MiB, ClaimExecutions(5) takes the
+// best four, a second claim the fifth; each engine agrees.
+func TestClaimBoundedByPayloadBytes(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"l"}, nil)
+		payload := bytes.Repeat([]byte{'p'}, maxPayloadBytes)
+		var ids []uuid.UUID
+		for p := range 5 {
+			ids = append(ids, create(t, s, CreateExecutionArgs{Lane: "l", Priority: 5 - p, Payload: payload}))
+		}
+		args := ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: t0}
+		first, err := s.ClaimExecutions(ctx, args, 5)
+		must(t, err)
+		second, err := s.ClaimExecutions(ctx, args, 5)
+		if !errors.Is(err, ErrNoWork) {
+			must(t, err)
+		}
+		var got []uuid.UUID
+		for _, l := range append(first, second...) {
+			if len(l.Payload) != maxPayloadBytes {
+				t.Fatalf("lease of %s carries %d payload bytes", l.ExecutionID, len(l.Payload))
+			}
+			got = append(got, l.ExecutionID)
+		}
+		if len(first) != 4 || len(second) != 1 || !slices.Equal(got, ids) {
+			t.Fatalf("claims of 5 took %d then %d executions of 16 MiB (%v); want the best 4 (64 MiB), then the fifth (%v)",
+				len(first), len(second), got, ids)
 		}
 	})
 }

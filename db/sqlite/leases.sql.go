@@ -148,7 +148,7 @@ func (q *Queries) ExecutionNextRunAtOneLane(ctx context.Context, arg ExecutionNe
 }
 
 const executionPickManyLanes = `-- name: ExecutionPickManyLanes :many
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
 WHERE e.namespace = ?1 AND e.state = 'waiting' AND e.ready = 1
   AND e.run_at_ms <= ?2
   AND EXISTS (
@@ -172,9 +172,10 @@ type ExecutionPickManyLanesParams struct {
 }
 
 type ExecutionPickManyLanesRow struct {
-	ID       uuid.UUID
-	Priority int64
-	RunAtMs  int64
+	ID           uuid.UUID
+	Priority     int64
+	RunAtMs      int64
+	PayloadBytes int64
 }
 
 // ExecutionPickManyLanes is ExecutionPickOneLane for a worker of several
@@ -195,7 +196,12 @@ func (q *Queries) ExecutionPickManyLanes(ctx context.Context, arg ExecutionPickM
 	items := []ExecutionPickManyLanesRow{}
 	for rows.Next() {
 		var i ExecutionPickManyLanesRow
-		if err := rows.Scan(&i.ID, &i.Priority, &i.RunAtMs); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Priority,
+			&i.RunAtMs,
+			&i.PayloadBytes,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -210,7 +216,7 @@ func (q *Queries) ExecutionPickManyLanes(ctx context.Context, arg ExecutionPickM
 }
 
 const executionPickOneLane = `-- name: ExecutionPickOneLane :many
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
 WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
   AND e.run_at_ms <= ?3
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
@@ -230,14 +236,16 @@ type ExecutionPickOneLaneParams struct {
 }
 
 type ExecutionPickOneLaneRow struct {
-	ID       uuid.UUID
-	Priority int64
-	RunAtMs  int64
+	ID           uuid.UUID
+	Priority     int64
+	RunAtMs      int64
+	PayloadBytes int64
 }
 
 // ExecutionPickOneLane finds the @limit best ready executions of one lane
 // (highest priority, earliest RunAt, lowest id) whose RunAt has come and
-// whose required capabilities are all in @capabilities (a JSON array).
+// whose required capabilities are all in @capabilities (a JSON array), with
+// the size of each payload (the claim bounds their sum).
 func (q *Queries) ExecutionPickOneLane(ctx context.Context, arg ExecutionPickOneLaneParams) ([]ExecutionPickOneLaneRow, error) {
 	rows, err := q.query(ctx, q.executionPickOneLaneStmt, executionPickOneLane,
 		arg.Namespace,
@@ -253,7 +261,12 @@ func (q *Queries) ExecutionPickOneLane(ctx context.Context, arg ExecutionPickOne
 	items := []ExecutionPickOneLaneRow{}
 	for rows.Next() {
 		var i ExecutionPickOneLaneRow
-		if err := rows.Scan(&i.ID, &i.Priority, &i.RunAtMs); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Priority,
+			&i.RunAtMs,
+			&i.PayloadBytes,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -85,9 +85,15 @@ type ClaimResult struct {
 	// NextRunAtMs is set when the claim took fewer executions than asked:
 	// the earliest RunAt after now among the waiting executions of the
 	// worker's lanes (0: none), when a worker should look again at the
-	// latest.
+	// latest; now itself when the claim stopped at MaxClaimBytes with
+	// work left.
 	NextRunAtMs int64
 }
+
+// MaxClaimBytes bounds the payloads one claim returns: a claim takes fewer
+// executions than asked when their payloads would exceed it (always at
+// least one). PostgreSQL's arrays and protocol messages stop at 1 GiB.
+const MaxClaimBytes = 64 << 20
 
 // Outcome is a finished handler's result, for Settle.
 type Outcome struct {
@@ -477,7 +483,8 @@ type Queries interface {
 	ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error)
 	// ExecutionClaim moves up to len(p.LeaseIDs) of the best claimable
 	// executions for an alive worker to running under new leases, best first
-	// (none: no leases), and when it took fewer than asked reads the
+	// (none: no leases; fewer when their payloads would exceed
+	// MaxClaimBytes), and when it took fewer than asked reads the
 	// worker's NextRunAtMs. Scheduled executions that are due are made ready
 	// first, so that they compete (up to a thousand at a time). A worker that
 	// is not alive is ErrNoRows. Two claims never take the same execution,

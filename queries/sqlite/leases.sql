@@ -39,8 +39,9 @@ WHERE id IN (
 -- name: ExecutionPickOneLane :many
 -- ExecutionPickOneLane finds the @limit best ready executions of one lane
 -- (highest priority, earliest RunAt, lowest id) whose RunAt has come and
--- whose required capabilities are all in @capabilities (a JSON array).
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+-- whose required capabilities are all in @capabilities (a JSON array), with
+-- the size of each payload (the claim bounds their sum).
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
 WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
   AND e.run_at_ms <= @now
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
@@ -54,7 +55,7 @@ LIMIT @limit;
 -- ExecutionPickManyLanes is ExecutionPickOneLane for a worker of several
 -- lanes: the namespace's ready executions best first, each lane tested
 -- against the worker's lanes with one probe.
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
 WHERE e.namespace = @namespace AND e.state = 'waiting' AND e.ready = 1
   AND e.run_at_ms <= @now
   AND EXISTS (
