@@ -560,6 +560,7 @@ func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	p := engine.ClaimParams{
 		Namespace: a.Namespace, InstanceID: a.InstanceID,
 		NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: make([]uuid.UUID, n),
+		MaxBytes: s.cfg.claimBytes,
 	}
 	for i := range p.LeaseIDs {
 		id, err := uuid.NewV7()

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -546,36 +545,54 @@ func TestWritesUnavailableWhileLocked(t *testing.T) {
 	})
 }
 
-// A claim carries at most 64 MiB of payloads (always at least one
-// execution): of five executions of 16 MiB, ClaimExecutions(5) takes the
-// best four, a second claim the fifth; each engine agrees.
+// A claim carries at most 64 MiB of payloads, always at least one
+// execution, and the engines agree: with the bound lowered to 1,000 bytes,
+// a claim of 5 over payloads of 300 takes the best 3, the next the other 2,
+// and a payload over the bound alone is claimed by itself. On SQLite, five
+// payloads of 16 MiB against the real bound: 4, then 1 (PostgreSQL's run at
+// that size is TestBatchesOverAGigabyte).
 func TestClaimBoundedByPayloadBytes(t *testing.T) {
-	conformance(t, func(t *testing.T, b backend) {
-		ctx := context.Background()
-		s, _ := b.newStore(t)
-		worker(t, s, "ns", "i", []string{"l"}, nil)
-		payload := bytes.Repeat([]byte{'p'}, maxPayloadBytes)
-		var ids []uuid.UUID
-		for p := range 5 {
-			ids = append(ids, create(t, s, CreateExecutionArgs{Lane: "l", Priority: 5 - p, Payload: payload}))
-		}
-		args := ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: t0}
-		first, err := s.ClaimExecutions(ctx, args, 5)
-		must(t, err)
-		second, err := s.ClaimExecutions(ctx, args, 5)
-		if !errors.Is(err, ErrNoWork) {
-			must(t, err)
-		}
-		var got []uuid.UUID
-		for _, l := range append(first, second...) {
-			if len(l.Payload) != maxPayloadBytes {
-				t.Fatalf("lease of %s carries %d payload bytes", l.ExecutionID, len(l.Payload))
-			}
-			got = append(got, l.ExecutionID)
-		}
-		if len(first) != 4 || len(second) != 1 || !slices.Equal(got, ids) {
-			t.Fatalf("claims of 5 took %d then %d executions of 16 MiB (%v); want the best 4 (64 MiB), then the fifth (%v)",
-				len(first), len(second), got, ids)
-		}
-	})
+	for _, tc := range []struct {
+		name     string
+		bound    int64
+		sizes    []int
+		want     []int // executions each claim of 5 takes
+		postgres bool  // run on PostgreSQL too
+	}{
+		{"payloads of 300, bound 1000", 1000, []int{300, 300, 300, 300, 300}, []int{3, 2}, true},
+		{"a payload over the bound alone", 1000, []int{1500, 300, 300}, []int{1, 2}, true},
+		{"an empty payload after a full bound", 1000, []int{1000, 0, 300}, []int{2, 1}, true},
+		{"payloads of 16 MiB, the real bound", 0, []int{maxPayloadBytes, maxPayloadBytes, maxPayloadBytes, maxPayloadBytes, maxPayloadBytes}, []int{4, 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conformance(t, func(t *testing.T, b backend) {
+				if b.postgres && !tc.postgres {
+					return
+				}
+				ctx := context.Background()
+				s, _ := b.newStore(t, withClaimBytes(tc.bound))
+				worker(t, s, "ns", "i", []string{"l"}, nil)
+				var ids []uuid.UUID
+				for p, size := range tc.sizes {
+					ids = append(ids, create(t, s, CreateExecutionArgs{Lane: "l", Priority: len(tc.sizes) - p, Payload: make([]byte, size)}))
+				}
+				args := ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: t0}
+				var got []uuid.UUID
+				var took []int
+				for range tc.want {
+					leases, err := s.ClaimExecutions(ctx, args, 5)
+					if !errors.Is(err, ErrNoWork) {
+						must(t, err)
+					}
+					for _, l := range leases {
+						got = append(got, l.ExecutionID)
+					}
+					took = append(took, len(leases))
+				}
+				if !slices.Equal(took, tc.want) || !slices.Equal(got, ids) {
+					t.Fatalf("claims of 5 took %v executions (%v), want %v, best first (%v)", took, got, tc.want, ids)
+				}
+			})
+		})
+	}
 }

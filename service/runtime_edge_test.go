@@ -565,14 +565,14 @@ func TestSilentServerFailsFast(t *testing.T) {
 	}
 }
 
-// A claim cut short by the 64 MiB bound on its payloads is not a sign that
-// nothing is left: RunWorker claims the rest at once, without waiting for a
-// wake-up or its poll (here an hour). Five handlers of 16 MiB payloads, five
-// slots: all five run at the same time.
+// A claim cut short by its bound on payload bytes (64 MiB; lowered here to
+// 1,000) is not a sign that nothing is left: RunWorker claims the rest at
+// once, without waiting for a wake-up or its poll (here an hour). Five
+// payloads of 300 bytes, five slots: all five run at the same time.
 func TestRunWorkerClaimsPastThePayloadBound(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
-		s, _ := b.newStore(t, WithClock(time.Now), withWorkerPoll(time.Hour))
-		payload := make([]byte, maxPayloadBytes)
+		s, _ := b.newStore(t, WithClock(time.Now), withWorkerPoll(time.Hour), withClaimBytes(1000))
+		payload := make([]byte, 300)
 		for range 5 {
 			create(t, s, CreateExecutionArgs{Payload: payload})
 		}

@@ -61,6 +61,7 @@ type config struct {
 	clockSet      bool
 	localClock    func() time.Time // the local clock an engine compares with its own (tests skew it)
 	workerPoll    time.Duration    // RunWorker's poll interval (tests lengthen it)
+	claimBytes    int64            // the bound on a claim's payloads (0: the engine's 64 MiB; tests lower it)
 	observer      Observer
 	// Executions created with MaxAttempts 0 or RetryBackoff 0 get these
 	// (WithExecutionDefaults).

@@ -244,7 +244,7 @@ func (q *Queries) ExecutionKeyGet(ctx context.Context, arg ExecutionKeyGetParams
 const executionKeyLock = `-- name: ExecutionKeyLock :exec
 SELECT pg_advisory_xact_lock(k.lock_key)
 FROM (
-    SELECT DISTINCT hashtextextended(i.namespace || chr(31) || i.unique_key, 0) AS lock_key
+    SELECT DISTINCT hashtextextended(coalesce(current_schema(), '') || chr(31) || i.namespace || chr(31) || i.unique_key, 0) AS lock_key
     FROM (SELECT unnest($1::text[]) AS namespace, unnest($2::text[]) AS unique_key) AS i
     WHERE i.unique_key <> ''
     ORDER BY lock_key
@@ -260,7 +260,9 @@ type ExecutionKeyLockParams struct {
 // each (namespace, unique key) of the arrays, so that the creates of one
 // key run one at a time: each statement after it (a fresh snapshot under
 // READ COMMITTED) sees every create of its keys that committed before. The
-// one-key form (a bigint), apart from the two-key worker locks.
+// one-key form (a bigint), apart from the two-key worker locks; the schema
+// is part of the key, since advisory locks are the database's, so that
+// roster's schemas in one database never wait for each other's creates.
 func (q *Queries) ExecutionKeyLock(ctx context.Context, arg ExecutionKeyLockParams) error {
 	_, err := q.db.Exec(ctx, executionKeyLock, arg.Namespaces, arg.UniqueKeys)
 	return err

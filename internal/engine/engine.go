@@ -85,8 +85,8 @@ type ClaimResult struct {
 	// NextRunAtMs is set when the claim took fewer executions than asked:
 	// the earliest RunAt after now among the waiting executions of the
 	// worker's lanes (0: none), when a worker should look again at the
-	// latest; now itself when the claim stopped at MaxClaimBytes with
-	// work left.
+	// latest; now itself when the claim stopped at its bound on payload
+	// bytes with work left.
 	NextRunAtMs int64
 }
 
@@ -332,6 +332,17 @@ type ClaimParams struct {
 	Namespace, InstanceID string
 	NowMs, ExpiresAtMs    int64
 	LeaseIDs              []uuid.UUID // one fresh lease id per execution claimed
+	// MaxBytes bounds the payloads the claim returns (always at least one
+	// execution); 0 means MaxClaimBytes.
+	MaxBytes int64
+}
+
+// Bytes is the bound on the claim's payloads: MaxBytes, or MaxClaimBytes.
+func (p ClaimParams) Bytes() int64 {
+	if p.MaxBytes > 0 {
+		return p.MaxBytes
+	}
+	return MaxClaimBytes
 }
 
 // ClaimedLease is an execution a claim moved to running, under a new attempt.
@@ -484,7 +495,7 @@ type Queries interface {
 	// ExecutionClaim moves up to len(p.LeaseIDs) of the best claimable
 	// executions for an alive worker to running under new leases, best first
 	// (none: no leases; fewer when their payloads would exceed
-	// MaxClaimBytes), and when it took fewer than asked reads the
+	// p.Bytes()), and when it took fewer than asked reads the
 	// worker's NextRunAtMs. Scheduled executions that are due are made ready
 	// first, so that they compete (up to a thousand at a time). A worker that
 	// is not alive is ErrNoRows. Two claims never take the same execution,

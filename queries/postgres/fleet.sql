@@ -44,10 +44,12 @@ WHERE execution_keys.until_ms <= @now::bigint OR execution_keys.execution_id = e
 -- each (namespace, unique key) of the arrays, so that the creates of one
 -- key run one at a time: each statement after it (a fresh snapshot under
 -- READ COMMITTED) sees every create of its keys that committed before. The
--- one-key form (a bigint), apart from the two-key worker locks.
+-- one-key form (a bigint), apart from the two-key worker locks; the schema
+-- is part of the key, since advisory locks are the database's, so that
+-- roster's schemas in one database never wait for each other's creates.
 SELECT pg_advisory_xact_lock(k.lock_key)
 FROM (
-    SELECT DISTINCT hashtextextended(i.namespace || chr(31) || i.unique_key, 0) AS lock_key
+    SELECT DISTINCT hashtextextended(coalesce(current_schema(), '') || chr(31) || i.namespace || chr(31) || i.unique_key, 0) AS lock_key
     FROM (SELECT unnest(@namespaces::text[]) AS namespace, unnest(@unique_keys::text[]) AS unique_key) AS i
     WHERE i.unique_key <> ''
     ORDER BY lock_key

@@ -269,7 +269,7 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	for try := 1; ; try++ {
 		r, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
 			LeaseIds: p.LeaseIDs, Namespace: p.Namespace, Now: p.NowMs, InstanceID: p.InstanceID,
-			Promote: try <= maxPromotions, ExpiresAtMs: p.ExpiresAtMs, MaxBytes: engine.MaxClaimBytes,
+			Promote: try <= maxPromotions, ExpiresAtMs: p.ExpiresAtMs, MaxBytes: p.Bytes(),
 		})
 		if err != nil {
 			return engine.ClaimResult{}, translate(err)

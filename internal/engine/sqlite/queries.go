@@ -293,7 +293,7 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	var res engine.ClaimResult
 	bounded, size := false, int64(0)
 	for _, c := range cands {
-		if size += c.bytes; len(res.Leases) > 0 && size > engine.MaxClaimBytes {
+		if size += c.bytes; len(res.Leases) > 0 && size > p.Bytes() {
 			bounded = true // the rest would carry too many payload bytes
 			break
 		}
