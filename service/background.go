@@ -95,14 +95,17 @@ func (s *Store) KeepAlive(ctx context.Context, a KeepAliveArgs) error {
 
 // SweeperArgs configure RunSweeper and Sweep.
 type SweeperArgs struct {
-	// Interval between runs; 0 means 10s. Each wait is jittered by ±10%.
+	// Interval between runs: 0 means 10s, else at least 1ms (RunSweeper
+	// refuses less). Each wait is jittered by ±10%.
 	Interval time.Duration
 	// EventRetention: events older than this are pruned; 0 means 7 days,
-	// negative keeps every event.
+	// negative keeps every event, and so does one reaching back before
+	// 1970 (at most 100 years).
 	EventRetention time.Duration
 	// ExecutionRetention: executions that finished longer ago than this are
 	// pruned with their attempts; 0 means 7 days, negative keeps every
-	// execution.
+	// execution, and so does one reaching back before 1970 (at most 100
+	// years).
 	ExecutionRetention time.Duration
 	// InstanceID names this RunSweeper in the leadership lease (an
 	// identifier); "" means host name and process id.
@@ -153,12 +156,12 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, a SweeperArgs) (SweepR
 		return r, err
 	}
 	if events >= 0 {
-		if r.Pruned, err = s.PruneWorkerEvents(ctx, now.Add(-events)); err != nil {
+		if r.Pruned, err = s.PruneWorkerEvents(ctx, horizon(now, events)); err != nil {
 			return r, err
 		}
 	}
 	if executions >= 0 {
-		if r.PrunedExecutions, err = s.PruneExecutions(ctx, now.Add(-executions)); err != nil {
+		if r.PrunedExecutions, err = s.PruneExecutions(ctx, horizon(now, executions)); err != nil {
 			return r, err
 		}
 	}
@@ -187,6 +190,19 @@ func retentions(a SweeperArgs) (events, executions time.Duration, err error) {
 	return events, executions, nil
 }
 
+// horizon is how far back a retention keeps things from now: now minus
+// retention, or the Unix epoch when that lies before it (a retention that
+// long keeps everything: nothing stored is older).
+func horizon(now time.Time, retention time.Duration) time.Time {
+	if h := now.Add(-retention); h.After(minTime) {
+		return h
+	}
+	return minTime
+}
+
+// minSweepInterval is the shortest Interval RunSweeper accepts.
+const minSweepInterval = time.Millisecond
+
 // maxRetention bounds the retentions: 100 years.
 const maxRetention = 100 * 365 * 24 * time.Hour
 
@@ -213,8 +229,10 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 	if interval == 0 {
 		interval = 10 * time.Second
 	}
-	if interval < 0 {
-		return invalid("Interval", "%v is negative", interval)
+	if interval < minSweepInterval {
+		// A shorter one would lapse its lease as it is taken (the term is
+		// counted in milliseconds) and spin without doing the work.
+		return invalid("Interval", "%v is below 1ms (0 means 10s)", interval)
 	}
 	if _, _, err := retentions(a); err != nil {
 		return err

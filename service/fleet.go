@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -108,7 +109,10 @@ type FleetObserver interface {
 // parser). The leader's maintenance creates the run of each due period with
 // UniqueKey "schedule:<Name>:<period start in Unix ms>", so a change of
 // leader, two leaders racing at a handover, or a restart never creates a
-// period twice; after an outage only the latest missed period runs.
+// period twice; after an outage only the latest missed period runs. A
+// cron's next time is found however far ahead it lies (February 29th:
+// 2096, then 2104), and a sweep visits each due schedule once, so it always
+// ends.
 type Schedule struct {
 	Namespace, Name string        // identifiers; (Namespace, Name) is the key
 	Every           time.Duration // exactly one of Every (1 s to 366 days) and Cron
@@ -159,7 +163,7 @@ func parsePeriod(every time.Duration, spec string) (period, error) {
 			return period{}, invalid("Cron", "%q does not parse: %v", spec, err)
 		}
 		// A spec that names no time that exists (February 30th) never fires.
-		if c.Next(time.Unix(0, 0).UTC()).IsZero() {
+		if cronNext(c, time.Unix(0, 0).UTC()).IsZero() {
 			return period{}, invalid("Cron", "%q never fires", spec)
 		}
 		return period{cron: c}, nil
@@ -169,10 +173,32 @@ func parsePeriod(every time.Duration, spec string) (period, error) {
 	return period{every: every}, nil
 }
 
+// cronSearch bounds how far cronNext looks: the Gregorian calendar repeats
+// every 400 years, so a spec with no time in 401 never fires.
+const cronSearch = 401
+
+// cronNext is c's first time after t, however far ahead. The cron library
+// looks only about five years ahead, and February 29th can be eight years
+// away (2096, then 2104: 2100 is not a leap year), so it asks again from
+// where each search ended. Zero only for a spec that never fires.
+func cronNext(c cron.Schedule, t time.Time) time.Time {
+	t = t.UTC()
+	for from := t; from.Year() <= t.Year()+cronSearch; {
+		if n := c.Next(from); !n.IsZero() {
+			return n
+		}
+		// Next found nothing from the second after from to the end of year
+		// from.Year()+5: look again from the start of that year, which
+		// overlaps the last search by a year.
+		from = time.Date(from.Year()+5, time.January, 1, 0, 0, 0, 0, time.UTC).Add(-time.Second)
+	}
+	return time.Time{}
+}
+
 // next is the first period start at or after t.
 func (p period) next(t time.Time) time.Time {
 	if p.cron != nil {
-		return p.cron.Next(t.Add(-time.Nanosecond).UTC())
+		return cronNext(p.cron, t.Add(-time.Nanosecond))
 	}
 	ms, every := t.UnixMilli(), p.every.Milliseconds()
 	return time.UnixMilli((ms + every - 1) / every * every).UTC()
@@ -186,9 +212,9 @@ func (p period) after(t time.Time) time.Time {
 // catchUpWindows are how far back latest looks for a cron's last time, the
 // nearest first: the walk forward from the window's start is then bounded by
 // the times in the smallest window that holds one (a cron fires at least
-// once in four years and a day, or never).
+// once in eight years and a day, or never: February 29th skips 2100).
 var catchUpWindows = []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour,
-	367 * 24 * time.Hour, (4*366 + 1) * 24 * time.Hour}
+	367 * 24 * time.Hour, (4*366 + 1) * 24 * time.Hour, (8*366 + 1) * 24 * time.Hour}
 
 // latest is the last period start at or before now, from (a period start at
 // or before now) when none is later.
@@ -202,7 +228,7 @@ func (p period) latest(from, now time.Time) time.Time {
 		if !start.After(from) {
 			start = from.Add(-time.Millisecond)
 		}
-		t := p.cron.Next(start)
+		t := cronNext(p.cron, start)
 		if t.IsZero() || t.After(now) {
 			if start.Before(from) {
 				break
@@ -210,7 +236,7 @@ func (p period) latest(from, now time.Time) time.Time {
 			continue
 		}
 		for {
-			n := p.cron.Next(t)
+			n := cronNext(p.cron, t)
 			if n.IsZero() || n.After(now) {
 				return t
 			}
@@ -330,15 +356,22 @@ var errScheduleMoved = errors.New("roster: the schedule moved on")
 func (s *Store) runSchedules(ctx context.Context, now time.Time) (int, error) {
 	nowMs := now.UnixMilli()
 	created := 0
+	// A walk in (next run, namespace, name) order that visits each due
+	// schedule once: one it cannot run (skipped) stays due, but never holds
+	// the walk, so a sweep always ends.
+	after := engine.Schedule{NextRunAtMs: math.MinInt64}
 	for {
 		var due []engine.Schedule
 		err := s.read(ctx, func(ctx context.Context, q engine.Queries) error {
 			var err error
-			due, err = q.ScheduleListDue(ctx, nowMs, scheduleBatch)
+			due, err = q.ScheduleListDue(ctx, nowMs, after, scheduleBatch)
 			return err
 		})
 		if err != nil {
 			return created, err
+		}
+		if len(due) > 0 {
+			after = due[len(due)-1]
 		}
 		for _, sc := range due {
 			n, err := s.runSchedule(ctx, sc, now)

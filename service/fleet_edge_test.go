@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -203,6 +204,167 @@ func TestUniqueForBoundary(t *testing.T) {
 		}
 		if len(fails) > 0 {
 			t.Fatal(strings.Join(fails, "; "))
+		}
+	})
+}
+
+// A retention reaching back before 1970 (any over about 56 years, up to the
+// maximum of 100) keeps everything: the sweep's horizon stops at the epoch,
+// and the sweep, schedules included, runs as usual.
+func TestRetentionBeforeTheEpochKeepsEverything(t *testing.T) {
+	const years = 365 * 24 * time.Hour
+	for _, tc := range []struct {
+		name               string
+		events, executions time.Duration
+	}{
+		{"events 60 years", 60 * years, 0},
+		{"executions 60 years", 0, 60 * years},
+		{"both the maximum", maxRetention, maxRetention},
+		{"executions 500000h", -1, 500000 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conformance(t, func(t *testing.T, b backend) {
+				ctx := context.Background()
+				s, clock := b.newStore(t)
+				worker(t, s, "ns", "i", []string{"l"}, nil)
+				id := create(t, s, CreateExecutionArgs{Lane: "l"})
+				must(t, s.CancelExecution(ctx, CancelExecutionArgs{ID: id, Now: t0}))
+				must(t, s.PutSchedule(ctx, Schedule{Namespace: "ns", Name: "hourly", Every: time.Hour, Template: CreateExecutionArgs{Lane: "l"}}))
+				clock.Advance(time.Hour)
+				r, err := s.Sweep(ctx, time.Time{}, SweeperArgs{EventRetention: tc.events, ExecutionRetention: tc.executions})
+				if err != nil {
+					t.Fatalf("Sweep with retentions %v / %v: %v (report %+v)", tc.events, tc.executions, err, r)
+				}
+				if r.Scheduled != 1 || r.Pruned != 0 || r.PrunedExecutions != 0 {
+					t.Fatalf("Sweep with retentions %v / %v: %+v, want 1 run scheduled and nothing pruned", tc.events, tc.executions, r)
+				}
+			})
+		})
+	}
+}
+
+// February 29th across 2100, which is no leap year: 2096, then 2104, eight
+// years apart, past the five years github.com/robfig/cron/v3 looks ahead.
+// The next run is found however far; NextRunAt is never the zero time; the
+// 2096 period runs; and Sweep ends, with many such schedules too.
+func TestCronLeapDayAcrossTheCentury(t *testing.T) {
+	const leapDay = "0 0 29 2 *"
+	at := func(y int, m time.Month, d, hh, mm int) time.Time { return time.Date(y, m, d, hh, mm, 0, 0, time.UTC) }
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, clock := b.newStore(t)
+		moveTo := func(when time.Time) { clock.Advance(when.Sub(clock.Now())) }
+		next := func(name string) time.Time {
+			t.Helper()
+			scs, err := s.ListSchedules(ctx, "ns")
+			must(t, err)
+			for _, sc := range scs {
+				if sc.Name == name {
+					return sc.NextRunAt
+				}
+			}
+			t.Fatalf("no schedule %q", name)
+			return time.Time{}
+		}
+		sweep := func() SweepReport {
+			t.Helper()
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			r, err := s.Sweep(sctx, time.Time{}, SweeperArgs{EventRetention: -1, ExecutionRetention: -1})
+			if err != nil {
+				t.Errorf("Sweep at %v: %v (report %+v)", clock.Now(), err, r)
+			}
+			return r
+		}
+		tpl := CreateExecutionArgs{Lane: "l"}
+
+		// Put in 2095: the next run is 2096's, and it runs; then 2104's.
+		moveTo(at(2095, time.June, 1, 0, 0))
+		must(t, s.PutSchedule(ctx, Schedule{Namespace: "ns", Name: "from-2095", Cron: leapDay, Template: tpl}))
+		if got := next("from-2095"); !got.Equal(at(2096, time.February, 29, 0, 0)) {
+			t.Fatalf("put in 2095: NextRunAt %v, want 2096-02-29", got)
+		}
+		moveTo(at(2096, time.February, 29, 0, 1))
+		if r := sweep(); r.Scheduled != 1 {
+			t.Errorf("the sweep of 2096-02-29 00:01 created %d runs, want 1 (NextRunAt now %v)", r.Scheduled, next("from-2095"))
+		}
+		if got := next("from-2095"); !got.Equal(at(2104, time.February, 29, 0, 0)) {
+			t.Errorf("after the 2096 run: NextRunAt %v, want 2104-02-29", got)
+		}
+
+		// Put in 2097: 2104, never the zero time; not due, so a sweep
+		// creates nothing, and ends, with more schedules than a batch.
+		moveTo(at(2097, time.March, 1, 0, 0))
+		for i := range scheduleBatch + 1 {
+			must(t, s.PutSchedule(ctx, Schedule{Namespace: "ns", Name: fmt.Sprintf("from-2097-%03d", i), Cron: leapDay, Template: tpl}))
+		}
+		if got := next("from-2097-000"); !got.Equal(at(2104, time.February, 29, 0, 0)) {
+			t.Errorf("put in 2097: NextRunAt %v, want 2104-02-29", got)
+		}
+		if r := sweep(); r.Scheduled != 0 {
+			t.Errorf("a sweep in 2097 created %d runs of schedules due in 2104", r.Scheduled)
+		}
+	})
+}
+
+// A stored schedule whose next run was recorded as the zero time (as a
+// February 29th cron put in 2097 once was) runs its latest period and moves
+// on; and schedules that cannot run at all (a stored cron that no longer
+// parses) are skipped without holding Sweep: it always ends.
+func TestSweepEndsOverSchedulesItCannotRun(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		loc := b.fresh(t)
+		s, clock := b.open(t, loc)
+		clock.Advance(time.Date(2097, time.March, 1, 0, 0, 0, 0, time.UTC).Sub(clock.Now()))
+		tpl := CreateExecutionArgs{Lane: "l"}
+		must(t, s.PutSchedule(ctx, Schedule{Namespace: "ns", Name: "leap", Cron: "0 0 29 2 *", Template: tpl}))
+		for i := range scheduleBatch + 1 {
+			must(t, s.PutSchedule(ctx, Schedule{Namespace: "ns", Name: fmt.Sprintf("broken-%03d", i), Every: time.Hour, Template: tpl}))
+		}
+		zero := time.Time{}.UnixMilli()
+		b.exec(t, loc, fmt.Sprintf("UPDATE schedules SET next_run_at_ms = %d WHERE name = 'leap'", zero))
+		b.exec(t, loc, "UPDATE schedules SET every_ms = NULL, cron = 'not a cron', next_run_at_ms = 0 WHERE name LIKE 'broken-%'")
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		r, err := s.Sweep(sctx, time.Time{}, SweeperArgs{EventRetention: -1, ExecutionRetention: -1})
+		if err != nil {
+			t.Fatalf("Sweep over %d schedules it cannot run: %v (report %+v)", scheduleBatch+1, err, r)
+		}
+		scs, err := s.ListSchedules(ctx, "ns")
+		must(t, err)
+		for _, sc := range scs {
+			if sc.Name == "leap" && (r.Scheduled != 1 || !sc.NextRunAt.Equal(time.Date(2104, time.February, 29, 0, 0, 0, 0, time.UTC))) {
+				t.Fatalf("the schedule stored with a zero next run: %d runs created, NextRunAt %v; want the 2096 period run and 2104 next",
+					r.Scheduled, sc.NextRunAt)
+			}
+		}
+	})
+}
+
+// RunSweeper refuses an Interval below 1 ms (its lease would lapse as it is
+// taken, and it would spin without ever running the schedules) with
+// ErrInvalidInput naming Interval; 0 is the default.
+func TestRunSweeperIntervalBounds(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s, _ := b.newStore(t)
+		for _, tc := range []struct {
+			interval time.Duration
+			ok       bool
+		}{
+			{0, true}, {time.Millisecond, true}, {10 * time.Second, true},
+			{100 * time.Nanosecond, false}, {time.Millisecond - 1, false}, {-time.Second, false},
+		} {
+			// An ended ctx: a valid call returns nil at once, without running.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := s.RunSweeper(ctx, SweeperArgs{Interval: tc.interval, InstanceID: "sweeper"})
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("Interval %v: %v", tc.interval, err)
+			case !tc.ok && (!errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "Interval")):
+				t.Errorf("Interval %v: err %v, want ErrInvalidInput naming Interval", tc.interval, err)
+			}
 		}
 	})
 }

@@ -526,3 +526,40 @@ func TestSchedulesBadInput(t *testing.T) {
 		}
 	})
 }
+
+// A keyed batch larger than one statement's 64 MiB of payloads keeps every
+// rule across its statements: ids in input order, a duplicate gets the
+// first id, and each UniqueFor hold goes to its own key.
+func TestUniqueBatchAcrossStatements(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		payload := make([]byte, maxPayloadBytes)
+		item := func(key string, uniqueFor time.Duration) CreateExecutionArgs {
+			return CreateExecutionArgs{Namespace: "ns", Lane: "l", Payload: payload, UniqueKey: key, UniqueFor: uniqueFor}
+		}
+		items := []CreateExecutionArgs{item("k0", 0), item("k1", 0), item("k2", 0), item("k0", 0), item("k3", 0),
+			item("k4", time.Hour), item("", 0)} // six distinct: 96 MiB, two statements
+		ids, err := s.CreateExecutions(ctx, items)
+		must(t, err)
+		if ids[3] != ids[0] {
+			t.Fatalf("the duplicate of k0 got %s, the first %s", ids[3], ids[0])
+		}
+		for i, id := range ids {
+			e, err := s.GetExecution(ctx, id)
+			must(t, err)
+			if e.UniqueKey != items[i].UniqueKey {
+				t.Fatalf("item %d (key %q) got %s, whose key is %q", i, items[i].UniqueKey, id, e.UniqueKey)
+			}
+		}
+		// k4's hold outlives its execution; k3 had none.
+		for _, i := range []int{4, 5} {
+			must(t, s.CancelExecution(ctx, CancelExecutionArgs{ID: ids[i]}))
+		}
+		again, err := s.CreateExecutions(ctx, []CreateExecutionArgs{item("k3", 0), item("k4", 0)})
+		must(t, err)
+		if again[0] == ids[4] || again[1] != ids[5] {
+			t.Fatalf("after both ended: k3 got %s (was %s, no hold), k4 got %s (was %s, held an hour)", again[0], ids[4], again[1], ids[5])
+		}
+	})
+}

@@ -221,8 +221,9 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 // and returns their ids in input order. Every item is validated first: the
 // first bad one is ErrInvalidInput naming its index, and nothing is written.
 // On PostgreSQL a batch without unique keys is one statement, one round
-// trip. Items whose UniqueKey is held (by a stored execution or an earlier
-// item of the batch) get the holder's id and write nothing.
+// trip, per 64 MiB of payloads (a larger batch is several statements in the
+// one transaction). Items whose UniqueKey is held (by a stored execution or
+// an earlier item of the batch) get the holder's id and write nothing.
 func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) ([]uuid.UUID, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -248,14 +249,46 @@ func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) 
 		}
 		return s.createUnique(ctx, rows, until)
 	}
-	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
-		return q.ExecutionInsertMany(ctx, rows)
-	})
+	chunks := byPayloadBytes(rows)
+	insert := func(ctx context.Context, q engine.Queries) error {
+		for _, chunk := range chunks {
+			if err := q.ExecutionInsertMany(ctx, chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if len(chunks) == 1 {
+		err = s.writeOne(ctx, insert)
+	} else {
+		err = s.write(ctx, insert) // one transaction, whatever the statements
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.work.signal()
 	return ids, nil
+}
+
+// maxStatementPayload bounds the payload bytes one statement of a batch
+// create carries: PostgreSQL's protocol messages and arrays stop at 1 GiB,
+// and a batch may hold 10,000 payloads of 16 MiB.
+const maxStatementPayload = 64 << 20
+
+// byPayloadBytes cuts a batch into consecutive chunks whose payloads add up
+// to at most maxStatementPayload each (a chunk holds at least one row).
+func byPayloadBytes(rows []engine.Execution) [][]engine.Execution {
+	var chunks [][]engine.Execution
+	start, size := 0, 0
+	for i, row := range rows {
+		if i > start && size+len(row.Payload) > maxStatementPayload {
+			chunks = append(chunks, rows[start:i])
+			start, size = i, 0
+		}
+		size += len(row.Payload)
+	}
+	return append(chunks, rows[start:])
 }
 
 // uniqueUntil is until when a new execution's key stays held whatever its
@@ -269,12 +302,12 @@ func uniqueUntil(row engine.Execution, uniqueFor time.Duration) int64 {
 }
 
 // createUnique writes a batch some of whose items hold unique keys, in one
-// transaction (on PostgreSQL one statement): an item whose key is held (by
-// a live execution, by a key whose UniqueFor has not ended, or by an earlier
-// item) gets the holder's id; the others are inserted, and a keyed insert
-// that loses a race with a concurrent create of the same key (the schema's
-// unique index) gets the winner's id. Keys with a UniqueFor are then held
-// until it ends.
+// transaction (on PostgreSQL the keys' locks, then a statement per 64 MiB
+// of payloads): an item whose key is held (by a live execution, by a key
+// whose UniqueFor has not ended, or by an earlier item) gets the holder's
+// id; the others are inserted, and a keyed insert that meets a concurrent
+// redrive of an execution of its key (the schema's unique index) gets that
+// execution's id. Keys with a UniqueFor are then held until it ends.
 func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until []int64) ([]uuid.UUID, error) {
 	// Each key goes to the engine once, with its first item.
 	firstOf := map[[2]string]int{}
@@ -293,14 +326,31 @@ func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until
 		slot[i] = len(batch)
 		batch, batchUntil = append(batch, row), append(batchUntil, until[i])
 	}
+	var namespaces, keys []string
+	for _, row := range batch {
+		if row.UniqueKey != "" {
+			namespaces, keys = append(namespaces, row.Namespace), append(keys, row.UniqueKey)
+		}
+	}
 	ids := make([]uuid.UUID, len(rows))
 	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		got, err := q.ExecutionInsertManyUnique(ctx, batch, batchUntil)
-		if err != nil {
+		// The keys' creates run one at a time from here, so that the insert
+		// sees every create of them that committed before it.
+		if err := q.ExecutionKeyLock(ctx, namespaces, keys); err != nil {
 			return err
 		}
+		got := make([]uuid.UUID, 0, len(batch))
+		for _, chunk := range byPayloadBytes(batch) {
+			from := len(got)
+			part, err := q.ExecutionInsertManyUnique(ctx, chunk, batchUntil[from:from+len(chunk)])
+			if err != nil {
+				return err
+			}
+			got = append(got, part...)
+		}
+		var err error
 		for j, id := range got {
-			if id == uuid.Nil { // lost a race with a concurrent create of the key
+			if id == uuid.Nil { // met a concurrent redrive of the key's execution
 				if got[j], err = s.createKeyed(ctx, q, batch[j], batchUntil[j]); err != nil {
 					return err
 				}
@@ -319,10 +369,14 @@ func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until
 }
 
 // createKeyed inserts row unless its key is held, and returns the id of
-// the execution holding the key. An insert that finds the key taken by a
-// concurrent create (which it waited for) reads the winner; should the
-// winner have ended already, it looks again.
+// the execution holding the key. It takes the key's lock first, so that it
+// reads every create of the key that committed; an insert that meets a
+// concurrent redrive of the key's execution (which it waited for) reads
+// again.
 func (s *Store) createKeyed(ctx context.Context, q engine.Queries, row engine.Execution, until int64) (uuid.UUID, error) {
+	if err := q.ExecutionKeyLock(ctx, []string{row.Namespace}, []string{row.UniqueKey}); err != nil {
+		return uuid.Nil, err
+	}
 	for range 3 {
 		id, err := s.holderOf(ctx, q, row.Namespace, row.UniqueKey, row.CreatedAtMs)
 		if !errors.Is(err, engine.ErrNoRows) {
@@ -334,8 +388,12 @@ func (s *Store) createKeyed(ctx context.Context, q engine.Queries, row engine.Ex
 		}
 		if inserted {
 			if until > 0 {
-				if err := q.ExecutionKeyPut(ctx, row.Namespace, row.UniqueKey, row.ID, until); err != nil {
+				kept, err := q.ExecutionKeyPut(ctx, row.Namespace, row.UniqueKey, row.ID, until, row.CreatedAtMs)
+				if err != nil {
 					return uuid.Nil, err
+				}
+				if !kept { // another's hold, which the lock should have shown
+					break
 				}
 			}
 			return row.ID, nil
@@ -457,8 +515,9 @@ func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) 
 }
 
 // ClaimExecutions is ClaimExecution for up to max executions (1 to 1000) in
-// one transaction, returned best first; fewer when fewer are claimable, and
-// ErrNoWork when none is.
+// one transaction, returned best first; fewer when fewer are claimable, or
+// when their payloads would add up to more than 64 MiB (a claim always
+// takes the best one), and ErrNoWork when none is.
 func (s *Store) ClaimExecutions(ctx context.Context, a ClaimArgs, max int) ([]Lease, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -504,6 +563,7 @@ func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	p := engine.ClaimParams{
 		Namespace: a.Namespace, InstanceID: a.InstanceID,
 		NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: make([]uuid.UUID, n),
+		MaxBytes: s.cfg.claimBytes,
 	}
 	for i := range p.LeaseIDs {
 		id, err := uuid.NewV7()

@@ -544,3 +544,55 @@ func TestWritesUnavailableWhileLocked(t *testing.T) {
 		}
 	})
 }
+
+// A claim carries at most 64 MiB of payloads, always at least one
+// execution, and the engines agree: with the bound lowered to 1,000 bytes,
+// a claim of 5 over payloads of 300 takes the best 3, the next the other 2,
+// and a payload over the bound alone is claimed by itself. On SQLite, five
+// payloads of 16 MiB against the real bound: 4, then 1 (PostgreSQL's run at
+// that size is TestBatchesOverAGigabyte).
+func TestClaimBoundedByPayloadBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		bound    int64
+		sizes    []int
+		want     []int // executions each claim of 5 takes
+		postgres bool  // run on PostgreSQL too
+	}{
+		{"payloads of 300, bound 1000", 1000, []int{300, 300, 300, 300, 300}, []int{3, 2}, true},
+		{"a payload over the bound alone", 1000, []int{1500, 300, 300}, []int{1, 2}, true},
+		{"an empty payload after a full bound", 1000, []int{1000, 0, 300}, []int{2, 1}, true},
+		{"payloads of 16 MiB, the real bound", 0, []int{maxPayloadBytes, maxPayloadBytes, maxPayloadBytes, maxPayloadBytes, maxPayloadBytes}, []int{4, 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conformance(t, func(t *testing.T, b backend) {
+				if b.postgres && !tc.postgres {
+					return
+				}
+				ctx := context.Background()
+				s, _ := b.newStore(t, withClaimBytes(tc.bound))
+				worker(t, s, "ns", "i", []string{"l"}, nil)
+				var ids []uuid.UUID
+				for p, size := range tc.sizes {
+					ids = append(ids, create(t, s, CreateExecutionArgs{Lane: "l", Priority: len(tc.sizes) - p, Payload: make([]byte, size)}))
+				}
+				args := ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: t0}
+				var got []uuid.UUID
+				var took []int
+				for range tc.want {
+					leases, err := s.ClaimExecutions(ctx, args, 5)
+					if !errors.Is(err, ErrNoWork) {
+						must(t, err)
+					}
+					for _, l := range leases {
+						got = append(got, l.ExecutionID)
+					}
+					took = append(took, len(leases))
+				}
+				if !slices.Equal(took, tc.want) || !slices.Equal(got, ids) {
+					t.Fatalf("claims of 5 took %v executions (%v), want %v, best first (%v)", took, got, tc.want, ids)
+				}
+			})
+		})
+	}
+}

@@ -564,3 +564,41 @@ func TestSilentServerFailsFast(t *testing.T) {
 		t.Errorf("Close took %v behind a silent server", took)
 	}
 }
+
+// A claim cut short by its bound on payload bytes (64 MiB; lowered here to
+// 1,000) is not a sign that nothing is left: RunWorker claims the rest at
+// once, without waiting for a wake-up or its poll (here an hour). Five
+// payloads of 300 bytes, five slots: all five run at the same time.
+func TestRunWorkerClaimsPastThePayloadBound(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s, _ := b.newStore(t, WithClock(time.Now), withWorkerPoll(time.Hour), withClaimBytes(1000))
+		payload := make([]byte, 300)
+		for range 5 {
+			create(t, s, CreateExecutionArgs{Payload: payload})
+		}
+		var running atomic.Int32
+		all, release := make(chan struct{}), make(chan struct{})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := startWorker(t, s, ctx, WorkerArgs{Concurrency: 5, Handler: func(hctx context.Context, _ Lease) ([]byte, error) {
+			if running.Add(1) == 5 {
+				close(all)
+			}
+			select {
+			case <-release:
+			case <-hctx.Done():
+			}
+			return nil, nil
+		}})
+		select {
+		case <-all:
+		case <-time.After(20 * time.Second):
+			t.Errorf("%d of 5 handlers started: the claim stopped at 64 MiB and the worker waited", running.Load())
+		}
+		close(release)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunWorker: %v", err)
+		}
+	})
+}

@@ -20,6 +20,9 @@ import (
 // that only CreateExecution's wake-up can start a handler).
 func withWorkerPoll(d time.Duration) Option { return func(c *config) { c.workerPoll = d } }
 
+// withClaimBytes lowers the bound on a claim's payloads (0: the default).
+func withClaimBytes(n int64) Option { return func(c *config) { c.claimBytes = n } }
+
 // realStore is a Store on the wall clock: RunWorker's timers are real.
 func realStore(t *testing.T, b backend, opts ...Option) *Store {
 	t.Helper()

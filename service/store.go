@@ -61,6 +61,7 @@ type config struct {
 	clockSet      bool
 	localClock    func() time.Time // the local clock an engine compares with its own (tests skew it)
 	workerPoll    time.Duration    // RunWorker's poll interval (tests lengthen it)
+	claimBytes    int64            // the bound on a claim's payloads (0: the engine's 64 MiB; tests lower it)
 	observer      Observer
 	// Executions created with MaxAttempts 0 or RetryBackoff 0 get these
 	// (WithExecutionDefaults).
@@ -123,7 +124,9 @@ func WithReadConns(n int) Option { return func(c *config) { c.readConns = n } }
 
 // WithWriteQueue bounds the queue of writes waiting for the writer (default
 // 256) and how long a write may wait for a place in it before it fails with
-// ErrOverloaded (default 2s).
+// ErrOverloaded (default 2s; 0: no wait). On PostgreSQL the admission time
+// bounds the wait for a pooled connection: ErrOverloaded while the server
+// answers, ErrUnavailable when it cannot be reached.
 func WithWriteQueue(capacity int, admission time.Duration) Option {
 	return func(c *config) { c.queueCapacity, c.admission = capacity, admission }
 }

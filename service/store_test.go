@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,4 +247,46 @@ func TestServerClockUnitesTheFleet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Store whose writes may not wait to be admitted (WithWriteQueue(1, 0))
+// on a healthy database writes when it can and answers ErrOverloaded when
+// it cannot: never ErrUnavailable, which says the database could not be
+// reached.
+func TestNoAdmissionWaitIsOverloadNeverUnavailable(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t, WithWriteQueue(1, 0))
+		if _, err := s.CreateExecution(ctx, CreateExecutionArgs{Namespace: "ns", Lane: "l"}); err != nil {
+			t.Fatalf("a write alone: %v", err)
+		}
+		const writers, each = 16, 20
+		var mu sync.Mutex
+		written, overloaded := 0, 0
+		var others []error
+		var wg sync.WaitGroup
+		for range writers {
+			wg.Go(func() {
+				for range each {
+					_, err := s.CreateExecution(ctx, CreateExecutionArgs{Namespace: "ns", Lane: "l"})
+					mu.Lock()
+					switch {
+					case err == nil:
+						written++
+					case errors.Is(err, ErrOverloaded):
+						overloaded++
+					default:
+						others = append(others, err)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(others) > 0 || written == 0 {
+			t.Fatalf("%d concurrent writes: %d written, %d ErrOverloaded, %d other errors, e.g. %v",
+				writers*each, written, overloaded, len(others), others)
+		}
+		t.Logf("%d written, %d ErrOverloaded", written, overloaded)
+	})
 }

@@ -221,7 +221,7 @@ func eventsPrune(ctx context.Context, c *cli, args []string) error {
 		if *olderThan < 0 {
 			return usagef("invalid --older-than: %v is negative", *olderThan)
 		}
-		n, err := s.PruneWorkerEvents(ctx, time.Now().Add(-*olderThan))
+		n, err := s.PruneWorkerEvents(ctx, agoFromNow(*olderThan))
 		if err != nil {
 			return err
 		}
@@ -308,7 +308,7 @@ func executionsPrune(ctx context.Context, c *cli, args []string) error {
 		if *olderThan < 0 {
 			return usagef("invalid --older-than: %v is negative", *olderThan)
 		}
-		n, err := s.PruneExecutions(ctx, time.Now().Add(-*olderThan))
+		n, err := s.PruneExecutions(ctx, agoFromNow(*olderThan))
 		if err != nil {
 			return err
 		}

@@ -213,6 +213,23 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// scheduleArgFields names the positional arguments of the schedules
+// commands that take NAMESPACE NAME.
+var scheduleArgFields = map[string]string{"Namespace": "NAMESPACE", "namespace": "NAMESPACE", "Name": "NAME", "name": "NAME"}
+
+// scheduleKey checks the NAMESPACE and NAME arguments: an empty one is a
+// usage error naming it (never "every namespace").
+func (c *cli) scheduleKey() (namespace, name string, err error) {
+	c.fields = scheduleArgFields
+	switch {
+	case c.args[0] == "":
+		return "", "", usagef("invalid NAMESPACE: must not be empty (a schedule lives in one namespace)")
+	case c.args[1] == "":
+		return "", "", usagef("invalid NAME: must not be empty")
+	}
+	return c.args[0], c.args[1], nil
+}
+
 func schedulesPut(ctx context.Context, c *cli, args []string) error {
 	every := c.flags.Duration("every", 0, "run every this long, periods aligned to the Unix epoch (1s to 366 days)")
 	cronSpec := c.flags.String("cron", "", "run at the times of this 5-field cron spec, in UTC")
@@ -225,7 +242,11 @@ func schedulesPut(ctx context.Context, c *cli, args []string) error {
 	var caps stringList
 	c.flags.Var(&caps, "capability", "a capability each run requires (repeat for several)")
 	return c.withWrite(ctx, args, 2, func(s *service.Store) error {
-		sc := service.Schedule{Namespace: c.args[0], Name: c.args[1], Every: *every, Cron: *cronSpec, Paused: *paused,
+		ns, name, err := c.scheduleKey()
+		if err != nil {
+			return err
+		}
+		sc := service.Schedule{Namespace: ns, Name: name, Every: *every, Cron: *cronSpec, Paused: *paused,
 			Template: service.CreateExecutionArgs{Lane: *lane, Payload: []byte(*payload), Priority: *priority,
 				RequiredCapabilities: caps, MaxAttempts: *maxAttempts, RetryBackoff: *backoff}}
 		if err := s.PutSchedule(ctx, sc); err != nil {
@@ -242,7 +263,7 @@ func (c *cli) printSchedule(ctx context.Context, s *service.Store, ns, name stri
 		return err
 	}
 	for _, sc := range scs {
-		if sc.Name == name {
+		if sc.Namespace == ns && sc.Name == name {
 			state := "active"
 			if sc.Paused {
 				state = "paused"
@@ -256,10 +277,14 @@ func (c *cli) printSchedule(ctx context.Context, s *service.Store, ns, name stri
 
 func schedulesDelete(ctx context.Context, c *cli, args []string) error {
 	return c.withWrite(ctx, args, 2, func(s *service.Store) error {
-		if err := s.DeleteSchedule(ctx, c.args[0], c.args[1]); err != nil {
+		ns, name, err := c.scheduleKey()
+		if err != nil {
 			return err
 		}
-		return c.print(map[string]string{"deleted": c.args[1]}, []string{"DELETED"}, [][]string{{c.args[1]}}, "")
+		if err := s.DeleteSchedule(ctx, ns, name); err != nil {
+			return err
+		}
+		return c.print(map[string]string{"deleted": name}, []string{"DELETED"}, [][]string{{name}}, "")
 	})
 }
 
@@ -275,12 +300,16 @@ func schedulesResume(ctx context.Context, c *cli, args []string) error {
 // period on).
 func setPaused(ctx context.Context, c *cli, args []string, paused bool) error {
 	return c.withWrite(ctx, args, 2, func(s *service.Store) error {
-		scs, err := s.ListSchedules(ctx, c.args[0])
+		ns, name, err := c.scheduleKey()
+		if err != nil {
+			return err
+		}
+		scs, err := s.ListSchedules(ctx, ns)
 		if err != nil {
 			return err
 		}
 		for _, sc := range scs {
-			if sc.Name == c.args[1] {
+			if sc.Namespace == ns && sc.Name == name {
 				sc.Paused = paused
 				sc.Template.Namespace = ""
 				if err := s.PutSchedule(ctx, sc); err != nil {
@@ -289,7 +318,7 @@ func setPaused(ctx context.Context, c *cli, args []string, paused bool) error {
 				return c.printSchedule(ctx, s, sc.Namespace, sc.Name)
 			}
 		}
-		return fmt.Errorf("%w: schedule %q in namespace %q", service.ErrNotFound, c.args[1], c.args[0])
+		return fmt.Errorf("%w: schedule %q in namespace %q", service.ErrNotFound, name, ns)
 	})
 }
 

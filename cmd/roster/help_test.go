@@ -1,6 +1,8 @@
 package main
 
 import (
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -123,5 +125,74 @@ func TestCLIHelpPrintedOnce(t *testing.T) {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
 		})
+	}
+}
+
+// flagToken is a flag named in a help or a message.
+var flagToken = regexp.MustCompile(`--[a-z][a-z-]*`)
+
+// faultNamed finds what a usage error names: "invalid X: ...".
+var faultNamed = regexp.MustCompile(`: invalid ([^ :]+):`)
+
+// definedFlags reads the flags a command's --help lists.
+func definedFlags(t *testing.T, line []string) (help string, flags map[string]bool) {
+	t.Helper()
+	code, out, errOut := runCLI(t, append(append([]string{}, line...), "--help")...)
+	if code != 0 {
+		t.Fatalf("%q --help: exit %d %s", line, code, errOut)
+	}
+	desc, list, ok := strings.Cut(out, "\nFlags:\n")
+	if !ok {
+		t.Fatalf("%q --help lists no flags:\n%s", line, out)
+	}
+	flags = map[string]bool{"--help": true}
+	for _, l := range strings.Split(list, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(l, "  -") {
+			flags["-"+f[0]] = true
+		}
+	}
+	return desc, flags
+}
+
+// Every flag a command's help or its messages name is one it has: the help
+// and the flags agree (schedules put takes its namespace as the NAMESPACE
+// argument, and says so).
+func TestCommandsNameOnlyTheirFlags(t *testing.T) {
+	for _, line := range commandLines() {
+		desc, flags := definedFlags(t, line)
+		for _, f := range flagToken.FindAllString(desc, -1) {
+			if !flags[f] {
+				t.Errorf("%s --help names %s, which it does not have", strings.Join(line, " "), f)
+			}
+		}
+	}
+	db := filepath.Join(t.TempDir(), "r.db")
+	if code, o, e := runCLI(t, "migrate", "up", "--db", db); code != 0 {
+		t.Fatal(o, e)
+	}
+	_, flags := definedFlags(t, []string{"schedules", "put"})
+	for _, args := range [][]string{
+		{"", "x", "--lane", "l", "--every", "1h"},
+		{"ns", "", "--lane", "l", "--every", "1h"},
+		{"bad\x01ns", "x", "--lane", "l", "--every", "1h"},
+		{"ns", "x", "--every", "1h"},
+		{"ns", "x", "--lane", "l"},
+		{"ns", "x", "--lane", "l", "--every", "1h", "--cron", "* * * * *"},
+		{"ns", "x", "--lane", "l", "--every", "1h", "--capability", ""},
+		{"ns", "x", "--lane", "l", "--every", "1h", "--priority", "1", "--max-attempts", "-2"},
+	} {
+		code, _, errOut := runCLI(t, append(append([]string{"schedules", "put"}, args...), "--db", db)...)
+		if code != 2 {
+			t.Errorf("schedules put %q: exit %d, want 2: %s", args, code, errOut)
+		}
+		for _, f := range flagToken.FindAllString(errOut, -1) {
+			if !flags[f] {
+				t.Errorf("schedules put %q says %q, naming %s, which it does not have", args, strings.TrimSpace(errOut), f)
+			}
+		}
+		// The fault is a flag or an argument, not a Go field.
+		if m := faultNamed.FindStringSubmatch(errOut); m == nil || !strings.HasPrefix(m[1], "--") && m[1] != strings.ToUpper(m[1]) {
+			t.Errorf("schedules put %q says %q, naming no flag or argument", args, strings.TrimSpace(errOut))
+		}
 	}
 }

@@ -123,9 +123,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) || errors.Is(err, service.ErrInvalidInput) {
-		return fail(2, name+": "+describe(err)+" (see --help)")
+		return fail(2, name+": "+c.describe(err)+" (see --help)")
 	}
-	return fail(1, name+": "+describe(err))
+	return fail(1, name+": "+c.describe(err))
 }
 
 // printHelp prints a command's help and flags on stdout.
@@ -221,13 +221,22 @@ var fieldFlags = map[string]string{
 
 var invalidField = regexp.MustCompile(`^roster: invalid input: ([A-Za-z.]+(?:\[\d+\])?): `)
 
-// describe turns an error into one clear line: the flag at fault instead of
-// the Go field, and no repeated "roster:" prefixes.
-func describe(err error) string {
+// describe is cli.describe without a command's own argument names.
+func describe(err error) string { return (&cli{}).describe(err) }
+
+// describe turns an error into one clear line: the flag or argument at
+// fault instead of the Go field (the command's own names first, then
+// fieldFlags), and no repeated "roster:" prefixes.
+func (c *cli) describe(err error) string {
 	msg := err.Error()
 	if m := invalidField.FindStringSubmatch(msg); m != nil {
 		field := m[1]
-		if f, ok := fieldFlags[field]; ok {
+		// An element of a list ("Template.RequiredCapabilities[0]") is the
+		// list's flag, repeated: the flag is named.
+		base, _, _ := strings.Cut(field, "[")
+		if f, ok := c.fields[base]; ok {
+			field = f
+		} else if f, ok := fieldFlags[base]; ok {
 			field = f
 		}
 		msg = "invalid " + field + ": " + msg[len(m[0]):]
@@ -249,6 +258,10 @@ type cli struct {
 	argv           []string  // the whole command line
 	secrets        []string  // values no error may show
 	secretFlags    []*string // flags whose values no error may show
+	// fields names the positional arguments behind the fields of this
+	// command's errors, where they differ from fieldFlags (a NAMESPACE
+	// argument rather than a --namespace flag).
+	fields map[string]string
 }
 
 var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)

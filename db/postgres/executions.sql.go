@@ -155,6 +155,10 @@ type ExecutionInsertParams struct {
 //     of a leader's maintenance (LeaderHolds, its fence; fleet.sql) and
 //     updated alone by a takeover or renewal (LeaderTake).
 //
+// Unique keys: a create of keyed executions first takes, in lock order, a
+// transaction advisory lock per (namespace, key) (ExecutionKeyLock, the
+// one-key form, apart from the worker locks) before it reads or writes
+// anything, and nothing takes one while holding another lock.
 // agent_state_counts: the agents' count trigger locks the two rows of a
 // transition in state order before it updates them (migration 11).
 // worker_events is only appended to and pruned: nothing waits on its rows.

@@ -67,13 +67,17 @@ WITH input AS (
     FROM input AS i JOIN inserted AS n ON n.id = i.id
     WHERE i.unique_key <> '' AND i.until_ms > 0
     ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms
+    WHERE execution_keys.until_ms <= (SELECT c.created_at_ms FROM input AS c WHERE c.id = excluded.execution_id)
+    RETURNING execution_id
 ), woken AS (
     SELECT count(roster_wake(w.namespace)) AS n FROM (SELECT DISTINCT namespace FROM inserted) AS w
 )
-SELECT i.ord, coalesce(h.holder, n.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id
+SELECT i.ord, coalesce(h.holder, n.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       CAST(n.id IS NULL OR i.unique_key = '' OR i.until_ms = 0 OR k.execution_id IS NOT NULL AS boolean) AS kept
 FROM input AS i
 LEFT JOIN held AS h ON h.ord = i.ord
 LEFT JOIN inserted AS n ON n.id = i.id
+LEFT JOIN kept AS k ON k.execution_id = i.id
 CROSS JOIN woken
 ORDER BY i.ord
 `
@@ -96,17 +100,22 @@ type ExecutionInsertManyUniqueParams struct {
 }
 
 type ExecutionInsertManyUniqueRow struct {
-	Ord interface{}
-	ID  uuid.UUID
+	Ord  interface{}
+	ID   uuid.UUID
+	Kept bool
 }
 
 // ExecutionInsertManyUnique creates a batch some of whose items hold unique
-// keys (each key at most once in the batch), in one statement: an item
-// whose key is held (by a live execution, or a key whose UniqueFor has not
-// ended at the item's creation) gets the holder's id; the others are inserted (a keyed insert that
-// meets a concurrent insert of its key waits for it, then does nothing, and
-// gets the nil id: the caller looks again), their UniqueFor holds recorded,
-// and each namespace's workers woken once. One row per item, in input order.
+// keys (each key at most once in the batch), in one statement, run after
+// ExecutionKeyLock took the batch's keys (its snapshot then holds every
+// create of them that committed): an item whose key is held (by a live
+// execution, or a key whose UniqueFor has not ended at the item's creation)
+// gets the holder's id; the others are inserted (a keyed insert that meets
+// a concurrent redrive of an execution of its key waits for it, then does
+// nothing, and gets the nil id: the caller looks again), their UniqueFor
+// holds recorded (never over a hold that has not ended: kept is false for
+// an item whose hold could not be recorded, and the caller rolls back), and
+// each namespace's workers woken once. One row per item, in input order.
 func (q *Queries) ExecutionInsertManyUnique(ctx context.Context, arg ExecutionInsertManyUniqueParams) ([]ExecutionInsertManyUniqueRow, error) {
 	rows, err := q.db.Query(ctx, executionInsertManyUnique,
 		arg.Ords,
@@ -131,7 +140,7 @@ func (q *Queries) ExecutionInsertManyUnique(ctx context.Context, arg ExecutionIn
 	items := []ExecutionInsertManyUniqueRow{}
 	for rows.Next() {
 		var i ExecutionInsertManyUniqueRow
-		if err := rows.Scan(&i.Ord, &i.ID); err != nil {
+		if err := rows.Scan(&i.Ord, &i.ID, &i.Kept); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -232,6 +241,33 @@ func (q *Queries) ExecutionKeyGet(ctx context.Context, arg ExecutionKeyGetParams
 	return execution_id, err
 }
 
+const executionKeyLock = `-- name: ExecutionKeyLock :exec
+SELECT pg_advisory_xact_lock(k.lock_key)
+FROM (
+    SELECT DISTINCT hashtextextended(coalesce(current_schema(), '') || chr(31) || i.namespace || chr(31) || i.unique_key, 0) AS lock_key
+    FROM (SELECT unnest($1::text[]) AS namespace, unnest($2::text[]) AS unique_key) AS i
+    WHERE i.unique_key <> ''
+    ORDER BY lock_key
+) AS k
+`
+
+type ExecutionKeyLockParams struct {
+	Namespaces []string
+	UniqueKeys []string
+}
+
+// ExecutionKeyLock takes, in lock order, the transaction advisory lock of
+// each (namespace, unique key) of the arrays, so that the creates of one
+// key run one at a time: each statement after it (a fresh snapshot under
+// READ COMMITTED) sees every create of its keys that committed before. The
+// one-key form (a bigint), apart from the two-key worker locks; the schema
+// is part of the key, since advisory locks are the database's, so that
+// roster's schemas in one database never wait for each other's creates.
+func (q *Queries) ExecutionKeyLock(ctx context.Context, arg ExecutionKeyLockParams) error {
+	_, err := q.db.Exec(ctx, executionKeyLock, arg.Namespaces, arg.UniqueKeys)
+	return err
+}
+
 const executionKeyPruneBatch = `-- name: ExecutionKeyPruneBatch :execrows
 DELETE FROM execution_keys AS d
 USING (
@@ -259,10 +295,11 @@ func (q *Queries) ExecutionKeyPruneBatch(ctx context.Context, arg ExecutionKeyPr
 	return result.RowsAffected(), nil
 }
 
-const executionKeyPut = `-- name: ExecutionKeyPut :exec
+const executionKeyPut = `-- name: ExecutionKeyPut :execrows
 INSERT INTO execution_keys (namespace, unique_key, execution_id, until_ms)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms
+WHERE execution_keys.until_ms <= $5::bigint OR execution_keys.execution_id = excluded.execution_id
 `
 
 type ExecutionKeyPutParams struct {
@@ -270,17 +307,23 @@ type ExecutionKeyPutParams struct {
 	UniqueKey   string
 	ExecutionID uuid.UUID
 	UntilMs     int64
+	Now         int64
 }
 
-// ExecutionKeyPut holds a unique key for an execution until @until_ms.
-func (q *Queries) ExecutionKeyPut(ctx context.Context, arg ExecutionKeyPutParams) error {
-	_, err := q.db.Exec(ctx, executionKeyPut,
+// ExecutionKeyPut holds a unique key for an execution until @until_ms,
+// unless another execution's hold of it has not ended at @now (no row then).
+func (q *Queries) ExecutionKeyPut(ctx context.Context, arg ExecutionKeyPutParams) (int64, error) {
+	result, err := q.db.Exec(ctx, executionKeyPut,
 		arg.Namespace,
 		arg.UniqueKey,
 		arg.ExecutionID,
 		arg.UntilMs,
+		arg.Now,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const executionRetry = `-- name: ExecutionRetry :one
@@ -538,14 +581,18 @@ const scheduleListDue = `-- name: ScheduleListDue :many
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
        retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
 FROM schedules
-WHERE NOT paused AND next_run_at_ms <= $1::bigint
-ORDER BY next_run_at_ms
-LIMIT $2
+WHERE NOT paused AND next_run_at_ms <= $1::bigint AND next_run_at_ms >= $2::bigint
+  AND (next_run_at_ms, namespace, name) > ($2::bigint, $3::text, $4::text)
+ORDER BY next_run_at_ms, namespace, name
+LIMIT $5
 `
 
 type ScheduleListDueParams struct {
-	Now     int64
-	MaxRows int32
+	Now            int64
+	AfterMs        int64
+	AfterNamespace string
+	AfterName      string
+	MaxRows        int32
 }
 
 type ScheduleListDueRow struct {
@@ -565,9 +612,17 @@ type ScheduleListDueRow struct {
 }
 
 // ScheduleListDue reads up to @max_rows schedules not paused whose next
-// period has begun, earliest first.
+// period has begun, in (next run, namespace, name) order after the given
+// one: a page of a walk that visits each due schedule once, whether or not
+// it could run.
 func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]ScheduleListDueRow, error) {
-	rows, err := q.db.Query(ctx, scheduleListDue, arg.Now, arg.MaxRows)
+	rows, err := q.db.Query(ctx, scheduleListDue,
+		arg.Now,
+		arg.AfterMs,
+		arg.AfterNamespace,
+		arg.AfterName,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

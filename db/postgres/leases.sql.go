@@ -16,67 +16,71 @@ const executionClaim = `-- name: ExecutionClaim :one
 
 WITH w AS (
     SELECT wk.lanes, wk.capabilities FROM workers AS wk
-    WHERE wk.namespace = $1 AND wk.instance_id = $3
-      AND wk.last_heartbeat_ms + wk.ttl_ms > $2::bigint
+    WHERE wk.namespace = $2 AND wk.instance_id = $4
+      AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
 ), due AS (
     SELECT s.id FROM executions AS s
-    WHERE $4::boolean AND s.namespace = $1 AND s.state = 'waiting' AND NOT s.ready
-      AND s.run_at_ms <= $2::bigint
+    WHERE $5::boolean AND s.namespace = $2 AND s.state = 'waiting' AND NOT s.ready
+      AND s.run_at_ms <= $3::bigint
     ORDER BY s.run_at_ms
     LIMIT 1
 ), one_lane AS (
-    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+    SELECT e.id, e.priority, e.run_at_ms, octet_length(e.payload) AS payload_bytes FROM executions AS e
     WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) = 1
-      AND e.namespace = $1 AND e.lane = (SELECT w.lanes[1] FROM w)
+      AND e.namespace = $2 AND e.lane = (SELECT w.lanes[1] FROM w)
       AND e.state = 'waiting' AND e.ready
       AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
-    LIMIT cardinality($5::uuid[])
+    LIMIT cardinality($6::uuid[])
     FOR UPDATE OF e SKIP LOCKED
 ), many_lanes AS (
-    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+    SELECT e.id, e.priority, e.run_at_ms, octet_length(e.payload) AS payload_bytes FROM executions AS e
     WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) > 1
-      AND e.namespace = $1 AND e.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
+      AND e.namespace = $2 AND e.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
       AND e.state = 'waiting' AND e.ready
       AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
-    LIMIT cardinality($5::uuid[])
+    LIMIT cardinality($6::uuid[])
     FOR UPDATE OF e SKIP LOCKED
+), ranked AS (
+    SELECT c.id, row_number() OVER w AS n, sum(c.payload_bytes) OVER w AS bytes
+    FROM (SELECT id, priority, run_at_ms, payload_bytes FROM one_lane UNION ALL SELECT id, priority, run_at_ms, payload_bytes FROM many_lanes) AS c
+    WINDOW w AS (ORDER BY c.priority DESC, c.run_at_ms, c.id)
 ), candidates AS (
-    SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS n
-    FROM (SELECT id, priority, run_at_ms FROM one_lane UNION ALL SELECT id, priority, run_at_ms FROM many_lanes) AS c
+    SELECT r.id, r.n FROM ranked AS r WHERE r.n = 1 OR r.bytes <= $1::bigint
 ), holder AS (
     SELECT 1 AS alive FROM workers AS wk
-    WHERE wk.namespace = $1 AND wk.instance_id = $3
-      AND wk.last_heartbeat_ms + wk.ttl_ms > $2::bigint
+    WHERE wk.namespace = $2 AND wk.instance_id = $4
+      AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
       AND EXISTS (SELECT 1 FROM candidates)
     FOR KEY SHARE OF wk SKIP LOCKED
 ), started AS (
     UPDATE executions AS x
     SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
-        lease_id = ($5::uuid[])[candidates.n], holder = $3,
-        claimed_at_ms = $2::bigint, expires_at_ms = $6::bigint, revoked_at_ms = NULL
+        lease_id = ($6::uuid[])[candidates.n], holder = $4,
+        claimed_at_ms = $3::bigint, expires_at_ms = $7::bigint, revoked_at_ms = NULL
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
     RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, candidates.n
 ), short AS (
-    SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality($5::uuid[])
+    SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality($6::uuid[])
 )
 SELECT
     EXISTS (SELECT 1 FROM w) AS alive,
     EXISTS (SELECT 1 FROM due) AS due,
+    EXISTS (SELECT 1 FROM ranked AS r WHERE r.n > 1 AND r.bytes > $1::bigint) AS bounded,
     CAST(coalesce((
         SELECT s.run_at_ms FROM executions AS s
         WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) = 1
-          AND s.namespace = $1 AND s.lane = (SELECT w.lanes[1] FROM w)
-          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $2::bigint
+          AND s.namespace = $2 AND s.lane = (SELECT w.lanes[1] FROM w)
+          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $3::bigint
         ORDER BY s.run_at_ms
         LIMIT 1
     ), (
         SELECT s.run_at_ms FROM executions AS s
         WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) > 1
-          AND s.namespace = $1 AND s.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
-          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $2::bigint
+          AND s.namespace = $2 AND s.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
+          AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $3::bigint
         ORDER BY s.run_at_ms
         LIMIT 1
     ), 0) AS bigint) AS next_run_at_ms,
@@ -90,6 +94,7 @@ FROM started
 `
 
 type ExecutionClaimParams struct {
+	MaxBytes    int64
 	Namespace   string
 	Now         int64
 	InstanceID  string
@@ -101,6 +106,7 @@ type ExecutionClaimParams struct {
 type ExecutionClaimRow struct {
 	Alive       bool
 	Due         bool
+	Bounded     bool
 	NextRunAtMs int64
 	Ids         []uuid.UUID
 	Attempts    []int64
@@ -144,6 +150,9 @@ type ExecutionClaimRow struct {
 //     attempt and epoch. SKIP LOCKED there too: a worker whose row is being
 //     deleted (or swept) claims nothing, and a claim never waits for any
 //     lock, so it is never part of a deadlock.
+//   - It takes at most @max_bytes of payloads (always the first execution):
+//     PostgreSQL's arrays and messages stop at 1 GiB; bounded says it left
+//     out executions it found for that (claim again).
 //   - When it claims fewer than asked, next_run_at_ms is the earliest RunAt
 //     after @now among the scheduled executions of the worker's lanes (0:
 //     none), when the worker should look again at the latest.
@@ -154,6 +163,7 @@ type ExecutionClaimRow struct {
 // as arrays, best first.
 func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) (ExecutionClaimRow, error) {
 	row := q.db.QueryRow(ctx, executionClaim,
+		arg.MaxBytes,
 		arg.Namespace,
 		arg.Now,
 		arg.InstanceID,
@@ -165,6 +175,7 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 	err := row.Scan(
 		&i.Alive,
 		&i.Due,
+		&i.Bounded,
 		&i.NextRunAtMs,
 		&i.Ids,
 		&i.Attempts,

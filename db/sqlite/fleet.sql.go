@@ -128,9 +128,14 @@ func (q *Queries) ExecutionKeyPruneBatch(ctx context.Context, arg ExecutionKeyPr
 	return result.RowsAffected()
 }
 
-const executionKeyPut = `-- name: ExecutionKeyPut :exec
+const executionKeyPut = `-- name: ExecutionKeyPut :execrows
 INSERT INTO execution_keys (namespace, unique_key, execution_id, until_ms)
-VALUES (?1, ?2, ?3, ?4)
+SELECT ?1, ?2, ?3, ?4
+WHERE NOT EXISTS (
+    SELECT 1 FROM execution_keys AS k
+    WHERE k.namespace = ?1 AND k.unique_key = ?2
+      AND k.until_ms > CAST(?5 AS INTEGER) AND k.execution_id <> ?3
+)
 ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms
 `
 
@@ -139,17 +144,23 @@ type ExecutionKeyPutParams struct {
 	UniqueKey   string
 	ExecutionID string
 	UntilMs     int64
+	Now         int64
 }
 
-// ExecutionKeyPut holds a unique key for an execution until @until_ms.
-func (q *Queries) ExecutionKeyPut(ctx context.Context, arg ExecutionKeyPutParams) error {
-	_, err := q.exec(ctx, q.executionKeyPutStmt, executionKeyPut,
+// ExecutionKeyPut holds a unique key for an execution until @until_ms,
+// unless another execution's hold of it has not ended at @now (no row then).
+func (q *Queries) ExecutionKeyPut(ctx context.Context, arg ExecutionKeyPutParams) (int64, error) {
+	result, err := q.exec(ctx, q.executionKeyPutStmt, executionKeyPut,
 		arg.Namespace,
 		arg.UniqueKey,
 		arg.ExecutionID,
 		arg.UntilMs,
+		arg.Now,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const executionRetry = `-- name: ExecutionRetry :one
@@ -419,14 +430,20 @@ const scheduleListDue = `-- name: ScheduleListDue :many
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
        retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
 FROM schedules
-WHERE paused = 0 AND next_run_at_ms <= CAST(?1 AS INTEGER)
-ORDER BY next_run_at_ms
-LIMIT ?2
+WHERE paused = 0 AND next_run_at_ms <= CAST(?1 AS INTEGER) AND next_run_at_ms >= CAST(?2 AS INTEGER)
+  AND (next_run_at_ms > CAST(?2 AS INTEGER)
+       OR namespace > CAST(?3 AS TEXT)
+       OR (namespace = CAST(?3 AS TEXT) AND name > CAST(?4 AS TEXT)))
+ORDER BY next_run_at_ms, namespace, name
+LIMIT ?5
 `
 
 type ScheduleListDueParams struct {
-	Now     int64
-	MaxRows int64
+	Now            int64
+	AfterMs        int64
+	AfterNamespace string
+	AfterName      string
+	MaxRows        int64
 }
 
 type ScheduleListDueRow struct {
@@ -446,9 +463,17 @@ type ScheduleListDueRow struct {
 }
 
 // ScheduleListDue reads up to @max_rows schedules not paused whose next
-// period has begun, earliest first.
+// period has begun, in (next run, namespace, name) order after the given
+// one: a page of a walk that visits each due schedule once, whether or not
+// it could run.
 func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]ScheduleListDueRow, error) {
-	rows, err := q.query(ctx, q.scheduleListDueStmt, scheduleListDue, arg.Now, arg.MaxRows)
+	rows, err := q.query(ctx, q.scheduleListDueStmt, scheduleListDue,
+		arg.Now,
+		arg.AfterMs,
+		arg.AfterNamespace,
+		arg.AfterName,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -148,7 +148,7 @@ func (q *Queries) ExecutionNextRunAtOneLane(ctx context.Context, arg ExecutionNe
 }
 
 const executionPickManyLanes = `-- name: ExecutionPickManyLanes :many
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
 WHERE e.namespace = ?1 AND e.state = 'waiting' AND e.ready = 1
   AND EXISTS (
       SELECT 1 FROM worker_lanes AS l
@@ -170,9 +170,10 @@ type ExecutionPickManyLanesParams struct {
 }
 
 type ExecutionPickManyLanesRow struct {
-	ID       uuid.UUID
-	Priority int64
-	RunAtMs  int64
+	ID           uuid.UUID
+	Priority     int64
+	RunAtMs      int64
+	PayloadBytes int64
 }
 
 // ExecutionPickManyLanes is ExecutionPickOneLane for a worker of several
@@ -192,7 +193,12 @@ func (q *Queries) ExecutionPickManyLanes(ctx context.Context, arg ExecutionPickM
 	items := []ExecutionPickManyLanesRow{}
 	for rows.Next() {
 		var i ExecutionPickManyLanesRow
-		if err := rows.Scan(&i.ID, &i.Priority, &i.RunAtMs); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Priority,
+			&i.RunAtMs,
+			&i.PayloadBytes,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -207,7 +213,7 @@ func (q *Queries) ExecutionPickManyLanes(ctx context.Context, arg ExecutionPickM
 }
 
 const executionPickOneLane = `-- name: ExecutionPickOneLane :many
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
 WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
@@ -225,16 +231,18 @@ type ExecutionPickOneLaneParams struct {
 }
 
 type ExecutionPickOneLaneRow struct {
-	ID       uuid.UUID
-	Priority int64
-	RunAtMs  int64
+	ID           uuid.UUID
+	Priority     int64
+	RunAtMs      int64
+	PayloadBytes int64
 }
 
 // ExecutionPickOneLane finds the @limit best ready executions of one lane
 // (highest priority, earliest RunAt, lowest id) whose required capabilities
-// are all in @capabilities (a JSON array). A ready execution is claimable
-// whatever its RunAt says by the claimer's clock (whoever made it ready
-// found it due): work created claimable at once is so for every process.
+// are all in @capabilities (a JSON array), with the size of each payload
+// (the claim bounds their sum). A ready execution is claimable whatever its
+// RunAt says by the claimer's clock (whoever made it ready found it due):
+// work created claimable at once is so for every process.
 func (q *Queries) ExecutionPickOneLane(ctx context.Context, arg ExecutionPickOneLaneParams) ([]ExecutionPickOneLaneRow, error) {
 	rows, err := q.query(ctx, q.executionPickOneLaneStmt, executionPickOneLane,
 		arg.Namespace,
@@ -249,7 +257,12 @@ func (q *Queries) ExecutionPickOneLane(ctx context.Context, arg ExecutionPickOne
 	items := []ExecutionPickOneLaneRow{}
 	for rows.Next() {
 		var i ExecutionPickOneLaneRow
-		if err := rows.Scan(&i.ID, &i.Priority, &i.RunAtMs); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Priority,
+			&i.RunAtMs,
+			&i.PayloadBytes,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -85,9 +85,15 @@ type ClaimResult struct {
 	// NextRunAtMs is set when the claim took fewer executions than asked:
 	// the earliest RunAt after now among the waiting executions of the
 	// worker's lanes (0: none), when a worker should look again at the
-	// latest.
+	// latest; now itself when the claim stopped at its bound on payload
+	// bytes with work left.
 	NextRunAtMs int64
 }
+
+// MaxClaimBytes bounds the payloads one claim returns: a claim takes fewer
+// executions than asked when their payloads would exceed it (always at
+// least one). PostgreSQL's arrays and protocol messages stop at 1 GiB.
+const MaxClaimBytes = 64 << 20
 
 // Outcome is a finished handler's result, for Settle.
 type Outcome struct {
@@ -326,6 +332,17 @@ type ClaimParams struct {
 	Namespace, InstanceID string
 	NowMs, ExpiresAtMs    int64
 	LeaseIDs              []uuid.UUID // one fresh lease id per execution claimed
+	// MaxBytes bounds the payloads the claim returns (always at least one
+	// execution); 0 means MaxClaimBytes.
+	MaxBytes int64
+}
+
+// Bytes is the bound on the claim's payloads: MaxBytes, or MaxClaimBytes.
+func (p ClaimParams) Bytes() int64 {
+	if p.MaxBytes > 0 {
+		return p.MaxBytes
+	}
+	return MaxClaimBytes
 }
 
 // ClaimedLease is an execution a claim moved to running, under a new attempt.
@@ -479,7 +496,8 @@ type Queries interface {
 	ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error)
 	// ExecutionClaim moves up to len(p.LeaseIDs) of the best claimable
 	// executions for an alive worker to running under new leases, best first
-	// (none: no leases), and when it took fewer than asked reads the
+	// (none: no leases; fewer when their payloads would exceed
+	// p.Bytes()), and when it took fewer than asked reads the
 	// worker's NextRunAtMs. Scheduled executions that are due are made ready
 	// first, so that they compete (up to a thousand at a time). A worker that
 	// is not alive is ErrNoRows. Two claims never take the same execution,
@@ -551,19 +569,32 @@ type Queries interface {
 	// keys (each key at most once; untilMs[i] > 0: item i's key stays held
 	// until then; a key's holds are judged at the item's CreatedAtMs), as
 	// ExecutionInsertUnique and ExecutionKeyPut do for each,
-	// in one statement where the engine can. It returns, per item, the id of
+	// in one statement where the engine can; the transaction holds the
+	// keys' ExecutionKeyLock. It returns, per item, the id of
 	// the execution holding its key (its own when inserted; the item's own
-	// for an item without a key), or uuid.Nil for a keyed item that lost a
-	// race with a concurrent create of its key (look again).
+	// for an item without a key), or uuid.Nil for a keyed item that met a
+	// concurrent redrive of an execution of its key (look again). A hold it
+	// could not record (another's had not ended) is a *ConstraintError
+	// (UniqueOther): roll back.
 	ExecutionInsertManyUnique(ctx context.Context, es []Execution, untilMs []int64) ([]uuid.UUID, error)
+	// ExecutionKeyLock makes the creates of each (namespaces[i], keys[i])
+	// run one at a time: it waits until no other transaction holds the
+	// lock of any of the keys, and holds them until the transaction ends,
+	// so that what the transaction reads after it holds every create of the
+	// keys that committed before (on SQLite the single writer already
+	// does). Keys are locked in one order, so that two batches never wait
+	// for each other in a cycle.
+	ExecutionKeyLock(ctx context.Context, namespaces, keys []string) error
 	// ExecutionFindLiveByKey reads the waiting or running execution holding
 	// a unique key, or ErrNoRows.
 	ExecutionFindLiveByKey(ctx context.Context, namespace, key string) (uuid.UUID, error)
 	// ExecutionKeyGet reads the execution a unique key is held for until
 	// after now (its UniqueFor), or ErrNoRows.
 	ExecutionKeyGet(ctx context.Context, namespace, key string, nowMs int64) (uuid.UUID, error)
-	// ExecutionKeyPut holds a unique key for an execution until untilMs.
-	ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs int64) error
+	// ExecutionKeyPut holds a unique key for an execution until untilMs and
+	// reports whether it did: never while another execution's hold of the
+	// key has not ended at nowMs.
+	ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs, nowMs int64) (bool, error)
 	// ExecutionKeyPruneBatch deletes up to batch unique keys held until
 	// before beforeMs, and returns how many it deleted.
 	ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
@@ -594,8 +625,10 @@ type Queries interface {
 	// (namespace, name), with their last run's state.
 	ScheduleList(ctx context.Context, namespace string) ([]Schedule, error)
 	// ScheduleListDue reads up to max schedules not paused whose next period
-	// began at or before now, earliest first.
-	ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]Schedule, error)
+	// began at or before now, in (NextRunAtMs, Namespace, Name) order after
+	// after's (a page of a walk that visits each due schedule once; start
+	// from math.MinInt64, "", "").
+	ScheduleListDue(ctx context.Context, nowMs int64, after Schedule, max int) ([]Schedule, error)
 	// ScheduleAdvance moves a schedule still at period fromMs to nextMs and
 	// records its run, and reports whether it did (compare-and-set).
 	ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error)

@@ -31,11 +31,29 @@ WHERE namespace = @namespace AND unique_key = @unique_key AND state IN ('waiting
 SELECT execution_id FROM execution_keys
 WHERE namespace = @namespace AND unique_key = @unique_key AND until_ms > @now::bigint;
 
--- name: ExecutionKeyPut :exec
--- ExecutionKeyPut holds a unique key for an execution until @until_ms.
+-- name: ExecutionKeyPut :execrows
+-- ExecutionKeyPut holds a unique key for an execution until @until_ms,
+-- unless another execution's hold of it has not ended at @now (no row then).
 INSERT INTO execution_keys (namespace, unique_key, execution_id, until_ms)
 VALUES (@namespace, @unique_key, @execution_id, @until_ms)
-ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms;
+ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms
+WHERE execution_keys.until_ms <= @now::bigint OR execution_keys.execution_id = excluded.execution_id;
+
+-- name: ExecutionKeyLock :exec
+-- ExecutionKeyLock takes, in lock order, the transaction advisory lock of
+-- each (namespace, unique key) of the arrays, so that the creates of one
+-- key run one at a time: each statement after it (a fresh snapshot under
+-- READ COMMITTED) sees every create of its keys that committed before. The
+-- one-key form (a bigint), apart from the two-key worker locks; the schema
+-- is part of the key, since advisory locks are the database's, so that
+-- roster's schemas in one database never wait for each other's creates.
+SELECT pg_advisory_xact_lock(k.lock_key)
+FROM (
+    SELECT DISTINCT hashtextextended(coalesce(current_schema(), '') || chr(31) || i.namespace || chr(31) || i.unique_key, 0) AS lock_key
+    FROM (SELECT unnest(@namespaces::text[]) AS namespace, unnest(@unique_keys::text[]) AS unique_key) AS i
+    WHERE i.unique_key <> ''
+    ORDER BY lock_key
+) AS k;
 
 -- name: ExecutionKeyPruneBatch :execrows
 -- ExecutionKeyPruneBatch deletes up to @batch_size unique keys whose hold
@@ -129,12 +147,15 @@ ORDER BY s.namespace, s.name;
 
 -- name: ScheduleListDue :many
 -- ScheduleListDue reads up to @max_rows schedules not paused whose next
--- period has begun, earliest first.
+-- period has begun, in (next run, namespace, name) order after the given
+-- one: a page of a walk that visits each due schedule once, whether or not
+-- it could run.
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
        retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
 FROM schedules
-WHERE NOT paused AND next_run_at_ms <= @now::bigint
-ORDER BY next_run_at_ms
+WHERE NOT paused AND next_run_at_ms <= @now::bigint AND next_run_at_ms >= @after_ms::bigint
+  AND (next_run_at_ms, namespace, name) > (@after_ms::bigint, @after_namespace::text, @after_name::text)
+ORDER BY next_run_at_ms, namespace, name
 LIMIT @max_rows;
 
 -- name: ScheduleAdvance :execrows
@@ -157,12 +178,16 @@ SELECT count(*) FROM (
 
 -- name: ExecutionInsertManyUnique :many
 -- ExecutionInsertManyUnique creates a batch some of whose items hold unique
--- keys (each key at most once in the batch), in one statement: an item
--- whose key is held (by a live execution, or a key whose UniqueFor has not
--- ended at the item's creation) gets the holder's id; the others are inserted (a keyed insert that
--- meets a concurrent insert of its key waits for it, then does nothing, and
--- gets the nil id: the caller looks again), their UniqueFor holds recorded,
--- and each namespace's workers woken once. One row per item, in input order.
+-- keys (each key at most once in the batch), in one statement, run after
+-- ExecutionKeyLock took the batch's keys (its snapshot then holds every
+-- create of them that committed): an item whose key is held (by a live
+-- execution, or a key whose UniqueFor has not ended at the item's creation)
+-- gets the holder's id; the others are inserted (a keyed insert that meets
+-- a concurrent redrive of an execution of its key waits for it, then does
+-- nothing, and gets the nil id: the caller looks again), their UniqueFor
+-- holds recorded (never over a hold that has not ended: kept is false for
+-- an item whose hold could not be recorded, and the caller rolls back), and
+-- each namespace's workers woken once. One row per item, in input order.
 WITH input AS (
     SELECT unnest(@ords::integer[]) AS ord, unnest(@ids::uuid[]) AS id, unnest(@namespaces::text[]) AS namespace,
            unnest(@lanes::text[]) AS lane, unnest(@priorities::bigint[]) AS priority,
@@ -198,12 +223,16 @@ WITH input AS (
     FROM input AS i JOIN inserted AS n ON n.id = i.id
     WHERE i.unique_key <> '' AND i.until_ms > 0
     ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms
+    WHERE execution_keys.until_ms <= (SELECT c.created_at_ms FROM input AS c WHERE c.id = excluded.execution_id)
+    RETURNING execution_id
 ), woken AS (
     SELECT count(roster_wake(w.namespace)) AS n FROM (SELECT DISTINCT namespace FROM inserted) AS w
 )
-SELECT i.ord, coalesce(h.holder, n.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id
+SELECT i.ord, coalesce(h.holder, n.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       CAST(n.id IS NULL OR i.unique_key = '' OR i.until_ms = 0 OR k.execution_id IS NOT NULL AS boolean) AS kept
 FROM input AS i
 LEFT JOIN held AS h ON h.ord = i.ord
 LEFT JOIN inserted AS n ON n.id = i.id
+LEFT JOIN kept AS k ON k.execution_id = i.id
 CROSS JOIN woken
 ORDER BY i.ord;

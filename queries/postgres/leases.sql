@@ -34,6 +34,9 @@
 --     attempt and epoch. SKIP LOCKED there too: a worker whose row is being
 --     deleted (or swept) claims nothing, and a claim never waits for any
 --     lock, so it is never part of a deadlock.
+--   * It takes at most @max_bytes of payloads (always the first execution):
+--     PostgreSQL's arrays and messages stop at 1 GiB; bounded says it left
+--     out executions it found for that (claim again).
 --   * When it claims fewer than asked, next_run_at_ms is the earliest RunAt
 --     after @now among the scheduled executions of the worker's lanes (0:
 --     none), when the worker should look again at the latest.
@@ -52,7 +55,7 @@ WITH w AS (
     ORDER BY s.run_at_ms
     LIMIT 1
 ), one_lane AS (
-    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+    SELECT e.id, e.priority, e.run_at_ms, octet_length(e.payload) AS payload_bytes FROM executions AS e
     WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) = 1
       AND e.namespace = @namespace AND e.lane = (SELECT w.lanes[1] FROM w)
       AND e.state = 'waiting' AND e.ready
@@ -61,7 +64,7 @@ WITH w AS (
     LIMIT cardinality(@lease_ids::uuid[])
     FOR UPDATE OF e SKIP LOCKED
 ), many_lanes AS (
-    SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+    SELECT e.id, e.priority, e.run_at_ms, octet_length(e.payload) AS payload_bytes FROM executions AS e
     WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) > 1
       AND e.namespace = @namespace AND e.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
       AND e.state = 'waiting' AND e.ready
@@ -69,9 +72,12 @@ WITH w AS (
     ORDER BY e.priority DESC, e.run_at_ms, e.id
     LIMIT cardinality(@lease_ids::uuid[])
     FOR UPDATE OF e SKIP LOCKED
-), candidates AS (
-    SELECT c.id, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS n
+), ranked AS (
+    SELECT c.id, row_number() OVER w AS n, sum(c.payload_bytes) OVER w AS bytes
     FROM (SELECT * FROM one_lane UNION ALL SELECT * FROM many_lanes) AS c
+    WINDOW w AS (ORDER BY c.priority DESC, c.run_at_ms, c.id)
+), candidates AS (
+    SELECT r.id, r.n FROM ranked AS r WHERE r.n = 1 OR r.bytes <= @max_bytes::bigint
 ), holder AS (
     SELECT 1 AS alive FROM workers AS wk
     WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
@@ -92,6 +98,7 @@ WITH w AS (
 SELECT
     EXISTS (SELECT 1 FROM w) AS alive,
     EXISTS (SELECT 1 FROM due) AS due,
+    EXISTS (SELECT 1 FROM ranked AS r WHERE r.n > 1 AND r.bytes > @max_bytes::bigint) AS bounded,
     CAST(coalesce((
         SELECT s.run_at_ms FROM executions AS s
         WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) = 1

@@ -25,10 +25,16 @@ WHERE namespace = @namespace AND unique_key = @unique_key AND state IN ('waiting
 SELECT execution_id FROM execution_keys
 WHERE namespace = @namespace AND unique_key = @unique_key AND until_ms > CAST(@now AS INTEGER);
 
--- name: ExecutionKeyPut :exec
--- ExecutionKeyPut holds a unique key for an execution until @until_ms.
+-- name: ExecutionKeyPut :execrows
+-- ExecutionKeyPut holds a unique key for an execution until @until_ms,
+-- unless another execution's hold of it has not ended at @now (no row then).
 INSERT INTO execution_keys (namespace, unique_key, execution_id, until_ms)
-VALUES (@namespace, @unique_key, @execution_id, @until_ms)
+SELECT @namespace, @unique_key, @execution_id, @until_ms
+WHERE NOT EXISTS (
+    SELECT 1 FROM execution_keys AS k
+    WHERE k.namespace = @namespace AND k.unique_key = @unique_key
+      AND k.until_ms > CAST(@now AS INTEGER) AND k.execution_id <> @execution_id
+)
 ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execution_id, until_ms = excluded.until_ms;
 
 -- name: ExecutionKeyPruneBatch :execrows
@@ -120,12 +126,17 @@ ORDER BY s.namespace, s.name;
 
 -- name: ScheduleListDue :many
 -- ScheduleListDue reads up to @max_rows schedules not paused whose next
--- period has begun, earliest first.
+-- period has begun, in (next run, namespace, name) order after the given
+-- one: a page of a walk that visits each due schedule once, whether or not
+-- it could run.
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
        retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
 FROM schedules
-WHERE paused = 0 AND next_run_at_ms <= CAST(@now AS INTEGER)
-ORDER BY next_run_at_ms
+WHERE paused = 0 AND next_run_at_ms <= CAST(@now AS INTEGER) AND next_run_at_ms >= CAST(@after_ms AS INTEGER)
+  AND (next_run_at_ms > CAST(@after_ms AS INTEGER)
+       OR namespace > CAST(@after_namespace AS TEXT)
+       OR (namespace = CAST(@after_namespace AS TEXT) AND name > CAST(@after_name AS TEXT)))
+ORDER BY next_run_at_ms, namespace, name
 LIMIT @max_rows;
 
 -- name: ScheduleAdvance :execrows

@@ -41,10 +41,11 @@ WHERE id IN (
 -- name: ExecutionPickOneLane :many
 -- ExecutionPickOneLane finds the @limit best ready executions of one lane
 -- (highest priority, earliest RunAt, lowest id) whose required capabilities
--- are all in @capabilities (a JSON array). A ready execution is claimable
--- whatever its RunAt says by the claimer's clock (whoever made it ready
--- found it due): work created claimable at once is so for every process.
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+-- are all in @capabilities (a JSON array), with the size of each payload
+-- (the claim bounds their sum). A ready execution is claimable whatever its
+-- RunAt says by the claimer's clock (whoever made it ready found it due):
+-- work created claimable at once is so for every process.
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
 WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
@@ -57,7 +58,7 @@ LIMIT @limit;
 -- ExecutionPickManyLanes is ExecutionPickOneLane for a worker of several
 -- lanes: the namespace's ready executions best first, each lane tested
 -- against the worker's lanes with one probe.
-SELECT e.id, e.priority, e.run_at_ms FROM executions AS e
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
 WHERE e.namespace = @namespace AND e.state = 'waiting' AND e.ready = 1
   AND EXISTS (
       SELECT 1 FROM worker_lanes AS l

@@ -883,7 +883,8 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionKeyPut": func(q *pgdb.Queries) error {
-			return q.ExecutionKeyPut(ctx, pgdb.ExecutionKeyPutParams{Namespace: "ns1", UniqueKey: "k1", ExecutionID: id, UntilMs: 5})
+			_, err := q.ExecutionKeyPut(ctx, pgdb.ExecutionKeyPutParams{Namespace: "ns1", UniqueKey: "k1", ExecutionID: id, UntilMs: 5, Now: 5})
+			return err
 		},
 		"ExecutionKeyPruneBatch": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionKeyPruneBatch(ctx, pgdb.ExecutionKeyPruneBatchParams{Before: 5, BatchSize: 10})
@@ -911,7 +912,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 		},
 		"ScheduleList": func(q *pgdb.Queries) error { _, err := q.ScheduleList(ctx, "ns1"); return err },
 		"ScheduleListDue": func(q *pgdb.Queries) error {
-			_, err := q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: 5, MaxRows: 10})
+			_, err := q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: 5, AfterMs: 2, AfterNamespace: "ns1", AfterName: "s1", MaxRows: 10})
 			return err
 		},
 		"ExecutionInsertManyUnique": func(q *pgdb.Queries) error {

@@ -50,7 +50,8 @@ const (
 // translate is the PostgreSQL engine's one translation of driver errors: no
 // rows becomes engine.ErrNoRows, a broken schema rule a
 // *engine.ConstraintError named by the constraint, a value PostgreSQL cannot
-// store engine.ErrInvalidInput, a full disk or an I/O error engine.ErrStorage,
+// store or a statement the client cannot send (over a limit of the
+// protocol) engine.ErrInvalidInput, a full disk or an I/O error engine.ErrStorage,
 // and a server that cannot be reached, is shutting down or restarting, or a
 // connection that broke, engine.ErrUnavailable. Anything else (serialization
 // failures and deadlocks included, which Write retries) is returned as it is.
@@ -63,6 +64,12 @@ func translate(err error) error {
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
+		if clientRefusal(err) {
+			// The statement never left the client, and sending it again
+			// would meet the same limit: not a lost connection, not
+			// retried. (%v: the refusal's SafeToRetry must not show.)
+			return fmt.Errorf("%w: the PostgreSQL client refused the statement: %v", engine.ErrInvalidInput, err)
+		}
 		if connectionLost(err) {
 			return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
 		}
@@ -108,7 +115,7 @@ func retryable(err error) bool {
 // the connection's: refused, reset, closed, cut short, or timed out. A
 // caller's own cancellation is not.
 func connectionLost(err error) bool {
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || clientRefusal(err) {
 		return false
 	}
 	var ce *pgconn.ConnectError
@@ -131,5 +138,35 @@ func readOnlyServer(err error) bool {
 
 // safeToRetry reports whether a write failed before anything reached the
 // server (a pooled connection found dead), so running it again cannot apply
-// it twice.
-func safeToRetry(err error) bool { return pgconn.SafeToRetry(err) }
+// it twice. A statement the client refused to send is not: it would be
+// refused again.
+func safeToRetry(err error) bool { return pgconn.SafeToRetry(err) && !clientRefusal(err) }
+
+// clientRefusals are the texts of the errors with which pgx refuses, before
+// sending anything, a statement that breaks a limit of the protocol: a
+// message over 1 GiB, too many parameters or format codes. pgx gives them
+// no type of their own (pgproto3 reports them as a write failure that is
+// safe to retry, which it is not: it would fail the same way).
+var clientRefusals = []string{
+	"message body too large",
+	"too many parameters",
+	"too many parameter format codes",
+	"too many result format codes",
+	"extended protocol limited to",
+}
+
+// clientRefusal reports whether err is pgx refusing a statement it cannot
+// send (see clientRefusals).
+func clientRefusal(err error) bool {
+	var pe *pgconn.PgError
+	if err == nil || errors.As(err, &pe) {
+		return false
+	}
+	msg := err.Error()
+	for _, r := range clientRefusals {
+		if strings.Contains(msg, r) {
+			return true
+		}
+	}
+	return false
+}

@@ -31,10 +31,17 @@ func (x queries) ExecutionKeyGet(ctx context.Context, namespace, key string, now
 	return id, translate(err)
 }
 
-func (x queries) ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs int64) error {
-	return translate(x.q.ExecutionKeyPut(ctx, pgdb.ExecutionKeyPutParams{
-		Namespace: namespace, UniqueKey: key, ExecutionID: id, UntilMs: untilMs,
-	}))
+func (x queries) ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs, nowMs int64) (bool, error) {
+	n, err := x.q.ExecutionKeyPut(ctx, pgdb.ExecutionKeyPutParams{
+		Namespace: namespace, UniqueKey: key, ExecutionID: id, UntilMs: untilMs, Now: nowMs,
+	})
+	return n == 1, translate(err)
+}
+
+// ExecutionKeyLock takes the keys' transaction advisory locks, in the
+// order of their lock keys.
+func (x queries) ExecutionKeyLock(ctx context.Context, namespaces, keys []string) error {
+	return translate(x.q.ExecutionKeyLock(ctx, pgdb.ExecutionKeyLockParams{Namespaces: namespaces, UniqueKeys: keys}))
 }
 
 func (x queries) ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
@@ -95,8 +102,10 @@ func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.S
 	return out, nil
 }
 
-func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]engine.Schedule, error) {
-	rows, err := x.q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{Now: nowMs, MaxRows: int32(max)})
+func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.Schedule, max int) ([]engine.Schedule, error) {
+	rows, err := x.q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{
+		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int32(max),
+	})
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -160,6 +169,10 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 	}
 	ids := make([]uuid.UUID, n)
 	for i, r := range rows {
+		if !r.Kept {
+			return nil, &engine.ConstraintError{Constraint: engine.UniqueOther, Err: fmt.Errorf(
+				"roster: unique key %q of namespace %q is held by another execution", es[i].UniqueKey, es[i].Namespace)}
+		}
 		ids[i] = r.ID
 	}
 	return ids, nil

@@ -44,12 +44,14 @@ func IsURL(path string) bool {
 
 // Engine is an open PostgreSQL database.
 type Engine struct {
-	cfg    engine.Config
-	pool   *pgxpool.Pool
-	sess   session
-	db     pgdb.DBTX // the pool, as statements sent alone run on it
-	q      *pgdb.Queries
-	closed atomic.Bool
+	cfg  engine.Config
+	pool *pgxpool.Pool
+	sess session
+	// contact tells a server that cannot be reached from a busy pool.
+	contact *contact
+	db      pgdb.DBTX // the pool, as statements sent alone run on it
+	q       *pgdb.Queries
+	closed  atomic.Bool
 	// bg ends at Close: background work (the clock) stops at once.
 	bg       context.Context
 	bgCancel context.CancelFunc
@@ -108,6 +110,8 @@ func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, er
 	if err != nil {
 		return nil, err
 	}
+	ct := &contact{}
+	ct.watch(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("roster: open: %w", redact(err, rawURL))
@@ -116,6 +120,7 @@ func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, er
 		cfg:        cfg,
 		pool:       pool,
 		sess:       sess,
+		contact:    ct,
 		db:         sess.dbtx(pool),
 		local:      cfg.LocalClock,
 		clockEvery: clockRefresh,
@@ -288,7 +293,9 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q engin
 
 // onConn runs a write on a pooled connection: it waits at most the
 // admission time for one (else ErrOverloaded, nothing run; or ErrUnavailable
-// when the wait was for a new connection to the server), runs run to its
+// when the wait was for a new connection to a server that looks unreachable:
+// the last write lost its connection, or connecting has failed for a
+// second), runs run to its
 // end even if ctx ends (run gets a context without cancellation, bounded by
 // the client's timeout, so a silent server fails it with ErrUnavailable),
 // and runs it again, a bounded number of times, after a serialization
@@ -319,7 +326,9 @@ func (e *Engine) onConn(ctx context.Context, run func(ctx context.Context, conn 
 }
 
 func (e *Engine) onConnOnce(ctx context.Context, run func(ctx context.Context, conn *pgxpool.Conn) error) error {
-	actx, cancel := context.WithTimeout(ctx, e.cfg.Admission)
+	// A zero admission time still takes a connection that is free at once
+	// (an Acquire whose context has ended looks at none).
+	actx, cancel := context.WithTimeout(ctx, max(e.cfg.Admission, minAdmissionWait))
 	waiting := time.Now()
 	conn, err := e.pool.Acquire(actx)
 	cancel()
@@ -333,8 +342,9 @@ func (e *Engine) onConnOnce(ctx context.Context, run func(ctx context.Context, c
 		case e.closed.Load():
 			return engine.ErrClosed
 		case errors.Is(err, context.DeadlineExceeded):
-			if st := e.pool.Stat(); st.AcquiredConns() < st.MaxConns() {
-				// Not every connection was busy: the wait was for a new one.
+			if st := e.pool.Stat(); st.AcquiredConns() < st.MaxConns() && e.contact.unreachable() {
+				// Not every connection was busy: the wait was for a new
+				// one, to a server that does not answer.
 				return fmt.Errorf("%w: could not connect to the database within %v", engine.ErrUnavailable, e.cfg.Admission)
 			}
 			return fmt.Errorf("%w: no database connection was free within %v", engine.ErrOverloaded, e.cfg.Admission)
@@ -345,6 +355,7 @@ func (e *Engine) onConnOnce(ctx context.Context, run func(ctx context.Context, c
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.sess.opTimeout())
 	defer cancel()
 	err = run(rctx, conn)
+	e.contact.note(err)
 	if readOnlyServer(err) {
 		// The server this connection reached takes no writes: a standby,
 		// reached through an endpoint (a DNS name, a virtual IP, a proxy)
@@ -357,6 +368,9 @@ func (e *Engine) onConnOnce(ctx context.Context, run func(ctx context.Context, c
 	}
 	return err
 }
+
+// minAdmissionWait is the least a write waits for a pooled connection.
+const minAdmissionWait = time.Millisecond
 
 // Check runs the consistency rules of the operations (PostgreSQL checks its
 // own pages).

@@ -269,7 +269,7 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	for try := 1; ; try++ {
 		r, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
 			LeaseIds: p.LeaseIDs, Namespace: p.Namespace, Now: p.NowMs, InstanceID: p.InstanceID,
-			Promote: try <= maxPromotions, ExpiresAtMs: p.ExpiresAtMs,
+			Promote: try <= maxPromotions, ExpiresAtMs: p.ExpiresAtMs, MaxBytes: p.Bytes(),
 		})
 		if err != nil {
 			return engine.ClaimResult{}, translate(err)
@@ -302,7 +302,10 @@ func claimResult(r pgdb.ExecutionClaimRow, p engine.ClaimParams) (res engine.Cla
 			Namespace: p.Namespace, Lane: r.Lanes[i], Payload: r.Payloads[i], ExpiresAtMs: p.ExpiresAtMs,
 		}
 	}
-	if len(res.Leases) < len(p.LeaseIDs) {
+	switch {
+	case r.Bounded:
+		res.NextRunAtMs = p.NowMs // more is claimable now
+	case len(res.Leases) < len(p.LeaseIDs):
 		res.NextRunAtMs = r.NextRunAtMs
 	}
 	return res, false, nil

@@ -107,7 +107,7 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	claimParams := func() pgdb.ExecutionClaimParams {
 		return pgdb.ExecutionClaimParams{
 			LeaseIds: claim.LeaseIDs, Namespace: claim.Namespace, Now: claim.NowMs, InstanceID: claim.InstanceID,
-			Promote: true, ExpiresAtMs: claim.ExpiresAtMs,
+			Promote: true, ExpiresAtMs: claim.ExpiresAtMs, MaxBytes: claim.Bytes(),
 		}
 	}
 

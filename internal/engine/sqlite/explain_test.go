@@ -493,7 +493,8 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionKeyPut": func(q *sqlitedb.Queries) error {
-			return q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{Namespace: "n", UniqueKey: "k", ExecutionID: id.String(), UntilMs: 5})
+			_, err := q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{Namespace: "n", UniqueKey: "k", ExecutionID: id.String(), UntilMs: 5, Now: 5})
+			return err
 		},
 		"ExecutionKeyPruneBatch": func(q *sqlitedb.Queries) error {
 			_, err := q.ExecutionKeyPruneBatch(ctx, sqlitedb.ExecutionKeyPruneBatchParams{Before: 5, BatchSize: 10})
@@ -525,7 +526,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 		},
 		"ScheduleList": func(q *sqlitedb.Queries) error { _, err := q.ScheduleList(ctx, "n"); return err },
 		"ScheduleListDue": func(q *sqlitedb.Queries) error {
-			_, err := q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: 5, MaxRows: 10})
+			_, err := q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: 5, AfterMs: 2, AfterNamespace: "ns1", AfterName: "s1", MaxRows: 10})
 			return err
 		},
 		"LeaderHolds": func(q *sqlitedb.Queries) error {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -40,11 +41,16 @@ func (x queries) ExecutionKeyGet(ctx context.Context, namespace, key string, now
 	return uuid.Parse(s)
 }
 
-func (x queries) ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs int64) error {
-	return translate(x.q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{
-		Namespace: namespace, UniqueKey: key, ExecutionID: id.String(), UntilMs: untilMs,
-	}))
+func (x queries) ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs, nowMs int64) (bool, error) {
+	n, err := x.q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{
+		Namespace: namespace, UniqueKey: key, ExecutionID: id.String(), UntilMs: untilMs, Now: nowMs,
+	})
+	return n == 1, translate(err)
 }
+
+// ExecutionKeyLock locks nothing: the single writer runs one transaction at
+// a time, which already serializes the creates of every key.
+func (x queries) ExecutionKeyLock(context.Context, []string, []string) error { return nil }
 
 func (x queries) ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
 	n, err := x.q.ExecutionKeyPruneBatch(ctx, sqlitedb.ExecutionKeyPruneBatchParams{Before: beforeMs, BatchSize: int64(batch)})
@@ -132,8 +138,10 @@ func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.S
 	return out, nil
 }
 
-func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, max int) ([]engine.Schedule, error) {
-	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{Now: nowMs, MaxRows: int64(max)})
+func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.Schedule, max int) ([]engine.Schedule, error) {
+	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{
+		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int64(max),
+	})
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -208,8 +216,13 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 			continue // ids[i] stays nil: look again (cannot happen under the single writer)
 		}
 		if untilMs[i] > 0 {
-			if err := x.ExecutionKeyPut(ctx, e.Namespace, e.UniqueKey, e.ID, untilMs[i]); err != nil {
+			kept, err := x.ExecutionKeyPut(ctx, e.Namespace, e.UniqueKey, e.ID, untilMs[i], e.CreatedAtMs)
+			if err != nil {
 				return nil, err
+			}
+			if !kept {
+				return nil, &engine.ConstraintError{Constraint: engine.UniqueOther, Err: fmt.Errorf(
+					"roster: unique key %q of namespace %q is held by another execution", e.UniqueKey, e.Namespace)}
 			}
 		}
 		ids[i] = e.ID

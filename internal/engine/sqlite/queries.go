@@ -291,7 +291,13 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		return engine.ClaimResult{}, err
 	}
 	var res engine.ClaimResult
-	for _, id := range cands {
+	bounded, size := false, int64(0)
+	for _, c := range cands {
+		if size += c.bytes; len(res.Leases) > 0 && size > p.Bytes() {
+			bounded = true // the rest would carry too many payload bytes
+			break
+		}
+		id := c.id
 		leaseID := p.LeaseIDs[len(res.Leases)]
 		started, err := x.q.ExecutionStart(ctx, sqlitedb.ExecutionStartParams{
 			LeaseID: leaseID.String(), Holder: p.InstanceID, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs, ID: id,
@@ -304,7 +310,10 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 			Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
 		})
 	}
-	if len(res.Leases) < want {
+	switch {
+	case bounded:
+		res.NextRunAtMs = p.NowMs // more is claimable now
+	case len(res.Leases) < want:
 		if res.NextRunAtMs, err = x.nextRunAt(ctx, p.Namespace, p.InstanceID, w, p.NowMs); err != nil {
 			return engine.ClaimResult{}, err
 		}
@@ -312,17 +321,24 @@ func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	return res, nil
 }
 
+// candidate is an execution a claim may take, with its payload's size.
+type candidate struct {
+	id    uuid.UUID
+	bytes int64
+}
+
 // pick finds up to want of the best ready executions for an alive worker
-// (ErrNoRows when it is not alive), best first, and returns the worker. A
+// (ErrNoRows when it is not alive), best first, with their payloads' sizes,
+// and returns the worker. A
 // worker of one lane reads that lane's ready index; a worker of several
 // reads the namespace's, testing each lane with one probe of worker_lanes,
 // so the cost does not grow with the number of lanes. It only reads.
-func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqlitedb.WorkerGetClaimerRow, []uuid.UUID, error) {
+func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqlitedb.WorkerGetClaimerRow, []candidate, error) {
 	w, err := x.q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
 	if err != nil {
 		return w, nil, translate(err)
 	}
-	var ids []uuid.UUID
+	var ids []candidate
 	switch {
 	case w.FirstLane == "":
 		return w, nil, nil // no lanes: nothing is claimable
@@ -334,7 +350,7 @@ func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqli
 			return w, nil, translate(err)
 		}
 		for _, r := range rows {
-			ids = append(ids, r.ID)
+			ids = append(ids, candidate{id: r.ID, bytes: r.PayloadBytes})
 		}
 	default:
 		rows, err := x.q.ExecutionPickManyLanes(ctx, sqlitedb.ExecutionPickManyLanesParams{
@@ -344,7 +360,7 @@ func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqli
 			return w, nil, translate(err)
 		}
 		for _, r := range rows {
-			ids = append(ids, r.ID)
+			ids = append(ids, candidate{id: r.ID, bytes: r.PayloadBytes})
 		}
 	}
 	return w, ids, nil
