@@ -490,7 +490,7 @@ func (q *Queries) LeaseListExpired(ctx context.Context, arg LeaseListExpiredPara
 }
 
 const leaseLockHolders = `-- name: LeaseLockHolders :exec
-SELECT pg_advisory_xact_lock_shared(hashtext(h.namespace), hashtext(h.holder))
+SELECT pg_advisory_xact_lock_shared(hashtext(coalesce(current_schema(), '') || chr(31) || h.namespace), hashtext(h.holder))
 FROM (
     SELECT DISTINCT x.namespace, x.holder FROM executions AS x
     WHERE x.id = ANY($1::uuid[]) AND x.state = 'running'

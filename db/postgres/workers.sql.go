@@ -478,7 +478,7 @@ func (q *Queries) WorkerListByNamespace(ctx context.Context, arg WorkerListByNam
 }
 
 const workerLock = `-- name: WorkerLock :exec
-SELECT pg_advisory_xact_lock(hashtext($1::text), hashtext($2::text))
+SELECT pg_advisory_xact_lock(hashtext(coalesce(current_schema(), '') || chr(31) || $1::text), hashtext($2::text))
 `
 
 type WorkerLockParams struct {
@@ -495,7 +495,7 @@ func (q *Queries) WorkerLock(ctx context.Context, arg WorkerLockParams) error {
 }
 
 const workerLockShared = `-- name: WorkerLockShared :exec
-SELECT pg_advisory_xact_lock_shared(hashtext($1::text), hashtext($2::text))
+SELECT pg_advisory_xact_lock_shared(hashtext(coalesce(current_schema(), '') || chr(31) || $1::text), hashtext($2::text))
 `
 
 type WorkerLockSharedParams struct {
@@ -602,7 +602,7 @@ WHERE (namespace, instance_id) IN (
     ORDER BY w.last_heartbeat_ms + w.ttl_ms
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-) AND pg_try_advisory_xact_lock(hashtext(namespace), hashtext(instance_id))
+) AND pg_try_advisory_xact_lock(hashtext(coalesce(current_schema(), '') || chr(31) || namespace), hashtext(instance_id))
 RETURNING namespace, instance_id
 `
 

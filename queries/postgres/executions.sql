@@ -5,7 +5,9 @@
 -- takes them in this order, so that no two ever wait for each other in a
 -- cycle:
 --   1. worker locks: a transaction advisory lock per worker (two keys:
---      hashtext(namespace), hashtext(instance_id)), taken shared by a
+--      hashtext of the schema and namespace, hashtext(instance_id); the
+--      schema is in the key so that roster's schemas in one database never
+--      wait for each other's workers), taken shared by a
 --      settle for the workers holding its leases (WorkerLockShared or
 --      LeaseLockHolders, first in its pipeline), exclusively by
 --      MarkWorkerDead (WorkerLock, in WorkerDelete) and by the

@@ -329,7 +329,7 @@ SELECT requeued.id FROM requeued;
 -- each other in a cycle (see the lock order at the top of executions.sql).
 -- An advisory lock writes nothing: no row lock, no WAL, no MultiXact
 -- beside the heartbeats.
-SELECT pg_advisory_xact_lock_shared(hashtext(h.namespace), hashtext(h.holder))
+SELECT pg_advisory_xact_lock_shared(hashtext(coalesce(current_schema(), '') || chr(31) || h.namespace), hashtext(h.holder))
 FROM (
     SELECT DISTINCT x.namespace, x.holder FROM executions AS x
     WHERE x.id = ANY(@ids::uuid[]) AND x.state = 'running'

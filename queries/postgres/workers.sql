@@ -61,13 +61,13 @@ SELECT hb.ttl_ms FROM hb;
 -- WorkerLock takes one worker's worker lock exclusively (a transaction
 -- advisory lock, see LeaseLockHolders): MarkWorkerDead waits for the
 -- settles of its leases under way, and no settle starts until it commits.
-SELECT pg_advisory_xact_lock(hashtext(@namespace::text), hashtext(@instance_id::text));
+SELECT pg_advisory_xact_lock(hashtext(coalesce(current_schema(), '') || chr(31) || @namespace::text), hashtext(@instance_id::text));
 
 -- name: WorkerLockShared :exec
 -- WorkerLockShared takes one worker's worker lock shared: a settle of that
 -- worker's leases (LeaseLockHolders without the lookup, when the settle
 -- knows its worker).
-SELECT pg_advisory_xact_lock_shared(hashtext(@namespace::text), hashtext(@instance_id::text));
+SELECT pg_advisory_xact_lock_shared(hashtext(coalesce(current_schema(), '') || chr(31) || @namespace::text), hashtext(@instance_id::text));
 
 -- name: WorkerDelete :execrows
 -- WorkerDelete removes one worker row, alive or lapsed.
@@ -100,7 +100,7 @@ WHERE (namespace, instance_id) IN (
     ORDER BY w.last_heartbeat_ms + w.ttl_ms
     LIMIT @batch_size
     FOR UPDATE SKIP LOCKED
-) AND pg_try_advisory_xact_lock(hashtext(namespace), hashtext(instance_id))
+) AND pg_try_advisory_xact_lock(hashtext(coalesce(current_schema(), '') || chr(31) || namespace), hashtext(instance_id))
 RETURNING namespace, instance_id;
 
 -- name: WorkerEventAppend :exec

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/engine"
 	"github.com/rosterdb/roster/internal/pgtest"
 )
@@ -306,5 +307,45 @@ func TestOppositeAgentTransitionsNeverDeadlock(t *testing.T) {
 	e.Close()
 	if n := deadlocksOf(t, name); n != 0 {
 		t.Fatalf("%d deadlocks", n)
+	}
+}
+
+// TestWorkerLocksAreTheSchemas: advisory locks belong to the database, so a
+// worker lock of one roster schema must not be the lock of the worker of the
+// same key in another schema of that database. Before the schema was part of
+// the key, a settle of "ns/w" in one schema made the sweep of another skip
+// its own lapsed "ns/w".
+func TestWorkerLocksAreTheSchemas(t *testing.T) {
+	ctx := context.Background()
+	a := openAt(t, pgtest.Fresh(t))
+	b := openAt(t, pgtest.Fresh(t))
+	lapsed := engine.Worker{Namespace: "ns", InstanceID: "w", WorkerID: "w", Lanes: []string{"l"}, LastHeartbeatMs: 1000, TTLMs: 1000}
+	for _, e := range []*Engine{a, b} {
+		must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error { return q.WorkerRegister(ctx, lapsed) }))
+	}
+
+	// A settle of a's ns/w holds its worker lock, shared, until it commits.
+	tx, err := a.Pool().Begin(ctx)
+	must(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	must(t, pgdb.New(tx).WorkerLockShared(ctx, pgdb.WorkerLockSharedParams{Namespace: "ns", InstanceID: "w"}))
+
+	var swept []engine.WorkerKey
+	must(t, b.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		swept, err = q.WorkerSweepBatch(ctx, 5000, 10)
+		return err
+	}))
+	if len(swept) != 1 {
+		t.Fatalf("b's sweep took %v while a's worker of the same key was locked, want b's ns/w", swept)
+	}
+	// The lock is still a's own: a's sweep skips its worker while the settle runs.
+	must(t, a.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		swept, err = q.WorkerSweepBatch(ctx, 5000, 10)
+		return err
+	}))
+	if len(swept) != 0 {
+		t.Fatalf("a's sweep took %v under a settle of its worker", swept)
 	}
 }
