@@ -44,7 +44,7 @@ func (s *Store) RetryExecution(ctx context.Context, a RetryExecutionArgs) error 
 		runAt = a.RunAt.UnixMilli()
 	}
 	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		done, err := q.ExecutionRetry(ctx, a.ID, runAt, now)
+		done, err := q.ExecutionRetry(ctx, a.ID, runAt, a.RunAt.IsZero())
 		if err != nil || done {
 			return err
 		}

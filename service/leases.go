@@ -480,6 +480,7 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 		RunAtMs:              runAt,
 		RetryBackoffMs:       backoff.Milliseconds(),
 		UniqueKey:            a.UniqueKey,
+		Scheduled:            !a.RunAt.IsZero(),
 	}, nil
 }
 

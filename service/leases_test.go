@@ -336,6 +336,45 @@ func TestClaimableAtOnceWhateverTheClock(t *testing.T) {
 	})
 }
 
+// TestClaimWaitsForAnExplicitRunAt: a RunAt given by the caller, even one
+// the creator's clock already reached, is not claimable before it by the
+// claimer's clock; work created without one is claimable at once.
+func TestClaimWaitsForAnExplicitRunAt(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		at := t0.Add(time.Second)
+		cases := []struct {
+			name  string
+			runAt time.Time // by the creator's clock, at
+		}{
+			{"at the creation time", at},
+			{"before the creation time", at.Add(-10 * time.Millisecond)},
+		}
+		for _, tc := range cases {
+			id := create(t, s, CreateExecutionArgs{RunAt: tc.runAt, Now: at})
+			_, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: tc.runAt.Add(-time.Millisecond)})
+			if !errors.Is(err, ErrNoWork) {
+				t.Fatalf("%s: a claim 1 ms before RunAt: %v, want ErrNoWork", tc.name, err)
+			}
+			if l := claim(t, s, "i", tc.runAt); l.ExecutionID != id {
+				t.Fatalf("%s: claimed %s at its RunAt, want %s", tc.name, l.ExecutionID, id)
+			}
+		}
+
+		// A redrive to an explicit RunAt waits for it the same way.
+		id := create(t, s, CreateExecutionArgs{Now: at})
+		must(t, s.CancelExecution(ctx, CancelExecutionArgs{ID: id, Reason: "stop", Now: at}))
+		must(t, s.RetryExecution(ctx, RetryExecutionArgs{ID: id, RunAt: at, Now: at}))
+		_, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: at.Add(-time.Millisecond)})
+		wantErr(t, err, ErrNoWork)
+		if l := claim(t, s, "i", at); l.ExecutionID != id {
+			t.Fatalf("claimed %s at the redrive's RunAt, want %s", l.ExecutionID, id)
+		}
+	})
+}
+
 func TestRetriesUpToMaxAttempts(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
 		ctx := context.Background()

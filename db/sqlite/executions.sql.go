@@ -109,8 +109,8 @@ type ExecutionInsertParams struct {
 
 // Executions: create, read, list, cancel, and prune finished history.
 // Claims and leases are in leases.sql.
-// ExecutionInsert creates one waiting execution (ready, or scheduled for a
-// later RunAt).
+// ExecutionInsert creates one waiting execution (ready when created without a
+// RunAt, else scheduled until a claim finds its RunAt due).
 func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams) error {
 	_, err := q.exec(ctx, q.executionInsertStmt, executionInsert,
 		arg.ID,

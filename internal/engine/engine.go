@@ -315,7 +315,15 @@ type Execution struct {
 	ClaimedAtMs, ExpiresAtMs            int64
 	FinishedAtMs                        int64
 	UniqueKey                           string // "": none
+	// Scheduled, at create: the caller gave a RunAt, so the execution is not
+	// claimable before RunAt by the claimer's clock, even a RunAt already
+	// past by the creator's; it waits scheduled until a claim finds it due.
+	Scheduled bool
 }
+
+// ReadyAtCreate tells whether a new execution is claimable at once, by
+// every claimer whatever its clock: created without a RunAt.
+func (e Execution) ReadyAtCreate() bool { return !e.Scheduled && e.RunAtMs <= e.CreatedAtMs }
 
 // ExecutionListParams select a keyset page of executions in id order; each
 // filter "" is any.
@@ -599,9 +607,10 @@ type Queries interface {
 	// before beforeMs, and returns how many it deleted.
 	ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
 	// ExecutionRetry puts a failed or cancelled execution back to waiting at
-	// runAtMs (ready when not after nowMs), with one more attempt when none is
-	// left, and reports whether it did (false: absent or in another state).
-	ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs, nowMs int64) (bool, error)
+	// runAtMs (ready when atOnce, else scheduled until a claim finds runAtMs
+	// due), with one more attempt when none is left, and reports whether it
+	// did (false: absent or in another state).
+	ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs int64, atOnce bool) (bool, error)
 
 	// LeaderTake takes or renews the leadership lease name for holder until
 	// expiresAtMs by compare-and-set, and returns its epoch: the holder

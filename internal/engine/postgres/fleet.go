@@ -16,7 +16,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 	woken, err := x.q.ExecutionInsertUnique(ctx, pgdb.ExecutionInsertUniqueParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.RunAtMs <= e.CreatedAtMs, UniqueKey: text(e.UniqueKey),
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: text(e.UniqueKey),
 	})
 	return len(woken) == 1, translate(err)
 }
@@ -49,8 +49,8 @@ func (x queries) ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, bat
 	return int(n), translate(err)
 }
 
-func (x queries) ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs, nowMs int64) (bool, error) {
-	_, err := x.q.ExecutionRetry(ctx, pgdb.ExecutionRetryParams{RunAt: runAtMs, Ready: runAtMs <= nowMs, ID: id})
+func (x queries) ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs int64, atOnce bool) (bool, error) {
+	_, err := x.q.ExecutionRetry(ctx, pgdb.ExecutionRetryParams{RunAt: runAtMs, Ready: atOnce, ID: id})
 	if err = translate(err); err == engine.ErrNoRows {
 		return false, nil
 	}
@@ -158,7 +158,7 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 		p.Payloads[i] = bytes(e.Payload)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
-		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i] = e.RunAtMs <= e.CreatedAtMs, e.CreatedAtMs, e.UniqueKey
+		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey
 	}
 	rows, err := x.q.ExecutionInsertManyUnique(ctx, p)
 	if err != nil {

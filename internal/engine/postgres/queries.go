@@ -160,7 +160,7 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 	return translate(x.q.ExecutionInsert(ctx, pgdb.ExecutionInsertParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.RunAtMs <= e.CreatedAtMs,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(),
 	}))
 }
 
@@ -179,7 +179,7 @@ func (x queries) ExecutionInsertMany(ctx context.Context, es []engine.Execution)
 		p.Payloads[i] = bytes(e.Payload)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
-		p.Ready[i], p.CreatedAtMs[i] = e.RunAtMs <= e.CreatedAtMs, e.CreatedAtMs
+		p.Ready[i], p.CreatedAtMs[i] = e.ReadyAtCreate(), e.CreatedAtMs
 	}
 	return translate(x.q.ExecutionInsertMany(ctx, p))
 }

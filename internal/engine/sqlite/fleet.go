@@ -12,10 +12,6 @@ import (
 )
 
 func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) (bool, error) {
-	var ready int64
-	if e.RunAtMs <= e.CreatedAtMs {
-		ready = 1
-	}
 	payload := e.Payload
 	if payload == nil {
 		payload = []byte{}
@@ -23,7 +19,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 	n, err := x.q.ExecutionInsertUnique(ctx, sqlitedb.ExecutionInsertUniqueParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: ready, UniqueKey: nullString(e.UniqueKey),
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), UniqueKey: nullString(e.UniqueKey),
 	})
 	return n == 1, translate(err)
 }
@@ -57,12 +53,8 @@ func (x queries) ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, bat
 	return int(n), translate(err)
 }
 
-func (x queries) ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs, nowMs int64) (bool, error) {
-	var ready int64
-	if runAtMs <= nowMs {
-		ready = 1
-	}
-	_, err := x.q.ExecutionRetry(ctx, sqlitedb.ExecutionRetryParams{RunAt: runAtMs, Ready: ready, ID: id})
+func (x queries) ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs int64, atOnce bool) (bool, error) {
+	_, err := x.q.ExecutionRetry(ctx, sqlitedb.ExecutionRetryParams{RunAt: runAtMs, Ready: sqliteBool(atOnce), ID: id})
 	if err = translate(err); err == engine.ErrNoRows {
 		return false, nil
 	}

@@ -167,14 +167,10 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 	if payload == nil {
 		payload = []byte{}
 	}
-	var ready int64
-	if e.RunAtMs <= e.CreatedAtMs {
-		ready = 1
-	}
 	return translate(x.q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: ready,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()),
 	}))
 }
 
@@ -702,6 +698,14 @@ func agentFromRow(r sqlitedb.Agent, err error) (engine.Agent, error) {
 		IdempotencyKey:         r.IdempotencyKey.String,
 		Host:                   r.Host.String,
 	}, nil
+}
+
+// sqliteBool is b as SQLite stores a boolean: 1 or 0.
+func sqliteBool(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // nullString maps "" to NULL: optional identifiers are NULL when absent.
