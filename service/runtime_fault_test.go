@@ -223,6 +223,91 @@ func TestRunWorkerOutcomeWrittenByAnUnknownTry(t *testing.T) {
 	}
 }
 
+// keeperFirstEngine answers the first settle ErrUnavailable after it
+// committed; it holds the next one until the job's keeper has found the
+// lease ended (by that very commit) and said so in the log, and answers it
+// ErrUnavailable too, writing nothing: the settler's next try comes after
+// the keeper's verdict.
+type keeperFirstEngine struct {
+	engine.Engine
+	settles atomic.Int64
+	logged  func() string
+}
+
+func (k *keeperFirstEngine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
+	switch k.settles.Add(1) {
+	case 1:
+		res := k.Engine.Settle(ctx, nowMs, outcomes, claim)
+		for i := range res.Errs {
+			res.Errs[i] = engine.ErrUnavailable
+		}
+		res.Claim, res.ClaimErr = engine.ClaimResult{}, engine.ErrUnavailable
+		return res
+	case 2:
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(k.logged(), "lease lost; cancelling its handler"); {
+			if time.Now().After(deadline) {
+				break // the test fails on its own: the keeper never saw it
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		res := engine.SettleResult{Errs: make([]error, len(outcomes)), ClaimErr: engine.ErrUnavailable}
+		for i := range res.Errs {
+			res.Errs[i] = engine.ErrUnavailable
+		}
+		return res
+	}
+	return k.Engine.Settle(ctx, nowMs, outcomes, claim)
+}
+
+// An outcome written by a try whose answer was lost, whose keeper then
+// found the lease ended before the settler tried again, is looked up too:
+// counted once as written, never called dropped nor a lost lease.
+func TestRunWorkerOutcomeWrittenByAnUnknownTryKeeperFirst(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			conformance(t, func(t *testing.T, b backend) {
+				var log bytes.Buffer
+				var logMu sync.Mutex
+				logged := func() string {
+					logMu.Lock()
+					defer logMu.Unlock()
+					return log.String()
+				}
+				obs := &outcomeObserver{}
+				s := realStore(t, b, WithObserver(obs), WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil))))
+				s.eng = &keeperFirstEngine{Engine: s.eng, logged: logged}
+				id := create(t, s, CreateExecutionArgs{})
+				stop := runWorker(t, s, WorkerArgs{LeaseTTL: 300 * time.Millisecond, Handler: func(context.Context, Lease) ([]byte, error) {
+					if fail {
+						return nil, errors.New("no luck")
+					}
+					return []byte("done"), nil
+				}})
+				want := ExecutionCompleted
+				if fail {
+					want = ExecutionFailed
+				}
+				eventually(t, "the outcome", func() bool { return getExecution(t, s, id).State == want })
+				eventually(t, "the outcome counted", func() bool { return obs.completed.Load()+obs.failed.Load() == 1 })
+				must(t, stop())
+				text := logged()
+				if !strings.Contains(text, "lease lost; cancelling its handler") {
+					t.Fatalf("the keeper did not find the lease ended first:\n%s", text)
+				}
+				// The keeper's renewal that found the lease ended counts as a
+				// lost lease (it was one, to a renewal); the outcome is what
+				// matters.
+				if strings.Contains(text, "dropped") || obs.completed.Load()+obs.failed.Load() != 1 {
+					t.Fatalf("an outcome its first try wrote was called dropped:\n%s", text)
+				}
+				if !strings.Contains(text, "written by that try") {
+					t.Fatalf("the log does not say the earlier try wrote the outcome:\n%s", text)
+				}
+			})
+		})
+	}
+}
+
 // An outcome whose write fails is retried until it is written, and its lease
 // is renewed meanwhile: here the writes fail for three lease TTLs, so the
 // outcome is written only because the renewals went on.

@@ -197,6 +197,26 @@ func (st *settler) requeue(ps []*pendingOutcome) {
 	st.poke()
 }
 
+// retryLater counts a failed try of p and sets when to try again, with
+// backoff.
+func (p *pendingOutcome) retryLater() *pendingOutcome {
+	p.tries++
+	b := backoff{n: p.tries - 1}
+	p.due = time.Now().Add(b.next())
+	return p
+}
+
+// written settles p, whose outcome is written, and says so at Debug: an
+// operator tracing a run, or a test reconciling what was acknowledged, can
+// see it (the record is built only when enabled).
+func (w *runner) written(p *pendingOutcome) {
+	if w.log.Enabled(context.Background(), slog.LevelDebug) {
+		w.log.Debug("roster: worker: outcome written", "execution", p.j.lease.ExecutionID,
+			"epoch", p.j.lease.Epoch, "lease", p.j.lease.LeaseID, "failed", p.outcome.Fail)
+	}
+	p.j.settle()
+}
+
 // write settles one batch, with a claim for the slots free now (those of
 // the batch's handlers among them), and sorts each outcome: written, dropped
 // (lease lost), or kept to be tried again.
@@ -210,19 +230,47 @@ func (st *settler) write(batch []*pendingOutcome) {
 		}
 	}
 	w.unreserve(freed)
-	// An outcome whose lease expired while it waited (the keeper saw the
-	// expiry) is dropped: the execution may be another worker's by now.
+	// An outcome whose lease the keeper found lost or expired while it
+	// waited is dropped (the execution may be another worker's by now),
+	// unless an earlier try that ended without knowing whether it wrote the
+	// outcome did write it: that write is what ended the lease.
 	live := batch[:0]
+	var again []*pendingOutcome
+	written := false
 	for _, p := range batch {
-		if p.j.isLost() {
-			w.warn("roster: worker: the lease expired before the outcome could be written; dropped", "execution", p.j.lease.ExecutionID)
-			p.j.settle()
+		if !p.j.isLost() {
+			live = append(live, p)
 			continue
 		}
-		live = append(live, p)
+		err := engine.ErrNoRows
+		if p.unknown {
+			err = w.s.writtenBefore(p.outcome)
+		}
+		switch {
+		case err == nil:
+			w.s.noteEnded(p.j.lease.Namespace, p.j.lease.Lane, p.outcome.Fail)
+			if p.outcome.Fail {
+				w.s.work.signal() // a retry may be claimable
+			}
+			w.written(p)
+			written = true
+		case errors.Is(err, engine.ErrNoRows):
+			w.warn("roster: worker: the lease was lost before the outcome could be written; dropped", "execution", p.j.lease.ExecutionID)
+			p.j.settle()
+		case errors.Is(err, ErrClosed):
+			p.j.settle()
+		default:
+			// The look-up failed: look again later.
+			w.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
+			again = append(again, p.retryLater())
+		}
 	}
 	batch = live
 	if len(batch) == 0 {
+		st.requeue(again)
+		if written {
+			w.answered()
+		}
 		w.signalClaimer()
 		return
 	}
@@ -244,21 +292,12 @@ func (st *settler) write(batch []*pendingOutcome) {
 		outcomes[i], held[i], unknown[i] = p.outcome, p.j.lease, p.unknown
 	}
 	errs, leases, next, claimErr := w.s.settle(outcomes, held, unknown, claim)
-	var again []*pendingOutcome
-	written := false
 	for i, p := range batch {
 		err := errs[i]
 		switch {
 		case err == nil:
 			written = true
-			if w.log.Enabled(context.Background(), slog.LevelDebug) {
-				// The worker knows its outcome was written: an operator
-				// tracing a run, or a test reconciling what was
-				// acknowledged, can see it. Built only when enabled.
-				w.log.Debug("roster: worker: outcome written", "execution", p.j.lease.ExecutionID,
-					"epoch", p.j.lease.Epoch, "lease", p.j.lease.LeaseID, "failed", p.outcome.Fail)
-			}
-			p.j.settle()
+			w.written(p)
 		case errors.Is(err, ErrLeaseLost):
 			w.warn("roster: worker: the lease was lost before the outcome was written; dropped",
 				"execution", p.j.lease.ExecutionID, "err", err)
@@ -270,10 +309,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 			// goes on renewing the lease meanwhile).
 			w.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			p.unknown = p.unknown || outcomeUnknown(err)
-			p.tries++
-			b := backoff{n: p.tries - 1}
-			p.due = time.Now().Add(b.next())
-			again = append(again, p)
+			again = append(again, p.retryLater())
 		case !p.outcome.Fail:
 			// The database refused this result (a rule of its own, or an
 			// error that did not pass): record why, as the attempt's
