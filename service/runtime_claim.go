@@ -52,7 +52,7 @@ func (w *runner) claimLoop(ctx context.Context) error {
 				w.lapsed()
 			default:
 				w.failedClaim(p, err)
-				w.retryWait(ctx, signal, b.next())
+				w.retryWait(ctx, b.next())
 				continue
 			}
 		}
@@ -101,23 +101,35 @@ func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 
 // retryWait waits d after a failed claim, cut short as soon as the database
 // is heard to answer again: its listening connection re-established or a
-// change heard from it (the subscription, armed meanwhile), this Store's
-// signal, or a kick (a heartbeat, a renewal or a settle that succeeded, a
-// registration restored). A claim that fails again waits longer.
-func (w *runner) retryWait(ctx context.Context, signal <-chan struct{}, d time.Duration) {
+// change heard from it (the subscription, armed meanwhile), or a kick (a
+// heartbeat, a renewal or a settle that succeeded, a registration
+// restored). It waits at least retryFloor(d) whatever it hears: a database
+// that answers writes yet fails claims (overloaded, say) while work keeps
+// coming must not be asked to claim at every change. This Store's signal
+// (work created here) does not cut it short: it tells of work, which the
+// failed claim knew, not of a database answering. A claim that fails again
+// waits longer.
+func (w *runner) retryWait(ctx context.Context, d time.Duration) {
 	w.setClaimFailing(true)
+	floor := retryFloor(d)
+	if !sleep(ctx, floor) {
+		return
+	}
 	w.sub.Arm()
 	defer w.sub.Disarm()
-	t := time.NewTimer(d)
+	t := time.NewTimer(d - floor)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-signal:
 	case <-w.sub.C():
 	case <-w.kick:
 	case <-t.C:
 	}
 }
+
+// retryFloor is the least wait after a failed claim whose backoff is d:
+// half of it, at most a quarter of a second.
+func retryFloor(d time.Duration) time.Duration { return min(d/2, 250*time.Millisecond) }
 
 // setClaimFailing records whether the last claim failed (the claimer waits
 // to try again).

@@ -150,6 +150,34 @@ func TestRunWorkerClaimsAsSoonAsTheDatabaseAnswers(t *testing.T) {
 	}
 }
 
+// A claim that keeps failing while the database answers everything else
+// (work is created through the same Store throughout) still backs off:
+// neither this Store's signal nor the changes heard make it claim at every
+// create.
+func TestRunWorkerFailedClaimsBackOffWhileWorkIsCreated(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s := realStore(t, b, withWorkerPoll(time.Hour))
+		oe := &outageEngine{Engine: s.eng, reconnect: make(chan struct{}, 1)}
+		oe.down.Store(true)
+		s.eng = oe
+		stop := runWorker(t, s, WorkerArgs{Handler: func(context.Context, Lease) ([]byte, error) { return nil, nil }})
+		create(t, s, CreateExecutionArgs{})
+		// Nine failed claims in a row: the backoff is at its cap (2 s).
+		eventually(t, "nine failed claims", func() bool { return oe.claimFails.Load() >= 9 })
+		before := oe.claimFails.Load()
+		const window = 1500 * time.Millisecond
+		for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			create(t, s, CreateExecutionArgs{})
+		}
+		// At most one claim per floor (250 ms) of the capped backoff, and
+		// one more for a wait under way when the window began.
+		if n := oe.claimFails.Load() - before; n > int64(window/(250*time.Millisecond))+1 {
+			t.Fatalf("%d failed claims in %v while work was created", n, window)
+		}
+		must(t, stop())
+	})
+}
+
 // lyingEngine writes the first lies settles but answers ErrUnavailable for
 // them, outcomes and claim alike, as a connection that broke after the
 // commit and before its answer would.
