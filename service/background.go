@@ -208,17 +208,23 @@ const maxRetention = 100 * 365 * 24 * time.Hour
 
 // leaseTerm is how long a leader's lease lasts: 2.5 Intervals, so that it
 // survives one missed renewal, and a follower, looking every Interval/4,
-// takes over within 3 Intervals of the leader's death.
-func leaseTerm(interval time.Duration) time.Duration { return interval * 5 / 2 }
+// takes over within 3 Intervals of the leader's death; but at least
+// minLeaseTerm, so that a run (bounded by the term) can end within it
+// however short the Interval.
+func leaseTerm(interval time.Duration) time.Duration { return max(interval*5/2, minLeaseTerm) }
+
+// minLeaseTerm is the shortest term of a leader's lease.
+const minLeaseTerm = 250 * time.Millisecond
 
 // RunSweeper runs the fleet's maintenance (Sweep) on an interval until ctx
 // ends (returning nil) or the Store is closed (returning ErrClosed). Any
 // number of processes on any number of hosts may run it on one database: at
 // any moment at most one of them, the leader, does the work. Leadership is
 // a fenced lease in the database (holder, epoch, expiry), taken and renewed
-// by compare-and-set at each Interval and lasting 2.5 Intervals, so it is
-// lost before 3 Intervals pass without a renewal, and a follower (looking
-// every Interval/4) takes over within 3 Intervals of the leader's death.
+// by compare-and-set at each Interval and lasting 2.5 Intervals (at least
+// 250 ms, so that a run can end within it), so it is lost before 3
+// Intervals pass without a renewal, and a follower (looking every
+// Interval/4) takes over within 3 Intervals of the leader's death.
 // Every write of a leader's maintenance is fenced by its term in the same
 // transaction: a leader that lost the lease writes nothing more and stops
 // at once, and each run ends by the lease's expiry. On shutdown a leader resigns, so that another

@@ -1,10 +1,13 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -365,6 +368,33 @@ func TestRunSweeperIntervalBounds(t *testing.T) {
 			case !tc.ok && (!errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "Interval")):
 				t.Errorf("Interval %v: err %v, want ErrInvalidInput naming Interval", tc.interval, err)
 			}
+		}
+	})
+}
+
+// At the shortest Interval (1 ms) the sweeper still does the work: its
+// leadership lasts long enough (at least 250 ms) for a run to end within
+// its term. With a term of 2.5 Intervals (2 ms) a run that took longer
+// outlived its term and was cancelled, every time.
+func TestRunSweeperAtTheShortestIntervalDoesTheWork(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		var log bytes.Buffer
+		var logMu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		s := realStore(t, b, WithLogger(logger))
+		register(t, s, "ns", "lapsed", "w", time.Second, time.Now().Add(-time.Minute))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.RunSweeper(ctx, SweeperArgs{Interval: time.Millisecond, InstanceID: "sweeper"}) }()
+		eventually(t, "a whole sweeper run", func() bool {
+			logMu.Lock()
+			defer logMu.Unlock()
+			return strings.Contains(log.String(), `msg="roster: sweeper run"`)
+		})
+		cancel()
+		must(t, <-done)
+		if _, err := s.GetWorker(context.Background(), "ns", "lapsed"); !errors.Is(err, ErrNotRegistered) {
+			t.Fatalf("the lapsed worker after a run: %v", err)
 		}
 	})
 }
