@@ -230,6 +230,25 @@ func (c *cli) scheduleKey() (namespace, name string, err error) {
 	return c.args[0], c.args[1], nil
 }
 
+// withSchedule parses a schedules command of NAMESPACE NAME, checks the key
+// (before anything is opened: a refused key touches no database), opens the
+// Store for writing and calls fn.
+func (c *cli) withSchedule(ctx context.Context, args []string, fn func(s *service.Store, ns, name string) error) error {
+	if err := c.parse(args, 2); err != nil {
+		return err
+	}
+	ns, name, err := c.scheduleKey()
+	if err != nil {
+		return err
+	}
+	s, err := c.openWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return fn(s, ns, name)
+}
+
 func schedulesPut(ctx context.Context, c *cli, args []string) error {
 	every := c.flags.Duration("every", 0, "run every this long, periods aligned to the Unix epoch (1s to 366 days)")
 	cronSpec := c.flags.String("cron", "", "run at the times of this 5-field cron spec, in UTC")
@@ -241,11 +260,7 @@ func schedulesPut(ctx context.Context, c *cli, args []string) error {
 	paused := c.flags.Bool("paused", false, "create it paused")
 	var caps stringList
 	c.flags.Var(&caps, "capability", "a capability each run requires (repeat for several)")
-	return c.withWrite(ctx, args, 2, func(s *service.Store) error {
-		ns, name, err := c.scheduleKey()
-		if err != nil {
-			return err
-		}
+	return c.withSchedule(ctx, args, func(s *service.Store, ns, name string) error {
 		sc := service.Schedule{Namespace: ns, Name: name, Every: *every, Cron: *cronSpec, Paused: *paused,
 			Template: service.CreateExecutionArgs{Lane: *lane, Payload: []byte(*payload), Priority: *priority,
 				RequiredCapabilities: caps, MaxAttempts: *maxAttempts, RetryBackoff: *backoff}}
@@ -276,11 +291,7 @@ func (c *cli) printSchedule(ctx context.Context, s *service.Store, ns, name stri
 }
 
 func schedulesDelete(ctx context.Context, c *cli, args []string) error {
-	return c.withWrite(ctx, args, 2, func(s *service.Store) error {
-		ns, name, err := c.scheduleKey()
-		if err != nil {
-			return err
-		}
+	return c.withSchedule(ctx, args, func(s *service.Store, ns, name string) error {
 		if err := s.DeleteSchedule(ctx, ns, name); err != nil {
 			return err
 		}
@@ -299,11 +310,7 @@ func schedulesResume(ctx context.Context, c *cli, args []string) error {
 // setPaused pauses or resumes a schedule (a resumed one runs from its next
 // period on).
 func setPaused(ctx context.Context, c *cli, args []string, paused bool) error {
-	return c.withWrite(ctx, args, 2, func(s *service.Store) error {
-		ns, name, err := c.scheduleKey()
-		if err != nil {
-			return err
-		}
+	return c.withSchedule(ctx, args, func(s *service.Store, ns, name string) error {
 		scs, err := s.ListSchedules(ctx, ns)
 		if err != nil {
 			return err

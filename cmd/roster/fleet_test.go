@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,6 +93,16 @@ func TestSchedulesEmptyNamespaceIsAUsageError(t *testing.T) {
 		code, out, errOut := runCLI(t, append(tc.args, "--db", db)...)
 		if code != 2 || !strings.Contains(errOut, "invalid "+tc.arg+":") {
 			t.Errorf("%q: exit %d, want 2 and a message naming %s\n%s%s", tc.args, code, tc.arg, out, errOut)
+		}
+		// The key is checked before anything is opened: a database that
+		// is not there is not created, and the usage error is the answer.
+		absent := filepath.Join(t.TempDir(), "absent.db")
+		code, out, errOut = runCLI(t, append(tc.args, "--db", absent)...)
+		if code != 2 || !strings.Contains(errOut, "invalid "+tc.arg+":") {
+			t.Errorf("%q on an absent database: exit %d, want 2 and a message naming %s\n%s%s", tc.args, code, tc.arg, out, errOut)
+		}
+		if _, err := os.Stat(absent); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q created the database it was refused on: %v", tc.args, err)
 		}
 	}
 	code, out, errOut := runCLI(t, "schedules", "list", "--db", db, "--json")
