@@ -84,3 +84,15 @@ func (nopObserver) Swept(int)                    {}
 func (nopObserver) Overloaded()                  {}
 func (nopObserver) WriteWaited(time.Duration)    {}
 func (nopObserver) Committed(time.Duration, int) {}
+
+// FleetObserver is an Observer that also hears of leadership and schedules
+// (package metrics implements it). The Store calls these methods only on
+// an Observer that implements them.
+type FleetObserver interface {
+	Observer
+	// LeaderChanged: this process's RunSweeper took the maintenance
+	// leadership under a new epoch, or lost it.
+	LeaderChanged()
+	// ScheduleRuns: n executions were created by schedules.
+	ScheduleRuns(n int)
+}

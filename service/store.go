@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -321,9 +322,6 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q engine
 	if err := s.check(); err != nil {
 		return err
 	}
-	if f, ok := ctx.Value(fenceKey{}).(fence); ok {
-		fn = s.fenced(f, fn)
-	}
 	return s.observe(s.eng.Write(ctx, fn))
 }
 
@@ -351,9 +349,6 @@ func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q eng
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, ok := ctx.Value(fenceKey{}).(fence); ok {
-		return s.write(ctx, fn) // the fence needs a transaction
-	}
 	return s.observe(s.eng.WriteOne(ctx, fn))
 }
 
@@ -367,4 +362,13 @@ func (s *Store) Check(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return s.eng.Check(ctx)
+}
+
+// jitter spreads d by ±10% so that a fleet's timers do not align.
+func jitter(d time.Duration) time.Duration {
+	spread := int64(d) / 5
+	if spread <= 0 {
+		return d
+	}
+	return d - time.Duration(spread/2) + time.Duration(rand.Int64N(spread))
 }

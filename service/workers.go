@@ -105,10 +105,6 @@ type ListWorkerEventsArgs struct {
 	Limit                 int
 }
 
-// sweepBatchSize bounds the rows one sweep, reclaim or prune transaction
-// touches, so the writer is never held for long.
-const sweepBatchSize = 256
-
 // RegisterWorker registers an instance, or refreshes it while it is alive
 // under the same worker id. An instance alive under another worker id is
 // ErrConflict.
@@ -312,46 +308,6 @@ func (s *Store) ListWorkers(ctx context.Context, a ListWorkersArgs) (WorkerPage,
 	return page, nil
 }
 
-// SweepExpiredWorkers deletes every worker with LastHeartbeat + TTL <= now,
-// logs a ttl_swept event for each, ends their running leases at now, and
-// returns how many it swept. It works in bounded batches, one transaction
-// each, so that it never holds the writer for long.
-func (s *Store) SweepExpiredWorkers(ctx context.Context, now time.Time) (int, error) {
-	if err := s.check(); err != nil {
-		return 0, err
-	}
-	nowMs, err := s.at("now", now)
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for {
-		var n int
-		err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-			keys, err := q.WorkerSweepBatch(ctx, nowMs, sweepBatchSize)
-			if err != nil || len(keys) == 0 {
-				return err
-			}
-			n = len(keys)
-			if err := q.WorkerEventAppendSwept(ctx, keys, nowMs); err != nil {
-				return err
-			}
-			return q.LeaseRevokeHeldBy(ctx, keys, nowMs)
-		})
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < sweepBatchSize {
-			if total > 0 {
-				s.cfg.observer.Swept(total)
-				s.log.Info("roster: swept expired workers", "count", total)
-			}
-			return total, nil
-		}
-	}
-}
-
 // ListWorkerEvents reads the audit log in Seq order: events with Seq >
 // AfterSeq, optionally of one namespace and one instance.
 func (s *Store) ListWorkerEvents(ctx context.Context, a ListWorkerEventsArgs) ([]WorkerEvent, error) {
@@ -417,31 +373,6 @@ func (s *Store) LatestWorkerEvents(ctx context.Context, namespace string, limit 
 		events[i] = eventFromRow(r)
 	}
 	return events, nil
-}
-
-// PruneWorkerEvents deletes the events with At < before, in bounded batches,
-// and returns how many it deleted.
-func (s *Store) PruneWorkerEvents(ctx context.Context, before time.Time) (int, error) {
-	if err := s.check(); err != nil {
-		return 0, err
-	}
-	beforeMs, err := s.at("before", before)
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for {
-		var n int
-		err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-			var err error
-			n, err = q.WorkerEventPruneBatch(ctx, beforeMs, sweepBatchSize)
-			return err
-		})
-		total += n
-		if err != nil || n < sweepBatchSize {
-			return total, err
-		}
-	}
 }
 
 func appendEvent(ctx context.Context, q engine.Queries, k engine.WorkerKey, kind WorkerEventKind, atMs int64, reason string) error {

@@ -15,94 +15,6 @@ import (
 	"github.com/rosterdb/roster/internal/engine"
 )
 
-// RetryExecutionArgs redrive a failed or cancelled execution.
-type RetryExecutionArgs struct {
-	ID    uuid.UUID
-	RunAt time.Time // zero: now
-	Now   time.Time
-}
-
-// RetryExecution (redrive) puts a failed or cancelled execution back to
-// waiting at RunAt (zero: now), granting one more attempt when none is left
-// (MaxAttempts = Attempts + 1); LastError is kept until the next attempt
-// ends. A waiting execution is a no-op (nil); a running or completed one is
-// ErrConflict, and so is one whose UniqueKey another live execution holds
-// now; an unknown id is ErrNotFound.
-func (s *Store) RetryExecution(ctx context.Context, a RetryExecutionArgs) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	now, err := s.at("Now", a.Now)
-	if err != nil {
-		return err
-	}
-	if err := validTime("RunAt", a.RunAt); err != nil {
-		return err
-	}
-	runAt := now
-	if !a.RunAt.IsZero() {
-		runAt = a.RunAt.UnixMilli()
-	}
-	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		done, err := q.ExecutionRetry(ctx, a.ID, runAt, a.RunAt.IsZero())
-		if err != nil || done {
-			return err
-		}
-		state, err := q.ExecutionGetState(ctx, a.ID)
-		switch {
-		case errors.Is(err, engine.ErrNoRows):
-			return fmt.Errorf("%w: execution %s", ErrNotFound, a.ID)
-		case err != nil:
-			return err
-		case state == string(ExecutionWaiting):
-			return nil
-		}
-		return fmt.Errorf("%w: execution %s is %s; only a failed or cancelled one can be retried", ErrConflict, a.ID, state)
-	})
-	if err != nil {
-		return err
-	}
-	s.work.signal()
-	return nil
-}
-
-// maintenanceRole names the leadership lease of RunSweeper.
-const maintenanceRole = "maintenance"
-
-// Leader says which RunSweeper instance holds the maintenance leadership and
-// until when; "" and a zero time when none does.
-func (s *Store) Leader(ctx context.Context) (instanceID string, until time.Time, err error) {
-	if err := s.check(); err != nil {
-		return "", time.Time{}, err
-	}
-	now := s.now(time.Time{}).UnixMilli()
-	err = s.read(ctx, func(ctx context.Context, q engine.Queries) error {
-		holder, _, expires, err := q.LeaderGet(ctx, maintenanceRole)
-		switch {
-		case errors.Is(err, engine.ErrNoRows):
-			return nil
-		case err != nil:
-			return err
-		case expires > now:
-			instanceID, until = holder, msTime(expires)
-		}
-		return nil
-	})
-	return instanceID, until, err
-}
-
-// FleetObserver is an Observer that also hears of leadership and schedules
-// (package metrics implements it). The Store calls these methods only on
-// an Observer that implements them.
-type FleetObserver interface {
-	Observer
-	// LeaderChanged: this process's RunSweeper took the maintenance
-	// leadership under a new epoch, or lost it.
-	LeaderChanged()
-	// ScheduleRuns: n executions were created by schedules.
-	ScheduleRuns(n int)
-}
-
 // Schedule creates one execution per period from its Template: every Every
 // (periods aligned to the Unix epoch: Every 1h runs on the hour, UTC) or at
 // each time of Cron (5 fields, UTC, github.com/robfig/cron/v3's standard
@@ -353,7 +265,8 @@ var errScheduleMoved = errors.New("roster: the schedule moved on")
 
 // runSchedules creates the run of each due schedule's latest period at now,
 // and returns how many executions it created.
-func (s *Store) runSchedules(ctx context.Context, now time.Time) (int, error) {
+func (m maintenance) runSchedules(ctx context.Context, now time.Time) (int, error) {
+	s := m.s
 	nowMs := now.UnixMilli()
 	created := 0
 	// A walk in (next run, namespace, name) order that visits each due
@@ -374,7 +287,7 @@ func (s *Store) runSchedules(ctx context.Context, now time.Time) (int, error) {
 			after = due[len(due)-1]
 		}
 		for _, sc := range due {
-			n, err := s.runSchedule(ctx, sc, now)
+			n, err := m.runSchedule(ctx, sc, now)
 			created += n
 			if err != nil {
 				return created, err
@@ -397,7 +310,8 @@ func (s *Store) runSchedules(ctx context.Context, now time.Time) (int, error) {
 // the schedule to its next period, in one transaction; it returns 1 when it
 // created an execution (0: the period's run existed, or another maintainer
 // moved the schedule first).
-func (s *Store) runSchedule(ctx context.Context, sc engine.Schedule, now time.Time) (int, error) {
+func (m maintenance) runSchedule(ctx context.Context, sc engine.Schedule, now time.Time) (int, error) {
+	s := m.s
 	p, err := parsePeriod(time.Duration(sc.EveryMs)*time.Millisecond, sc.Cron)
 	if err != nil {
 		s.log.Warn("roster: a stored schedule does not parse; skipped", "namespace", sc.Namespace, "name", sc.Name, "err", err)
@@ -424,7 +338,7 @@ func (s *Store) runSchedule(ctx context.Context, sc engine.Schedule, now time.Ti
 	// cannot create the period again after the run ended.
 	hold := min(next.Sub(start), maxUniqueFor)
 	created := 0
-	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+	err = m.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		created = 0
 		id, err := s.createKeyed(ctx, q, row, row.CreatedAtMs+hold.Milliseconds())
 		if err != nil {

@@ -1,0 +1,148 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// maxClaimBatch bounds ClaimExecutions.
+const maxClaimBatch = 1000
+
+// ClaimArgs are the arguments of ClaimExecution.
+type ClaimArgs struct {
+	Namespace, InstanceID string
+	LeaseTTL              time.Duration
+	Now                   time.Time
+}
+
+// ClaimExecution gives a live worker the best claimable execution of its
+// namespace (waiting and RunAt <= now; highest priority, then earliest RunAt,
+// then lowest id) whose lane is one of the worker's lanes and whose required
+// capabilities are all among the worker's, under a new lease: a new attempt,
+// a new epoch and a new lease id. A worker that is not alive is
+// ErrNotRegistered; nothing to claim is ErrNoWork.
+func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) {
+	leases, err := s.claim(ctx, a, 1)
+	if err != nil {
+		return Lease{}, err
+	}
+	return leases[0], nil
+}
+
+// ClaimExecutions is ClaimExecution for up to max executions (1 to 1000) in
+// one transaction, returned best first; fewer when fewer are claimable, or
+// when their payloads would add up to more than 64 MiB (a claim always
+// takes the best one), and ErrNoWork when none is.
+func (s *Store) ClaimExecutions(ctx context.Context, a ClaimArgs, max int) ([]Lease, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if max < 1 || max > maxClaimBatch {
+		return nil, invalid("max", "%d is outside 1..%d", max, maxClaimBatch)
+	}
+	return s.claim(ctx, a, max)
+}
+
+func (s *Store) claim(ctx context.Context, a ClaimArgs, n int) ([]Lease, error) {
+	p, err := s.claimParams(a, n)
+	if err != nil {
+		return nil, err
+	}
+	leases, _, err := s.claimWith(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(leases) == 0 {
+		return nil, fmt.Errorf("%w: nothing claimable in namespace %q for the lanes and capabilities of %q",
+			ErrNoWork, a.Namespace, a.InstanceID)
+	}
+	return leases, nil
+}
+
+// claimParams validates a claim for n executions and gives each a fresh
+// lease id.
+func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
+	if err := s.check(); err != nil {
+		return engine.ClaimParams{}, err
+	}
+	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
+		return engine.ClaimParams{}, err
+	}
+	if err := validTTL("LeaseTTL", a.LeaseTTL); err != nil {
+		return engine.ClaimParams{}, err
+	}
+	now, err := s.at("Now", a.Now)
+	if err != nil {
+		return engine.ClaimParams{}, err
+	}
+	p := engine.ClaimParams{
+		Namespace: a.Namespace, InstanceID: a.InstanceID,
+		NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: make([]uuid.UUID, n),
+		MaxBytes: s.cfg.claimBytes,
+	}
+	for i := range p.LeaseIDs {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return engine.ClaimParams{}, fmt.Errorf("roster: new lease id: %w", err)
+		}
+		p.LeaseIDs[i] = id
+	}
+	return p, nil
+}
+
+// claimWith runs a claim: the leases it took (none is not an error here)
+// and, when it took fewer than asked, the earliest RunAt of the worker's
+// scheduled work (zero: none). A claim that finds nothing writes nothing.
+func (s *Store) claimWith(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+	if err := s.check(); err != nil {
+		return nil, time.Time{}, err
+	}
+	res, err := s.eng.Claim(ctx, p)
+	if err != nil {
+		return nil, time.Time{}, s.observe(claimError(err, p))
+	}
+	return s.claimed(res, p.InstanceID)
+}
+
+// claimed maps what a claim took to leases and tells the Observer.
+func (s *Store) claimed(res engine.ClaimResult, instanceID string) ([]Lease, time.Time, error) {
+	leases := make([]Lease, len(res.Leases))
+	for i, c := range res.Leases {
+		leases[i] = leaseFromRow(c, instanceID)
+	}
+	if len(leases) > 0 {
+		s.noteClaimed(leases)
+	}
+	var next time.Time
+	if res.NextRunAtMs != 0 {
+		next = msTime(res.NextRunAtMs)
+	}
+	return leases, next, nil
+}
+
+// claimError says what a claim's ErrNoRows means: the worker is not alive.
+func claimError(err error, p engine.ClaimParams) error {
+	if errors.Is(err, engine.ErrNoRows) {
+		return notRegistered(engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID})
+	}
+	return err
+}
+
+func leaseFromRow(r engine.ClaimedLease, instanceID string) Lease {
+	return Lease{
+		ExecutionID:  r.ExecutionID,
+		LeaseID:      r.LeaseID,
+		AttemptIndex: int(r.AttemptIndex),
+		Epoch:        r.Epoch,
+		Namespace:    r.Namespace,
+		InstanceID:   instanceID,
+		Lane:         r.Lane,
+		Payload:      r.Payload,
+		ExpiresAt:    msTime(r.ExpiresAtMs),
+	}
+}
