@@ -32,9 +32,6 @@ import (
 // MemoryPath opens a private in-memory database.
 const MemoryPath = ":memory:"
 
-// maxBatch bounds the writes one group-commit transaction takes.
-const maxBatch = 128
-
 // Engine is an open SQLite database.
 type Engine struct {
 	cfg    engine.Config
@@ -65,15 +62,6 @@ type Engine struct {
 }
 
 var _ engine.Engine = (*Engine)(nil)
-
-// writeOp is one operation waiting for the writer. fn runs in the writer's
-// transaction (tx), inside a savepoint of its own when it shares it.
-type writeOp struct {
-	ctx    context.Context
-	queued time.Time
-	fn     func(ctx context.Context, tx *sql.Tx, q queries) error
-	done   chan error // buffered: the writer never blocks on a reply
-}
 
 // Open opens (creating it with mode 0600 if absent, unless read-only) the
 // database file at path, or a private in-memory database for MemoryPath, and
@@ -345,48 +333,6 @@ func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engin
 	return e.write(ctx, func(ctx context.Context, _ *sql.Tx, q queries) error { return fn(ctx, q) })
 }
 
-// write is Write for an fn that needs the transaction itself (savepoints).
-func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, q queries) error) error {
-	if e.closed.Load() {
-		return engine.ErrClosed
-	}
-	if e.writer == nil {
-		return fmt.Errorf("%w: the database was opened read-only", engine.ErrReadOnly)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	op := &writeOp{ctx: ctx, queued: time.Now(), fn: fn, done: make(chan error, 1)}
-	select {
-	case e.queue <- op:
-	default:
-		t := time.NewTimer(e.cfg.Admission)
-		select {
-		case e.queue <- op:
-			t.Stop()
-		case <-t.C:
-			return fmt.Errorf("%w: the write queue (%d) stayed full for %v", engine.ErrOverloaded, cap(e.queue), e.cfg.Admission)
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-e.quit:
-			t.Stop()
-			return engine.ErrClosed
-		}
-	}
-	select {
-	case err := <-op.done:
-		return err
-	case <-e.writerDone:
-		select {
-		case err := <-op.done:
-			return err
-		default:
-			return engine.ErrClosed
-		}
-	}
-}
-
 // WriteOne is Write: the single writer's group commit already shares one
 // transaction among the writes queued together.
 func (e *Engine) WriteOne(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
@@ -435,177 +381,6 @@ func (e *Engine) Check(ctx context.Context) ([]string, error) {
 		{Problem: "agent states whose kept count is wrong", Count: e.rq.AgentCheckCounts},
 	}, translate)
 	return append(problems, more...), err
-}
-
-// QueueLen reports how many writes wait for the writer (tests).
-func (e *Engine) QueueLen() int { return len(e.queue) }
-
-// runWriter is the single writer goroutine: it takes every write queued at the
-// moment (up to maxBatch) and commits them in one transaction.
-func (e *Engine) runWriter() {
-	defer close(e.writerDone)
-	batch := make([]*writeOp, 0, maxBatch)
-	for {
-		select {
-		case <-e.quit:
-			e.failQueued()
-			return
-		case op := <-e.queue:
-			batch = append(batch[:0], op)
-		fill:
-			for len(batch) < maxBatch {
-				select {
-				case op := <-e.queue:
-					batch = append(batch, op)
-				default:
-					break fill
-				}
-			}
-			e.commit(batch)
-			clear(batch)
-		}
-	}
-}
-
-// failQueued answers every write still queued at Close with ErrClosed.
-func (e *Engine) failQueued() {
-	for {
-		select {
-		case op := <-e.queue:
-			op.done <- engine.ErrClosed
-		default:
-			return
-		}
-	}
-}
-
-// commit runs a batch of writes in one BEGIN IMMEDIATE transaction, each in a
-// savepoint, and answers each one once the outcome is durable.
-func (e *Engine) commit(batch []*writeOp) {
-	results := make([]error, len(batch))
-	live := 0
-	for i, op := range batch {
-		if err := op.ctx.Err(); err != nil {
-			results[i] = err
-			continue
-		}
-		live++
-	}
-	reply := func(fatal error) {
-		for i, op := range batch {
-			if fatal != nil && results[i] == nil {
-				results[i] = fatal
-			}
-			op.done <- results[i]
-		}
-	}
-	if live == 0 {
-		reply(nil)
-		return
-	}
-	if o := e.cfg.Observer; o != nil {
-		began := time.Now()
-		for i, op := range batch {
-			if results[i] == nil {
-				o.WriteWaited(began.Sub(op.queued))
-			}
-		}
-	}
-	bg := context.Background()
-	tx, err := e.begin()
-	if err != nil {
-		reply(e.driverError("begin", err))
-		return
-	}
-	q := queries{e.wq.WithTx(tx)}
-	// A lone write needs no savepoint: rolling back the transaction undoes it.
-	savepoints := live > 1
-	ran := false
-	// step runs a savepoint statement; its failure ends the transaction for
-	// every write of the batch. After a write's own error (cause), SQLite
-	// may have rolled the whole transaction back by itself (a full disk, an
-	// I/O error): the savepoint is gone, and the cause says why.
-	step := func(stmt string, cause error) bool {
-		if !savepoints {
-			return true
-		}
-		if _, err := tx.ExecContext(bg, stmt); err != nil {
-			_ = tx.Rollback()
-			reply(e.driverError(stmt, rolledBack(cause, err)))
-			return false
-		}
-		return true
-	}
-	for i, op := range batch {
-		if results[i] != nil {
-			continue
-		}
-		if !step("SAVEPOINT op", nil) {
-			return
-		}
-		if err := op.fn(context.WithoutCancel(op.ctx), tx, q); err != nil {
-			results[i] = err
-			if !step("ROLLBACK TO op", err) {
-				return
-			}
-		} else {
-			ran = true
-		}
-		if !step("RELEASE op", nil) {
-			return
-		}
-	}
-	if !ran {
-		_ = tx.Rollback()
-		reply(nil)
-		return
-	}
-	committing := time.Now()
-	if err := tx.Commit(); err != nil {
-		reply(e.driverError("commit", err))
-		return
-	}
-	if o := e.cfg.Observer; o != nil {
-		o.Committed(time.Since(committing), live)
-	}
-	reply(nil)
-}
-
-// writerPoll bounds the writer's own wait for the write lock in one try; it
-// polls again after a jittered pause of about as long.
-const writerPoll = time.Millisecond
-
-// begin starts the writer's BEGIN IMMEDIATE transaction, waiting for the
-// write lock up to the busy timeout. SQLite's busy handler polls a held lock
-// at intervals that grow to 100 ms: against other processes writing back to
-// back, whose lock is free only for moments between their transactions, a
-// writer polling that rarely can starve for seconds. The writer's connection
-// waits writerPoll per try instead (PRAGMA busy_timeout at Open), and begin
-// tries again about every millisecond.
-func (e *Engine) begin() (*sql.Tx, error) {
-	deadline := time.Now().Add(e.cfg.BusyTimeout)
-	for {
-		tx, err := e.writer.BeginTx(context.Background(), nil)
-		if err == nil || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
-			return tx, err
-		}
-		time.Sleep(writerPoll/2 + time.Duration(rand.Int64N(int64(writerPoll))))
-	}
-}
-
-// rolledBack is the error of a savepoint statement (err) that failed after
-// a write's own error (cause, nil when none): when SQLite rolled the
-// transaction back by itself, the cause's sentinel (ErrStorage on a full
-// disk) says why; else the statement's error, which then means the storage
-// failed.
-func rolledBack(cause, err error) error {
-	if cause != nil && engine.Transient(cause) {
-		return cause
-	}
-	if err = translate(err); engine.Transient(err) {
-		return err
-	}
-	return fmt.Errorf("%w: the transaction was rolled back: %w", engine.ErrStorage, err)
 }
 
 // driverError wraps an unexpected driver error with the step that failed and

@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"context"
+
+	pgdb "github.com/rosterdb/roster/db/postgres"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// Agents.
+
+func (x queries) AgentInsert(ctx context.Context, a engine.Agent) error {
+	return translate(x.q.AgentInsert(ctx, pgdb.AgentInsertParams(agentParams(a))))
+}
+
+func (x queries) AgentSpawn(ctx context.Context, a engine.Agent) (bool, error) {
+	n, err := x.q.AgentSpawn(ctx, agentParams(a))
+	return n > 0, translate(err)
+}
+
+func agentParams(a engine.Agent) pgdb.AgentSpawnParams {
+	return pgdb.AgentSpawnParams{
+		ID:                     a.ID,
+		State:                  a.State,
+		TerminalReason:         text(a.TerminalReason),
+		Provider:               a.Provider,
+		ProviderSessionID:      text(a.ProviderSessionID),
+		CheckpointSessionID:    text(a.CheckpointSessionID),
+		CheckpointCursor:       a.CheckpointCursor,
+		OwnerActor:             a.OwnerActor,
+		OwnerPeerClass:         a.OwnerPeerClass,
+		OwnerWriteNamespace:    a.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: array(a.OwnerVisibleNamespaces),
+		SpawnFingerprint:       a.SpawnFingerprint,
+		SpawnedAtMs:            a.SpawnedAtMs,
+		StateChangedAtMs:       a.StateChangedAtMs,
+		IdempotencyKey:         text(a.IdempotencyKey),
+		Host:                   text(a.Host),
+	}
+}
+
+func (x queries) AgentGet(ctx context.Context, id string) (engine.Agent, error) {
+	r, err := x.q.AgentGet(ctx, id)
+	return agentFromRow(r), translate(err)
+}
+
+func (x queries) AgentSetState(ctx context.Context, id, fromState, state, reason string, atMs int64) (bool, error) {
+	n, err := x.q.AgentSetState(ctx, pgdb.AgentSetStateParams{
+		State: state, TerminalReason: text(reason), StateChangedAtMs: atMs, ID: id, FromState: fromState,
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentSetCheckpoint(ctx context.Context, id, sessionID string, cursor int64) (bool, error) {
+	n, err := x.q.AgentSetCheckpoint(ctx, pgdb.AgentSetCheckpointParams{
+		ID: id, CheckpointSessionID: text(sessionID), CheckpointCursor: cursor,
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentFindByIdempotencyKey(ctx context.Context, ownerActor, key string) (engine.Agent, error) {
+	r, err := x.q.AgentFindByIdempotencyKey(ctx, pgdb.AgentFindByIdempotencyKeyParams{OwnerActor: ownerActor, IdempotencyKey: text(key)})
+	return agentFromRow(r), translate(err)
+}
+
+func (x queries) AgentFindLiveByProviderSession(ctx context.Context, provider, sessionID string) (engine.Agent, error) {
+	r, err := x.q.AgentFindLiveByProviderSession(ctx, pgdb.AgentFindLiveByProviderSessionParams{Provider: provider, ProviderSessionID: text(sessionID)})
+	return agentFromRow(r), translate(err)
+}
+
+func (x queries) AgentTerminateLive(ctx context.Context, atMs int64) (int, error) {
+	n, err := x.q.AgentTerminateLive(ctx, atMs)
+	return int(n), translate(err)
+}
+
+func (x queries) AgentTerminateLiveOnHost(ctx context.Context, host string, atMs int64) (int, error) {
+	n, err := x.q.AgentTerminateLiveOnHost(ctx, pgdb.AgentTerminateLiveOnHostParams{AtMs: atMs, Host: text(host)})
+	return int(n), translate(err)
+}
+
+func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]engine.Agent, error) {
+	var rows []pgdb.Agent
+	var err error
+	n := int32(p.Limit)
+	switch {
+	case p.VisibleIn != "":
+		rows, err = x.q.AgentListVisibleIn(ctx, pgdb.AgentListVisibleInParams{
+			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor, MaxRows: n,
+		})
+	case p.OwnerActor != "":
+		rows, err = x.q.AgentListByOwner(ctx, pgdb.AgentListByOwnerParams{
+			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State, MaxRows: n,
+		})
+	case p.State != "":
+		rows, err = x.q.AgentListByState(ctx, pgdb.AgentListByStateParams{State: p.State, AfterID: p.AfterID, MaxRows: n})
+	default:
+		rows, err = x.q.AgentList(ctx, pgdb.AgentListParams{AfterID: p.AfterID, MaxRows: n})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Agent, len(rows))
+	for i, r := range rows {
+		out[i] = agentFromRow(r)
+	}
+	return out, nil
+}
+
+func agentFromRow(r pgdb.Agent) engine.Agent {
+	return engine.Agent{
+		ID:                     r.ID,
+		State:                  r.State,
+		TerminalReason:         r.TerminalReason.String,
+		Provider:               r.Provider,
+		ProviderSessionID:      r.ProviderSessionID.String,
+		CheckpointSessionID:    r.CheckpointSessionID.String,
+		CheckpointCursor:       r.CheckpointCursor,
+		OwnerActor:             r.OwnerActor,
+		OwnerPeerClass:         r.OwnerPeerClass,
+		OwnerWriteNamespace:    r.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: list(r.OwnerVisibleNamespaces),
+		SpawnFingerprint:       r.SpawnFingerprint,
+		SpawnedAtMs:            r.SpawnedAtMs,
+		StateChangedAtMs:       r.StateChangedAtMs,
+		IdempotencyKey:         r.IdempotencyKey.String,
+		Host:                   r.Host.String,
+	}
+}

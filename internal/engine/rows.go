@@ -1,0 +1,195 @@
+package engine
+
+import "github.com/google/uuid"
+
+// WorkerKey identifies a worker instance.
+type WorkerKey struct{ Namespace, InstanceID string }
+
+// Worker is a row of the worker registry. Times are Unix milliseconds.
+type Worker struct {
+	Namespace, InstanceID, WorkerID string
+	Lanes, Capabilities             []string // sorted, duplicate-free; nil when empty
+	LastHeartbeatMs, TTLMs          int64
+	RegisteredAtMs                  int64
+}
+
+// WorkerEvent is a row of the audit log.
+type WorkerEvent struct {
+	Seq                         int64
+	Namespace, InstanceID, Kind string
+	AtMs                        int64
+	Reason                      string
+}
+
+// WorkerListParams select a keyset page of workers; Namespace "" is every
+// namespace (then AfterNamespace is part of the keyset).
+type WorkerListParams struct {
+	Namespace, AfterNamespace, AfterInstanceID string
+	Limit                                      int
+}
+
+// WorkerEventListParams select events with Seq > AfterSeq; Namespace and
+// InstanceID "" are any.
+type WorkerEventListParams struct {
+	Namespace, InstanceID string
+	AfterSeq              int64
+	Limit                 int
+}
+
+// Execution is a row of executions. Holder, ClaimedAtMs and ExpiresAtMs
+// describe the current lease while running, else the last one ("" and 0:
+// never claimed); FinishedAtMs is 0 while the execution is live.
+type Execution struct {
+	ID                                  uuid.UUID
+	Namespace, Lane, State              string
+	Priority                            int64
+	Payload, Result                     []byte
+	RequiredCapabilities                []string
+	Attempts, MaxAttempts, ReclaimCount int64
+	LastError                           string
+	CreatedAtMs, RunAtMs                int64
+	RetryBackoffMs                      int64
+	Holder                              string
+	ClaimedAtMs, ExpiresAtMs            int64
+	FinishedAtMs                        int64
+	UniqueKey                           string // "": none
+	// Scheduled, at create: the caller gave a RunAt, so the execution is not
+	// claimable before RunAt by the claimer's clock, even a RunAt already
+	// past by the creator's; it waits scheduled until a claim finds it due.
+	Scheduled bool
+}
+
+// ReadyAtCreate tells whether a new execution is claimable at once, by
+// every claimer whatever its clock: created without a RunAt.
+func (e Execution) ReadyAtCreate() bool { return !e.Scheduled && e.RunAtMs <= e.CreatedAtMs }
+
+// ExecutionListParams select a keyset page of executions in id order; each
+// filter "" is any.
+type ExecutionListParams struct {
+	Namespace, Lane, State string
+	AfterID                uuid.UUID // uuid.Nil: from the start; with Newest, the page is of ids below it (uuid.Max: from the newest)
+	Limit                  int
+	Newest                 bool // descending id order: newest first
+}
+
+// ClaimParams ask for up to len(LeaseIDs) of the best claimable executions
+// for a worker, matched against the lanes and capabilities it registered.
+type ClaimParams struct {
+	Namespace, InstanceID string
+	NowMs, ExpiresAtMs    int64
+	LeaseIDs              []uuid.UUID // one fresh lease id per execution claimed
+	// MaxBytes bounds the payloads the claim returns (always at least one
+	// execution); 0 means MaxClaimBytes.
+	MaxBytes int64
+}
+
+// Bytes is the bound on the claim's payloads: MaxBytes, or MaxClaimBytes.
+func (p ClaimParams) Bytes() int64 {
+	if p.MaxBytes > 0 {
+		return p.MaxBytes
+	}
+	return MaxClaimBytes
+}
+
+// ClaimedLease is an execution a claim moved to running, under a new attempt.
+type ClaimedLease struct {
+	ExecutionID, LeaseID uuid.UUID
+	AttemptIndex, Epoch  int64
+	Namespace, Lane      string
+	Payload              []byte
+	ExpiresAtMs          int64
+}
+
+// LeaseRef names the lease a renew, complete or fail presents: every fence
+// compares all three (an epoch may be issued twice by a database that lost
+// its last commits, a lease id never is).
+type LeaseRef struct {
+	ExecutionID, LeaseID uuid.UUID
+	Epoch                int64
+}
+
+// ExpiredLease is a running attempt past its expiry.
+type ExpiredLease struct {
+	ExecutionID, LeaseID  uuid.UUID
+	AttemptIndex, Epoch   int64
+	Namespace, InstanceID string
+	ExpiresAtMs           int64
+}
+
+// ExpiredLeaseListParams select a keyset page of expired leases, ordered by
+// (ExpiresAtMs, ExecutionID); Namespace "" is every namespace.
+type ExpiredLeaseListParams struct {
+	Namespace        string
+	AsOfMs           int64
+	AfterExpiresAtMs int64
+	AfterExecutionID uuid.UUID // uuid.Nil with AfterExpiresAtMs = MinInt64: from the start
+	Limit            int
+}
+
+// Agent is a row of the agent ledger; optional fields are "" when absent.
+type Agent struct {
+	ID, State, TerminalReason                       string
+	Provider, ProviderSessionID                     string
+	CheckpointSessionID                             string
+	CheckpointCursor                                int64
+	OwnerActor, OwnerPeerClass, OwnerWriteNamespace string
+	OwnerVisibleNamespaces                          []string
+	SpawnFingerprint                                string
+	SpawnedAtMs, StateChangedAtMs                   int64
+	IdempotencyKey                                  string
+	Host                                            string
+}
+
+// AgentListParams select a keyset page of agents in id order; each filter ""
+// is any.
+type AgentListParams struct {
+	State, OwnerActor, VisibleIn, AfterID string
+	Limit                                 int
+}
+
+// Schedule is a row of schedules: a template that creates one execution
+// per period, every EveryMs (aligned to the Unix epoch) or at each time of
+// Cron (then EveryMs is 0).
+type Schedule struct {
+	Namespace, Name             string
+	EveryMs                     int64
+	Cron                        string
+	Lane                        string
+	Priority                    int64
+	RequiredCapabilities        []string
+	MaxAttempts, RetryBackoffMs int64
+	Payload                     []byte
+	Paused                      bool
+	NextRunAtMs                 int64
+	LastExecutionID             uuid.UUID // uuid.Nil: none yet
+	LastState                   string    // the last run's state ("": none, or pruned); ScheduleList only
+	UpdatedAtMs                 int64
+}
+
+// StatsRows are the aggregates Stats reads, each ordered by namespace (then
+// lane).
+type StatsRows struct {
+	Workers       []NamespaceWorkers
+	ExpiredLeases []NamespaceCount
+	Lanes         []LaneCounts
+	Agents        map[string]int64 // agents per state
+}
+
+// NamespaceWorkers counts one namespace's workers.
+type NamespaceWorkers struct {
+	Namespace     string
+	Alive, Lapsed int64
+}
+
+// NamespaceCount is a count in one namespace.
+type NamespaceCount struct {
+	Namespace string
+	N         int64
+}
+
+// LaneCounts counts one lane's live executions.
+type LaneCounts struct {
+	Namespace, Lane           string
+	Ready, Scheduled, Running int64
+	OldestReadyMs             int64 // 0 when Ready is 0
+}

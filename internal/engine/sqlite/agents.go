@@ -1,0 +1,139 @@
+package sqlite
+
+import (
+	"context"
+
+	sqlitedb "github.com/rosterdb/roster/db/sqlite"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// Agents.
+
+func (x queries) AgentInsert(ctx context.Context, a engine.Agent) error {
+	return translate(x.q.AgentInsert(ctx, sqlitedb.AgentInsertParams(agentParams(a))))
+}
+
+func (x queries) AgentSpawn(ctx context.Context, a engine.Agent) (bool, error) {
+	n, err := x.q.AgentSpawn(ctx, agentParams(a))
+	return n > 0, translate(err)
+}
+
+func agentParams(a engine.Agent) sqlitedb.AgentSpawnParams {
+	return sqlitedb.AgentSpawnParams{
+		ID:                     a.ID,
+		State:                  a.State,
+		TerminalReason:         nullString(a.TerminalReason),
+		Provider:               a.Provider,
+		ProviderSessionID:      nullString(a.ProviderSessionID),
+		CheckpointSessionID:    nullString(a.CheckpointSessionID),
+		CheckpointCursor:       a.CheckpointCursor,
+		OwnerActor:             a.OwnerActor,
+		OwnerPeerClass:         a.OwnerPeerClass,
+		OwnerWriteNamespace:    a.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: jsonArray(a.OwnerVisibleNamespaces),
+		SpawnFingerprint:       a.SpawnFingerprint,
+		SpawnedAtMs:            a.SpawnedAtMs,
+		StateChangedAtMs:       a.StateChangedAtMs,
+		IdempotencyKey:         nullString(a.IdempotencyKey),
+		Host:                   nullString(a.Host),
+	}
+}
+
+func (x queries) AgentGet(ctx context.Context, id string) (engine.Agent, error) {
+	return agentFromRow(x.q.AgentGet(ctx, id))
+}
+
+func (x queries) AgentSetState(ctx context.Context, id, fromState, state, reason string, atMs int64) (bool, error) {
+	n, err := x.q.AgentSetState(ctx, sqlitedb.AgentSetStateParams{
+		State: state, TerminalReason: nullString(reason), StateChangedAtMs: atMs, ID: id, FromState: fromState,
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentSetCheckpoint(ctx context.Context, id, sessionID string, cursor int64) (bool, error) {
+	n, err := x.q.AgentSetCheckpoint(ctx, sqlitedb.AgentSetCheckpointParams{
+		ID: id, CheckpointSessionID: nullString(sessionID), CheckpointCursor: cursor,
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentFindByIdempotencyKey(ctx context.Context, ownerActor, key string) (engine.Agent, error) {
+	return agentFromRow(x.q.AgentFindByIdempotencyKey(ctx, sqlitedb.AgentFindByIdempotencyKeyParams{
+		OwnerActor: ownerActor, IdempotencyKey: nullString(key),
+	}))
+}
+
+func (x queries) AgentFindLiveByProviderSession(ctx context.Context, provider, sessionID string) (engine.Agent, error) {
+	return agentFromRow(x.q.AgentFindLiveByProviderSession(ctx, sqlitedb.AgentFindLiveByProviderSessionParams{
+		Provider: provider, ProviderSessionID: nullString(sessionID),
+	}))
+}
+
+func (x queries) AgentTerminateLive(ctx context.Context, atMs int64) (int, error) {
+	n, err := x.q.AgentTerminateLive(ctx, atMs)
+	return int(n), translate(err)
+}
+
+func (x queries) AgentTerminateLiveOnHost(ctx context.Context, host string, atMs int64) (int, error) {
+	n, err := x.q.AgentTerminateLiveOnHost(ctx, sqlitedb.AgentTerminateLiveOnHostParams{AtMs: atMs, Host: nullString(host)})
+	return int(n), translate(err)
+}
+
+func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]engine.Agent, error) {
+	var rows []sqlitedb.Agent
+	var err error
+	n := int64(p.Limit)
+	switch {
+	case p.VisibleIn != "":
+		rows, err = x.q.AgentListVisibleIn(ctx, sqlitedb.AgentListVisibleInParams{
+			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor, Limit: n,
+		})
+	case p.OwnerActor != "":
+		rows, err = x.q.AgentListByOwner(ctx, sqlitedb.AgentListByOwnerParams{
+			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State, Limit: n,
+		})
+	case p.State != "":
+		rows, err = x.q.AgentListByState(ctx, sqlitedb.AgentListByStateParams{State: p.State, AfterID: p.AfterID, Limit: n})
+	default:
+		rows, err = x.q.AgentList(ctx, sqlitedb.AgentListParams{AfterID: p.AfterID, Limit: n})
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.Agent, len(rows))
+	for i, r := range rows {
+		if out[i], err = agentFromRow(r, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// agentFromRow maps a row (and the error of reading it) to an engine.Agent.
+func agentFromRow(r sqlitedb.Agent, err error) (engine.Agent, error) {
+	if err != nil {
+		return engine.Agent{}, translate(err)
+	}
+	visible, err := parseJSONArray(r.OwnerVisibleNamespaces)
+	if err != nil {
+		return engine.Agent{}, err
+	}
+	return engine.Agent{
+		ID:                     r.ID,
+		State:                  r.State,
+		TerminalReason:         r.TerminalReason.String,
+		Provider:               r.Provider,
+		ProviderSessionID:      r.ProviderSessionID.String,
+		CheckpointSessionID:    r.CheckpointSessionID.String,
+		CheckpointCursor:       r.CheckpointCursor,
+		OwnerActor:             r.OwnerActor,
+		OwnerPeerClass:         r.OwnerPeerClass,
+		OwnerWriteNamespace:    r.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: visible,
+		SpawnFingerprint:       r.SpawnFingerprint,
+		SpawnedAtMs:            r.SpawnedAtMs,
+		StateChangedAtMs:       r.StateChangedAtMs,
+		IdempotencyKey:         r.IdempotencyKey.String,
+		Host:                   r.Host.String,
+	}, nil
+}

@@ -1,0 +1,236 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	sqlitedb "github.com/rosterdb/roster/db/sqlite"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// Claims and leases.
+
+// ExecutionClaim makes the namespace's due scheduled executions ready (up to
+// promoteBatch), picks the best candidates (pick), and starts each with a
+// conditional UPDATE (state = 'waiting' in the statement that writes). The
+// single writer runs the whole claim in one transaction, so no other claim
+// can take a candidate between the pick and the start.
+func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+	if _, err := x.q.ExecutionPromoteDue(ctx, sqlitedb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs, BatchSize: promoteBatch}); err != nil {
+		return engine.ClaimResult{}, translate(err)
+	}
+	want := len(p.LeaseIDs)
+	w, cands, err := x.pick(ctx, p, want)
+	if err != nil {
+		return engine.ClaimResult{}, err
+	}
+	var res engine.ClaimResult
+	bounded, size := false, int64(0)
+	for _, c := range cands {
+		if size += c.bytes; len(res.Leases) > 0 && size > p.Bytes() {
+			bounded = true // the rest would carry too many payload bytes
+			break
+		}
+		id := c.id
+		leaseID := p.LeaseIDs[len(res.Leases)]
+		started, err := x.q.ExecutionStart(ctx, sqlitedb.ExecutionStartParams{
+			LeaseID: leaseID.String(), Holder: p.InstanceID, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs, ID: id,
+		})
+		if err != nil {
+			return engine.ClaimResult{}, translate(err)
+		}
+		res.Leases = append(res.Leases, engine.ClaimedLease{
+			ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
+			Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
+		})
+	}
+	switch {
+	case bounded:
+		res.NextRunAtMs = p.NowMs // more is claimable now
+	case len(res.Leases) < want:
+		if res.NextRunAtMs, err = x.nextRunAt(ctx, p.Namespace, p.InstanceID, w, p.NowMs); err != nil {
+			return engine.ClaimResult{}, err
+		}
+	}
+	return res, nil
+}
+
+func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
+	w, err := x.q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
+	if err != nil {
+		return 0, translate(err)
+	}
+	return x.nextRunAt(ctx, k.Namespace, k.InstanceID, w, nowMs)
+}
+
+func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
+	_, err := x.q.LeaseRenew(ctx, sqlitedb.LeaseRenewParams{LeaseID: l.LeaseID.String(), ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	return translate(err)
+}
+
+// LeaseComplete ends the lease and its execution, fenced in its UPDATE (the
+// lease stays on the row as its last).
+func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
+	_, err := x.q.LeaseComplete(ctx, sqlitedb.LeaseCompleteParams{LeaseID: l.LeaseID.String(), Result: result, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	return translate(err)
+}
+
+// LeaseCompleteMany completes each lease in turn, in the writer's
+// transaction (the single writer makes one statement per lease cheap).
+func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef, results [][]byte, nowMs int64) ([]engine.LeaseRef, error) {
+	var done []engine.LeaseRef
+	for i, l := range leases {
+		err := x.LeaseComplete(ctx, l, nowMs, results[i])
+		if err == engine.ErrNoRows {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		done = append(done, l)
+	}
+	return done, nil
+}
+
+func (x queries) LeaseGetOutcome(ctx context.Context, l engine.LeaseRef) (string, error) {
+	outcome, err := x.q.LeaseGetOutcome(ctx, sqlitedb.LeaseGetOutcomeParams{ID: l.ExecutionID, LeaseID: l.LeaseID.String(), Epoch: l.Epoch})
+	return outcome, translate(err)
+}
+
+func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
+	rows, err := x.q.LeaseFindHeld(ctx, sqlitedb.LeaseFindHeldParams{Namespace: k.Namespace, Holder: k.InstanceID, LeaseIds: mustJSON(leaseIDs)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.LeaseRef, len(rows))
+	for i, r := range rows {
+		out[i] = engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
+	}
+	return out, nil
+}
+
+// LeaseRelease returns the execution to waiting, fenced in its UPDATE; a
+// released attempt never ran and is not recorded.
+func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
+	_, err := x.q.LeaseRelease(ctx, sqlitedb.LeaseReleaseParams{LeaseID: l.LeaseID.String(), Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	return translate(err)
+}
+
+// LeaseFail ends the lease, fenced in its UPDATE, returning the execution to
+// waiting or ending it, then records the attempt, in the writer's
+// transaction.
+func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, reason string) error {
+	r, err := x.q.LeaseFail(ctx, sqlitedb.LeaseFailParams{LeaseID: l.LeaseID.String(), Now: nowMs, LastError: reason, ID: l.ExecutionID, Epoch: l.Epoch})
+	if err != nil {
+		return translate(err)
+	}
+	return x.record(ctx, ended{
+		id: l.ExecutionID, attempts: r.Attempts, epoch: l.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
+		holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs,
+	}, "failed", nowMs)
+}
+
+func (x queries) LeaseRevokeHeldBy(ctx context.Context, holders []engine.WorkerKey, nowMs int64) error {
+	return translate(x.q.LeaseRevokeHeldBy(ctx, sqlitedb.LeaseRevokeHeldByParams{Now: nowMs, Holders: keyPairs(holders)}))
+}
+
+func (x queries) LeaseListExpired(ctx context.Context, p engine.ExpiredLeaseListParams) ([]engine.ExpiredLease, error) {
+	rows, err := x.q.LeaseListExpired(ctx, sqlitedb.LeaseListExpiredParams{
+		AsOf: p.AsOfMs, Namespace: p.Namespace, AfterExpiresAtMs: p.AfterExpiresAtMs,
+		AfterID: p.AfterExecutionID.String(), Limit: int64(p.Limit),
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]engine.ExpiredLease, len(rows))
+	for i, r := range rows {
+		out[i] = engine.ExpiredLease{
+			ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
+			Namespace: r.Namespace, InstanceID: r.Holder.String, ExpiresAtMs: r.ExpiresAtMs.Int64,
+		}
+	}
+	return out, nil
+}
+
+// LeaseReclaimBatch ends the expired leases in one UPDATE, then records
+// each attempt as reclaimed, in the writer's transaction.
+func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {
+	rows, err := x.q.LeaseReclaimBatch(ctx, sqlitedb.LeaseReclaimBatchParams{Now: nowMs, BatchSize: int64(batch)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+		if err := x.record(ctx, ended{
+			id: r.ID, attempts: r.Attempts, epoch: r.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
+			holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs, revokedAtMs: r.RevokedAtMs,
+		}, "reclaimed", nowMs); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// pick finds up to want of the best ready executions for an alive worker
+// (ErrNoRows when it is not alive), best first, with their payloads' sizes,
+// and returns the worker. A
+// worker of one lane reads that lane's ready index; a worker of several
+// reads the namespace's, testing each lane with one probe of worker_lanes,
+// so the cost does not grow with the number of lanes. It only reads.
+func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqlitedb.WorkerGetClaimerRow, []candidate, error) {
+	w, err := x.q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
+	if err != nil {
+		return w, nil, translate(err)
+	}
+	var ids []candidate
+	switch {
+	case w.FirstLane == "":
+		return w, nil, nil // no lanes: nothing is claimable
+	case w.FirstLane == w.LastLane:
+		rows, err := x.q.ExecutionPickOneLane(ctx, sqlitedb.ExecutionPickOneLaneParams{
+			Namespace: p.Namespace, Lane: w.FirstLane, Capabilities: w.Capabilities, Limit: int64(want),
+		})
+		if err != nil {
+			return w, nil, translate(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, candidate{id: r.ID, bytes: r.PayloadBytes})
+		}
+	default:
+		rows, err := x.q.ExecutionPickManyLanes(ctx, sqlitedb.ExecutionPickManyLanesParams{
+			Namespace: p.Namespace, InstanceID: p.InstanceID, Capabilities: w.Capabilities, Limit: int64(want),
+		})
+		if err != nil {
+			return w, nil, translate(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, candidate{id: r.ID, bytes: r.PayloadBytes})
+		}
+	}
+	return w, ids, nil
+}
+
+// nextRunAt is the earliest RunAt after now among the scheduled executions
+// of the worker's lanes (0: none).
+func (x queries) nextRunAt(ctx context.Context, namespace, instanceID string, w sqlitedb.WorkerGetClaimerRow, nowMs int64) (int64, error) {
+	var next int64
+	var err error
+	switch {
+	case w.FirstLane == "":
+	case w.FirstLane == w.LastLane:
+		next, err = x.q.ExecutionNextRunAtOneLane(ctx, sqlitedb.ExecutionNextRunAtOneLaneParams{Namespace: namespace, Lane: w.FirstLane, Now: nowMs})
+	default:
+		next, err = x.q.ExecutionNextRunAtManyLanes(ctx, sqlitedb.ExecutionNextRunAtManyLanesParams{Namespace: namespace, Now: nowMs, InstanceID: instanceID})
+	}
+	return next, translate(err)
+}
+
+// record writes the history row of an attempt that ended at nowMs.
+func (x queries) record(ctx context.Context, a ended, state string, nowMs int64) error {
+	return translate(x.q.AttemptInsert(ctx, sqlitedb.AttemptInsertParams{
+		ExecutionID: a.id, Epoch: a.epoch, AttemptIndex: a.attempts, LeaseID: a.leaseID.UUID,
+		Namespace: a.namespace, InstanceID: a.holder.String, State: state,
+		ClaimedAtMs: a.claimedAtMs.Int64, ExpiresAtMs: a.expiresAtMs.Int64, EndedAtMs: nowMs, RevokedAtMs: a.revokedAtMs,
+	}))
+}
