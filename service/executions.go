@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/rosterdb/roster/internal/engine"
@@ -428,21 +426,6 @@ func optionalTime(ms int64) time.Time {
 		return time.Time{}
 	}
 	return msTime(ms)
-}
-
-// validFreeText checks free text (a fail or cancel reason): valid UTF-8, no
-// NUL byte, at most maxBytes bytes.
-func validFreeText(field, v string, maxBytes int) error {
-	if len(v) > maxBytes {
-		return invalid(field, "%d bytes exceeds the limit of %d", len(v), maxBytes)
-	}
-	if !utf8.ValidString(v) {
-		return invalid(field, "not valid UTF-8")
-	}
-	if strings.IndexByte(v, 0) >= 0 {
-		return invalid(field, "contains a NUL byte")
-	}
-	return nil
 }
 
 // RetryExecutionArgs redrive a failed or cancelled execution.

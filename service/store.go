@@ -199,7 +199,10 @@ type Store struct {
 	log    *slog.Logger
 	eng    engine.Engine
 	closed atomic.Bool
-	work   notifier // signalled when CreateExecution adds work
+	// work is signalled whenever this Store may have made work claimable:
+	// a create, a failure or reclaim that requeues, a release, a redrive, a
+	// schedule's run.
+	work notifier
 }
 
 // notifier wakes every waiter once per signal: waiters take the current
@@ -354,9 +357,10 @@ func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q eng
 
 // Check looks for damage in the database: the engine's own integrity check
 // (SQLite's integrity_check and foreign_key_check) and the consistency rules
-// roster's operations keep (a running execution has exactly one running
-// attempt; the agent counts match the agents). It returns one line per
-// problem; none means sound.
+// roster's operations keep (no running execution's attempt is recorded as
+// ended, no recorded attempt names an execution or epoch that is not there,
+// each worker's lane rows match its lanes, the agent counts match the
+// agents). It returns one line per problem; none means sound.
 func (s *Store) Check(ctx context.Context) ([]string, error) {
 	if err := s.check(); err != nil {
 		return nil, err

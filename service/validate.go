@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -34,8 +35,9 @@ func validOptionalIdentifier(field, v string) error {
 	return validIdentifier(field, v)
 }
 
-// validText checks free text of at most maxBytes bytes, valid UTF-8, without
-// control characters.
+// validText checks one-line text of at most maxBytes bytes (identifiers, a
+// worker's death reason): valid UTF-8, no control character at all (no
+// newline, no tab). Free text that may span lines is validFreeText's.
 func validText(field, v string, maxBytes int) error {
 	if len(v) > maxBytes {
 		return invalid(field, "%d bytes exceeds the limit of %d", len(v), maxBytes)
@@ -107,4 +109,20 @@ func pageLimit(limit int) (int, error) {
 		return maxLimit, nil
 	}
 	return limit, nil
+}
+
+// validFreeText checks free text that may span lines (a fail or cancel
+// reason, a stack trace): valid UTF-8, no NUL byte (newlines and tabs are
+// kept), at most maxBytes bytes. One-line text is validText's.
+func validFreeText(field, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return invalid(field, "%d bytes exceeds the limit of %d", len(v), maxBytes)
+	}
+	if !utf8.ValidString(v) {
+		return invalid(field, "not valid UTF-8")
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return invalid(field, "contains a NUL byte")
+	}
+	return nil
 }
