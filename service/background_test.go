@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -129,6 +130,38 @@ func TestKeepAliveRefusesConflict(t *testing.T) {
 		wantErr(t, err, ErrConflict)
 		err = s.KeepAlive(context.Background(), KeepAliveArgs{Namespace: "ns", WorkerID: "w", InstanceID: "j", TTL: 0})
 		wantErr(t, err, ErrInvalidInput)
+	})
+}
+
+// KeepAlive refuses an Interval below 1 ms (it would heartbeat in a loop)
+// with ErrInvalidInput naming Interval; 0 is TTL/3.
+func TestKeepAliveIntervalBounds(t *testing.T) {
+	validationOnly(t, func(t *testing.T, b backend) {
+		s, _ := b.newStore(t)
+		for _, tc := range []struct {
+			interval time.Duration
+			ok       bool
+		}{
+			{0, true}, {time.Millisecond, true}, {time.Second, true},
+			{time.Millisecond - 1, false}, {100 * time.Nanosecond, false}, {-time.Second, false},
+		} {
+			// An ended ctx: a valid call registers, then marks the worker
+			// dead and returns nil at once.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := s.KeepAlive(ctx, KeepAliveArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", TTL: time.Minute, Interval: tc.interval})
+			switch {
+			case tc.ok && err != nil && !errors.Is(err, context.Canceled):
+				t.Errorf("Interval %v: %v", tc.interval, err)
+			case !tc.ok && (!errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "Interval")):
+				t.Errorf("Interval %v: err %v, want ErrInvalidInput naming Interval", tc.interval, err)
+			}
+		}
+		page, err := s.ListWorkers(context.Background(), ListWorkersArgs{})
+		must(t, err)
+		if len(page.Workers) != 0 {
+			t.Fatalf("workers left behind: %+v", page.Workers)
+		}
 	})
 }
 

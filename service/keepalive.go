@@ -11,11 +11,15 @@ type KeepAliveArgs struct {
 	Namespace, WorkerID, InstanceID string
 	Lanes, Capabilities             []string
 	TTL                             time.Duration
-	// Interval between heartbeats; 0 means TTL/3. Each wait is jittered by ±10%.
+	// Interval between heartbeats: 0 means TTL/3 (at least 1 ms), else at
+	// least 1 ms (KeepAlive refuses less). Each wait is jittered by ±10%.
 	Interval time.Duration
 	// After replaces time.After for the waits between heartbeats (tests).
 	After func(time.Duration) <-chan time.Time
 }
+
+// minHeartbeatInterval is the shortest Interval KeepAlive accepts.
+const minHeartbeatInterval = time.Millisecond
 
 // ShutdownReason is the reason KeepAlive gives when it marks its worker dead.
 const ShutdownReason = "shutdown"
@@ -34,11 +38,12 @@ func (s *Store) KeepAlive(ctx context.Context, a KeepAliveArgs) error {
 		return err
 	}
 	interval := a.Interval
-	if interval == 0 {
-		interval = a.TTL / 3
-	}
-	if interval <= 0 {
-		return invalid("Interval", "%v is not positive", interval)
+	switch {
+	case interval == 0:
+		interval = max(a.TTL/3, minHeartbeatInterval)
+	case interval < minHeartbeatInterval:
+		// A shorter one would heartbeat in a loop, a write each time.
+		return invalid("Interval", "%v is below 1ms (0 means TTL/3)", interval)
 	}
 	after := a.After
 	if after == nil {
