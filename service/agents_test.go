@@ -442,7 +442,7 @@ func TestListAgents(t *testing.T) {
 }
 
 func TestAgentInputValidation(t *testing.T) {
-	conformance(t, func(t *testing.T, b backend) {
+	validationOnly(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, _ := b.newStore(t)
 		cases := map[string]func(a *Agent){

@@ -349,7 +349,7 @@ func TestSweepEndsOverSchedulesItCannotRun(t *testing.T) {
 // taken, and it would spin without ever running the schedules) with
 // ErrInvalidInput naming Interval; 0 is the default.
 func TestRunSweeperIntervalBounds(t *testing.T) {
-	conformance(t, func(t *testing.T, b backend) {
+	validationOnly(t, func(t *testing.T, b backend) {
 		s, _ := b.newStore(t)
 		for _, tc := range []struct {
 			interval time.Duration

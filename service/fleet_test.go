@@ -96,7 +96,7 @@ func TestUniqueExecutions(t *testing.T) {
 // Bad unique arguments are ErrInvalidInput naming the field; nothing is
 // written.
 func TestUniqueExecutionsBadInput(t *testing.T) {
-	conformance(t, func(t *testing.T, b backend) {
+	validationOnly(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, _ := b.newStore(t)
 		for _, tc := range []struct {
@@ -492,7 +492,7 @@ func TestSchedulesRacingMaintainers(t *testing.T) {
 
 // Bad schedules are ErrInvalidInput naming the field; nothing is written.
 func TestSchedulesBadInput(t *testing.T) {
-	conformance(t, func(t *testing.T, b backend) {
+	validationOnly(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, _ := b.newStore(t)
 		ok := CreateExecutionArgs{Lane: "l"}

@@ -129,6 +129,18 @@ func conformance(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
+// validationOnly runs f on one backend (an in-memory SQLite): for tests of
+// what the Store refuses before any engine is involved (ErrInvalidInput
+// naming the field, nothing written), which is the same code whatever the
+// engine. A refusal that comes from a database rule belongs in conformance.
+func validationOnly(t *testing.T, f func(t *testing.T, b backend)) {
+	b := backends()[0]
+	t.Run(b.name, func(t *testing.T) {
+		t.Parallel()
+		f(t, b)
+	})
+}
+
 // conformanceShared is conformance on the backends where several Stores share
 // one database.
 func conformanceShared(t *testing.T, f func(t *testing.T, b backend)) {

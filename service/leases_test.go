@@ -74,7 +74,7 @@ func TestCreateAndGetExecution(t *testing.T) {
 }
 
 func TestExecutionInputValidation(t *testing.T) {
-	conformance(t, func(t *testing.T, b backend) {
+	validationOnly(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, _ := b.newStore(t)
 		worker(t, s, "ns", "i", []string{"default"}, nil)

@@ -126,7 +126,7 @@ func TestRetryBackoff(t *testing.T) {
 func far(attempt int) time.Time { return t0.Add(time.Duration(attempt) * 48 * time.Hour) }
 
 func TestQueueInputValidation(t *testing.T) {
-	conformance(t, func(t *testing.T, b backend) {
+	validationOnly(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, _ := b.newStore(t)
 		worker(t, s, "ns", "i", []string{"default"}, nil)

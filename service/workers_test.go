@@ -340,7 +340,7 @@ func TestListWorkersPaging(t *testing.T) {
 }
 
 func TestWorkerInputValidation(t *testing.T) {
-	conformance(t, func(t *testing.T, b backend) {
+	validationOnly(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, _ := b.newStore(t)
 		long := strings.Repeat("x", 257)
