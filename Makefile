@@ -11,11 +11,14 @@ BENCHTIME   ?= 1s
 generate:
 	$(SQLC) generate
 
-## verify: db/ is current, every query prepares (sqlc vet), the code passes vet, gofmt and staticcheck,
-## and the comparison with River (bench/river, a module of its own) builds and vets from its go.mod
+## verify: db/ is current, every query prepares (sqlc vet: SQLite's in memory, PostgreSQL's against a
+## migrated schema of its own on the server of ROSTER_TEST_POSTGRES, through internal/vetdb), the code
+## passes vet, gofmt and staticcheck, and the comparison with River (bench/river, a module of its own)
+## builds and vets from its go.mod
 verify:
 	$(SQLC) diff
 	$(SQLC) vet
+	go run ./internal/vetdb $(SQLC) vet -f sqlc.postgres-vet.yaml
 	go vet ./...
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
