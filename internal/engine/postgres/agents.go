@@ -96,14 +96,7 @@ func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]eng
 	default:
 		rows, err = x.q.AgentList(ctx, pgdb.AgentListParams{AfterID: p.AfterID, MaxRows: n})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Agent, len(rows))
-	for i, r := range rows {
-		out[i] = agentFromRow(r)
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Agent { return agentFromRow(rows[i]) })
 }
 
 func agentFromRow(r pgdb.Agent) engine.Agent {

@@ -87,33 +87,23 @@ func (x queries) ScheduleDelete(ctx context.Context, namespace, name string) (bo
 
 func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.Schedule, error) {
 	rows, err := x.q.ScheduleList(ctx, namespace)
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Schedule, len(rows))
-	for i, r := range rows {
-		out[i] = scheduleFromRow(pgdb.ScheduleListDueRow{
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Schedule {
+		r := rows[i]
+		sc := scheduleFromRow(pgdb.ScheduleListDueRow{
 			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
 			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
 			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
 		})
-		out[i].LastState = r.LastState
-	}
-	return out, nil
+		sc.LastState = r.LastState
+		return sc
+	})
 }
 
 func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.Schedule, max int) ([]engine.Schedule, error) {
 	rows, err := x.q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{
 		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int32(max),
 	})
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Schedule, len(rows))
-	for i, r := range rows {
-		out[i] = scheduleFromRow(r)
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Schedule { return scheduleFromRow(rows[i]) })
 }
 
 func scheduleFromRow(r pgdb.ScheduleListDueRow) engine.Schedule {

@@ -52,14 +52,10 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 		p.LeaseIds = append(p.LeaseIds, l.LeaseID)
 	}
 	rows, err := x.q.LeaseCompleteMany(ctx, p)
-	if err != nil {
-		return nil, translate(err)
-	}
-	done := make([]engine.LeaseRef, len(rows))
-	for i, r := range rows {
-		done[i] = engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
-	}
-	return done, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.LeaseRef {
+		r := rows[i]
+		return engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
+	})
 }
 
 func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
@@ -74,14 +70,10 @@ func (x queries) LeaseGetOutcome(ctx context.Context, l engine.LeaseRef) (string
 
 func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
 	rows, err := x.q.LeaseFindHeld(ctx, pgdb.LeaseFindHeldParams{Namespace: k.Namespace, Holder: k.InstanceID, LeaseIds: leaseIDs})
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.LeaseRef, len(rows))
-	for i, r := range rows {
-		out[i] = engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.LeaseRef {
+		r := rows[i]
+		return engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
+	})
 }
 
 func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
@@ -104,17 +96,13 @@ func (x queries) LeaseListExpired(ctx context.Context, p engine.ExpiredLeaseList
 		AsOf: p.AsOfMs, Namespace: p.Namespace, AfterExpiresAtMs: p.AfterExpiresAtMs, AfterID: p.AfterExecutionID,
 		MaxRows: int32(p.Limit),
 	})
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.ExpiredLease, len(rows))
-	for i, r := range rows {
-		out[i] = engine.ExpiredLease{
+	return engine.Rows(len(rows), err, translate, func(i int) engine.ExpiredLease {
+		r := rows[i]
+		return engine.ExpiredLease{
 			ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
 			Namespace: r.Namespace, InstanceID: r.Holder.String, ExpiresAtMs: r.ExpiresAtMs.Int64,
 		}
-	}
-	return out, nil
+	})
 }
 
 func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {

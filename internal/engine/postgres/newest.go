@@ -27,12 +27,5 @@ func (x queries) executionListNewest(ctx context.Context, p engine.ExecutionList
 	default:
 		rows, err = x.q.ExecutionListNewest(ctx, pgdb.ExecutionListNewestParams{BeforeID: p.AfterID, MaxRows: n})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Execution, len(rows))
-	for i, r := range rows {
-		out[i] = executionFromRow(r)
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Execution { return executionFromRow(rows[i]) })
 }

@@ -71,26 +71,15 @@ func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]e
 			AfterNamespace: p.AfterNamespace, AfterInstanceID: p.AfterInstanceID, MaxRows: int32(p.Limit),
 		})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Worker, len(rows))
-	for i, r := range rows {
-		out[i] = workerFromRow(r)
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Worker { return workerFromRow(rows[i]) })
 }
 
 func (x queries) WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]engine.WorkerKey, error) {
 	rows, err := x.q.WorkerSweepBatch(ctx, pgdb.WorkerSweepBatchParams{Now: nowMs, BatchSize: int32(batch)})
-	if err != nil {
-		return nil, translate(err)
-	}
-	keys := make([]engine.WorkerKey, len(rows))
-	for i, r := range rows {
-		keys[i] = engine.WorkerKey{Namespace: r.Namespace, InstanceID: r.InstanceID}
-	}
-	return keys, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerKey {
+		r := rows[i]
+		return engine.WorkerKey{Namespace: r.Namespace, InstanceID: r.InstanceID}
+	})
 }
 
 func (x queries) WorkerEventAppend(ctx context.Context, e engine.WorkerEvent) error {
@@ -121,14 +110,10 @@ func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListPa
 	default:
 		rows, err = x.q.WorkerEventList(ctx, pgdb.WorkerEventListParams{AfterSeq: p.AfterSeq, MaxRows: int32(p.Limit)})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.WorkerEvent, len(rows))
-	for i, r := range rows {
-		out[i] = engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerEvent {
+		r := rows[i]
+		return engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
+	})
 }
 
 func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int) ([]engine.WorkerEvent, error) {
@@ -139,14 +124,10 @@ func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int)
 	} else {
 		rows, err = x.q.WorkerEventListLatestByNamespace(ctx, pgdb.WorkerEventListLatestByNamespaceParams{Namespace: namespace, MaxRows: int32(n)})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.WorkerEvent, len(rows))
-	for i, r := range rows {
-		out[i] = engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerEvent {
+		r := rows[i]
+		return engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
+	})
 }
 
 func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
@@ -228,14 +209,7 @@ func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams
 	default:
 		rows, err = x.q.ExecutionList(ctx, pgdb.ExecutionListParams{AfterID: p.AfterID, MaxRows: n})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Execution, len(rows))
-	for i, r := range rows {
-		out[i] = executionFromRow(r)
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Execution { return executionFromRow(rows[i]) })
 }
 
 func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error) {

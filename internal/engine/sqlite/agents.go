@@ -97,16 +97,7 @@ func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]eng
 	default:
 		rows, err = x.q.AgentList(ctx, sqlitedb.AgentListParams{AfterID: p.AfterID, Limit: n})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Agent, len(rows))
-	for i, r := range rows {
-		if out[i], err = agentFromRow(r, nil); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Agent, error) { return agentFromRow(rows[i], nil) })
 }
 
 // agentFromRow maps a row (and the error of reading it) to an engine.Agent.

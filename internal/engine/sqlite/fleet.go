@@ -134,16 +134,7 @@ func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.
 	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{
 		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int64(max),
 	})
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Schedule, len(rows))
-	for i, r := range rows {
-		if out[i], err = scheduleFromRow(r); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) { return scheduleFromRow(rows[i]) })
 }
 
 func scheduleFromRow(r sqlitedb.ScheduleListDueRow) (engine.Schedule, error) {

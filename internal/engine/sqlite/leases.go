@@ -99,14 +99,10 @@ func (x queries) LeaseGetOutcome(ctx context.Context, l engine.LeaseRef) (string
 
 func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
 	rows, err := x.q.LeaseFindHeld(ctx, sqlitedb.LeaseFindHeldParams{Namespace: k.Namespace, Holder: k.InstanceID, LeaseIds: mustJSON(leaseIDs)})
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.LeaseRef, len(rows))
-	for i, r := range rows {
-		out[i] = engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.LeaseRef {
+		r := rows[i]
+		return engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
+	})
 }
 
 // LeaseRelease returns the execution to waiting, fenced in its UPDATE; a
@@ -139,17 +135,13 @@ func (x queries) LeaseListExpired(ctx context.Context, p engine.ExpiredLeaseList
 		AsOf: p.AsOfMs, Namespace: p.Namespace, AfterExpiresAtMs: p.AfterExpiresAtMs,
 		AfterID: p.AfterExecutionID.String(), Limit: int64(p.Limit),
 	})
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.ExpiredLease, len(rows))
-	for i, r := range rows {
-		out[i] = engine.ExpiredLease{
+	return engine.Rows(len(rows), err, translate, func(i int) engine.ExpiredLease {
+		r := rows[i]
+		return engine.ExpiredLease{
 			ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
 			Namespace: r.Namespace, InstanceID: r.Holder.String, ExpiresAtMs: r.ExpiresAtMs.Int64,
 		}
-	}
-	return out, nil
+	})
 }
 
 // LeaseReclaimBatch ends the expired leases in one UPDATE, then records

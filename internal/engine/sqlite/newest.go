@@ -27,14 +27,5 @@ func (x queries) executionListNewest(ctx context.Context, p engine.ExecutionList
 	default:
 		rows, err = x.q.ExecutionListNewest(ctx, sqlitedb.ExecutionListNewestParams{BeforeID: p.AfterID, Limit: n})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Execution, len(rows))
-	for i, r := range rows {
-		if out[i], err = executionFromRow(r); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Execution, error) { return executionFromRow(rows[i]) })
 }

@@ -78,28 +78,15 @@ func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]e
 			AfterNamespace: p.AfterNamespace, AfterInstanceID: p.AfterInstanceID, Limit: int64(p.Limit),
 		})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Worker, len(rows))
-	for i, r := range rows {
-		if out[i], err = workerFromRow(r); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Worker, error) { return workerFromRow(rows[i]) })
 }
 
 func (x queries) WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]engine.WorkerKey, error) {
 	rows, err := x.q.WorkerSweepBatch(ctx, sqlitedb.WorkerSweepBatchParams{Now: nowMs, BatchSize: int64(batch)})
-	if err != nil {
-		return nil, translate(err)
-	}
-	keys := make([]engine.WorkerKey, len(rows))
-	for i, r := range rows {
-		keys[i] = engine.WorkerKey{Namespace: r.Namespace, InstanceID: r.InstanceID}
-	}
-	return keys, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerKey {
+		r := rows[i]
+		return engine.WorkerKey{Namespace: r.Namespace, InstanceID: r.InstanceID}
+	})
 }
 
 func (x queries) WorkerEventAppend(ctx context.Context, e engine.WorkerEvent) error {
@@ -127,14 +114,10 @@ func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListPa
 	default:
 		rows, err = x.q.WorkerEventList(ctx, sqlitedb.WorkerEventListParams{AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.WorkerEvent, len(rows))
-	for i, r := range rows {
-		out[i] = engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerEvent {
+		r := rows[i]
+		return engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
+	})
 }
 
 func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int) ([]engine.WorkerEvent, error) {
@@ -145,14 +128,10 @@ func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int)
 	} else {
 		rows, err = x.q.WorkerEventListLatestByNamespace(ctx, sqlitedb.WorkerEventListLatestByNamespaceParams{Namespace: namespace, Limit: int64(n)})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.WorkerEvent, len(rows))
-	for i, r := range rows {
-		out[i] = engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
-	}
-	return out, nil
+	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerEvent {
+		r := rows[i]
+		return engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
+	})
 }
 
 func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
@@ -233,16 +212,7 @@ func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams
 	default:
 		rows, err = x.q.ExecutionList(ctx, sqlitedb.ExecutionListParams{AfterID: p.AfterID, Limit: n})
 	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Execution, len(rows))
-	for i, r := range rows {
-		if out[i], err = executionFromRow(r); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Execution, error) { return executionFromRow(rows[i]) })
 }
 
 // ExecutionCancel records a running execution's attempt as cancelled, then
