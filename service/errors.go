@@ -46,6 +46,30 @@ var (
 	ErrSchemaOutdated = engine.ErrSchemaOutdated
 )
 
+// sentinels are the errors above, in their order.
+var sentinels = []error{
+	ErrInvalidInput, ErrNotFound, ErrNotRegistered, ErrConflict, ErrInvalidTransition, ErrLeaseLost,
+	ErrNoWork, ErrOverloaded, ErrUnavailable, ErrStorage, ErrClosed, ErrReadOnly, ErrSchemaTooNew,
+	ErrSchemaOutdated,
+}
+
+// Sentinel returns the sentinel error above that err is or wraps (the first
+// in that order when it wraps several), or nil when it wraps none: a label
+// for an error in a metric or a log.
+func Sentinel(err error) error {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return nil
+}
+
+// IsSentinel reports whether err is, or wraps, one of the sentinel errors
+// above. Every failure of roster's own is; an error that is not came from
+// elsewhere (a handler's own error, or the context's when ctx ended).
+func IsSentinel(err error) bool { return Sentinel(err) != nil }
+
 // invalid returns ErrInvalidInput with a detail naming the field.
 func invalid(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidInput, field, fmt.Sprintf(format, args...))

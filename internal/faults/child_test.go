@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -58,24 +57,6 @@ func (l *ledger) write(format string, args ...any) {
 	_, _ = fmt.Fprintf(l.f, format+"\n", args...)
 }
 
-// sentinels are the errors a roster caller may see; any other error in a
-// log record of the runtime is a driver error that leaked.
-var sentinels = []error{
-	service.ErrInvalidInput, service.ErrNotFound, service.ErrNotRegistered, service.ErrConflict,
-	service.ErrInvalidTransition, service.ErrLeaseLost, service.ErrNoWork, service.ErrOverloaded,
-	service.ErrUnavailable, service.ErrStorage, service.ErrClosed, service.ErrReadOnly,
-	service.ErrSchemaTooNew, service.ErrSchemaOutdated,
-}
-
-func isSentinel(err error) bool {
-	for _, s := range sentinels {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // rawCatcher is a slog handler that records every logged "err" that is not
 // one of roster's sentinels (a handler's own error is under "handler_err")
 // in a record of Warn and above, which it passes on, and every outcome the
@@ -117,7 +98,7 @@ func (h rawCatcher) Handle(ctx context.Context, r slog.Record) error {
 		if a.Key != "err" {
 			return true
 		}
-		if err, ok := a.Value.Any().(error); ok && !isSentinel(err) {
+		if err, ok := a.Value.Any().(error); ok && !service.IsSentinel(err) {
 			h.l.write("raw %q: %v", r.Message, err)
 		}
 		return true

@@ -12,7 +12,6 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/rosterdb/roster/internal/diskfull"
 	"github.com/rosterdb/roster/internal/pgserver"
 	"github.com/rosterdb/roster/service"
 	_ "modernc.org/sqlite"
@@ -188,7 +188,7 @@ func TestFaults(t *testing.T) {
 			fault: func(r *run) (time.Time, error) {
 				sleepUntil(r.start.Add(3 * time.Second))
 				filler := filepath.Join(filepath.Dir(r.loc), "filler")
-				if err := fillDisk(filler); err != nil {
+				if err := diskfull.Fill(filler); err != nil {
 					return time.Now(), err
 				}
 				time.Sleep(3 * time.Second)
@@ -287,7 +287,7 @@ func runTrial(t *testing.T, tr trial) (string, string) {
 		r.server = pgserver.Start(t)
 		r.loc = r.server.URL
 	case tr.tmpfs:
-		r.loc = filepath.Join(mountTmpfs(t, filepath.Join(r.dir, "disk"), "24m"), "roster.db")
+		r.loc = filepath.Join(diskfull.Mount(t, filepath.Join(r.dir, "disk"), "24m"), "roster.db")
 	default:
 		r.loc = filepath.Join(r.dir, "roster.db")
 	}
@@ -530,10 +530,8 @@ func (r *run) produce(until time.Time) *producer {
 
 // sentinelName names the sentinel err is.
 func sentinelName(err error) string {
-	for _, s := range sentinels {
-		if errors.Is(err, s) {
-			return s.Error()
-		}
+	if s := service.Sentinel(err); s != nil {
+		return s.Error()
 	}
 	return "raw"
 }
@@ -1055,42 +1053,8 @@ func checkCancelledAtExpiry(outageAt, leaseTTL time.Duration) func(t *testing.T,
 // requireSentinel fails unless err is one of roster's sentinels.
 func requireSentinel(t *testing.T, what string, err error) {
 	t.Helper()
-	if !isSentinel(err) {
+	if !service.IsSentinel(err) {
 		t.Errorf("%s returned a raw driver error: %v", what, err)
-	}
-}
-
-// mountTmpfs mounts a tmpfs of size at dir (unmounted when t ends). Where
-// mounting is not permitted it skips t, except under CI.
-func mountTmpfs(t *testing.T, dir, size string) string {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run the disk-full trial, but mounting a tmpfs failed: %v", err)
-		}
-		t.Skipf("mounting a tmpfs is not permitted here (%v): the disk-full trial is skipped", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fillDisk writes filler until the file system is full.
-func fillDisk(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	block := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(block); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return nil
-			}
-			return err
-		}
 	}
 }
 

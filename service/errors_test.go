@@ -1,0 +1,64 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strings"
+	"testing"
+)
+
+// Sentinel names the sentinel an error is or wraps, and IsSentinel tells
+// roster's errors from others.
+func TestSentinel(t *testing.T) {
+	raw := errors.New("pq: something")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"nil", nil, nil},
+		{"raw", raw, nil},
+		{"context", context.Canceled, nil},
+		{"wrapped raw", fmt.Errorf("step: %w", raw), nil},
+		{"bare", ErrLeaseLost, ErrLeaseLost},
+		{"with a detail", fmt.Errorf("%w: lease x", ErrLeaseLost), ErrLeaseLost},
+		{"twice wrapped", fmt.Errorf("outer: %w", fmt.Errorf("%w: inner", ErrStorage)), ErrStorage},
+		{"with a driver error", fmt.Errorf("%w: the database refused the write: %w", ErrConflict, raw), ErrConflict},
+		{"engine's", invalid("Field", "bad"), ErrInvalidInput},
+	} {
+		got := Sentinel(tc.err)
+		if got != tc.want {
+			t.Errorf("%s: Sentinel = %v, want %v", tc.name, got, tc.want)
+		}
+		if IsSentinel(tc.err) != (tc.want != nil) {
+			t.Errorf("%s: IsSentinel = %v", tc.name, IsSentinel(tc.err))
+		}
+	}
+	for _, s := range sentinels {
+		if Sentinel(fmt.Errorf("%w: detail", s)) != s {
+			t.Errorf("%v is not found wrapped", s)
+		}
+	}
+	// Every exported Err variable of errors.go is in the list.
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	must(t, err)
+	var exported []string
+	for _, d := range f.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
+			for _, spec := range g.Specs {
+				for _, n := range spec.(*ast.ValueSpec).Names {
+					if strings.HasPrefix(n.Name, "Err") {
+						exported = append(exported, n.Name)
+					}
+				}
+			}
+		}
+	}
+	if len(exported) != len(sentinels) {
+		t.Errorf("errors.go exports %d errors (%v), the list holds %d", len(exported), exported, len(sentinels))
+	}
+}
