@@ -272,7 +272,6 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 		RunAtMs:              runAt,
 		RetryBackoffMs:       backoff.Milliseconds(),
 		UniqueKey:            a.UniqueKey,
-		Scheduled:            !a.RunAt.IsZero(),
 	}, nil
 }
 
@@ -457,7 +456,7 @@ func (s *Store) RetryExecution(ctx context.Context, a RetryExecutionArgs) error 
 		runAt = a.RunAt.UnixMilli()
 	}
 	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		done, err := q.ExecutionRetry(ctx, a.ID, runAt, a.RunAt.IsZero())
+		done, err := q.ExecutionRetry(ctx, a.ID, runAt, runAt <= now)
 		if err != nil || done {
 			return err
 		}

@@ -336,41 +336,47 @@ func TestClaimableAtOnceWhateverTheClock(t *testing.T) {
 	})
 }
 
-// TestClaimWaitsForAnExplicitRunAt: a RunAt given by the caller, even one
-// the creator's clock already reached, is not claimable before it by the
-// claimer's clock; work created without one is claimable at once.
-func TestClaimWaitsForAnExplicitRunAt(t *testing.T) {
+// dueBacklog is more due executions than one claim makes ready before it
+// claims (SQLite: promoteBatch; PostgreSQL: maxPromotions rounds of 1000).
+const dueBacklog = 4001
+
+// createDue creates n executions of one lane whose RunAt, given by the
+// caller, the creator's clock has passed, in batches.
+func createDue(t *testing.T, s *Store, lane string, n, priority int, runAt, now time.Time) {
+	t.Helper()
+	for n > 0 {
+		k := min(n, 10000)
+		items := make([]CreateExecutionArgs, k)
+		for i := range items {
+			items[i] = CreateExecutionArgs{Namespace: "ns", Lane: lane, Priority: priority, RunAt: runAt, Now: now}
+		}
+		_, err := s.CreateExecutions(context.Background(), items)
+		must(t, err)
+		n -= k
+	}
+}
+
+// Work given a RunAt its creator's clock has reached (RunAt: time.Now(), as
+// callers write it) is claimable at once, as work given none is: a backlog
+// of such work in a lane the worker does not serve, or of lower priority,
+// never hides the worker's best execution behind a claim's bounded
+// promotion of scheduled work.
+func TestClaimTakesDueRunAtWorkAtOnce(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, _ := b.newStore(t)
 		worker(t, s, "ns", "i", []string{"default"}, nil)
 		at := t0.Add(time.Second)
-		cases := []struct {
-			name  string
-			runAt time.Time // by the creator's clock, at
-		}{
-			{"at the creation time", at},
-			{"before the creation time", at.Add(-10 * time.Millisecond)},
-		}
-		for _, tc := range cases {
-			id := create(t, s, CreateExecutionArgs{RunAt: tc.runAt, Now: at})
-			_, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: tc.runAt.Add(-time.Millisecond)})
-			if !errors.Is(err, ErrNoWork) {
-				t.Fatalf("%s: a claim 1 ms before RunAt: %v, want ErrNoWork", tc.name, err)
-			}
-			if l := claim(t, s, "i", tc.runAt); l.ExecutionID != id {
-				t.Fatalf("%s: claimed %s at its RunAt, want %s", tc.name, l.ExecutionID, id)
-			}
-		}
-
-		// A redrive to an explicit RunAt waits for it the same way.
-		id := create(t, s, CreateExecutionArgs{Now: at})
-		must(t, s.CancelExecution(ctx, CancelExecutionArgs{ID: id, Reason: "stop", Now: at}))
-		must(t, s.RetryExecution(ctx, RetryExecutionArgs{ID: id, RunAt: at, Now: at}))
-		_, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: at.Add(-time.Millisecond)})
-		wantErr(t, err, ErrNoWork)
-		if l := claim(t, s, "i", at); l.ExecutionID != id {
-			t.Fatalf("claimed %s at the redrive's RunAt, want %s", l.ExecutionID, id)
+		createDue(t, s, "other", dueBacklog, 0, at.Add(-time.Second), at)
+		createDue(t, s, "default", dueBacklog, 0, at.Add(-time.Second), at)
+		urgent := create(t, s, CreateExecutionArgs{Priority: 10, RunAt: at, Now: at})
+		// Behind it, even by a claimer whose clock reads 20 ms earlier.
+		l, err := s.ClaimExecution(ctx, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: at.Add(-20 * time.Millisecond)})
+		must(t, err)
+		if l.ExecutionID != urgent {
+			e, err := s.GetExecution(ctx, l.ExecutionID)
+			must(t, err)
+			t.Fatalf("claimed %s (priority %d, lane %s), want %s (priority 10)", l.ExecutionID, e.Priority, l.Lane, urgent)
 		}
 	})
 }

@@ -171,8 +171,9 @@ type ExecutionInsertParams struct {
 // waiting for anything). Agents are apart:
 // one agent row per statement, then the agent_state_counts rows of its old
 // and its new state (the trigger of migration 7, in that order).
-// ExecutionInsert creates one waiting execution (ready when created without a
-// RunAt, else scheduled until a claim finds its RunAt due) and wakes the namespace's workers.
+// ExecutionInsert creates one waiting execution (ready when its RunAt is not
+// after its creation time, else scheduled until a claim finds it due) and
+// wakes the namespace's workers.
 func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams) error {
 	_, err := q.db.Exec(ctx, executionInsert,
 		arg.ID,

@@ -109,8 +109,8 @@ type ExecutionInsertParams struct {
 
 // Executions: create, read, list, cancel, and prune finished history.
 // Claims and leases are in leases.sql.
-// ExecutionInsert creates one waiting execution (ready when created without a
-// RunAt, else scheduled until a claim finds its RunAt due).
+// ExecutionInsert creates one waiting execution (ready when its RunAt is not
+// after its creation time, else scheduled until a claim finds it due).
 func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams) error {
 	_, err := q.exec(ctx, q.executionInsertStmt, executionInsert,
 		arg.ID,

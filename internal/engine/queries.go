@@ -157,9 +157,10 @@ type Queries interface {
 	// before beforeMs, and returns how many it deleted.
 	ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
 	// ExecutionRetry puts a failed or cancelled execution back to waiting at
-	// runAtMs (ready when atOnce, else scheduled until a claim finds runAtMs
-	// due), with one more attempt when none is left, and reports whether it
-	// did (false: absent or in another state).
+	// runAtMs (ready when atOnce, runAtMs being due by the caller's clock;
+	// else scheduled until a claim finds it due), with one more attempt when
+	// none is left, and reports whether it did (false: absent or in another
+	// state).
 	ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs int64, atOnce bool) (bool, error)
 
 	// LeaderTake takes or renews the leadership lease name for holder until

@@ -53,15 +53,13 @@ type Execution struct {
 	ClaimedAtMs, ExpiresAtMs            int64
 	FinishedAtMs                        int64
 	UniqueKey                           string // "": none
-	// Scheduled, at create: the caller gave a RunAt, so the execution is not
-	// claimable before RunAt by the claimer's clock, even a RunAt already
-	// past by the creator's; it waits scheduled until a claim finds it due.
-	Scheduled bool
 }
 
 // ReadyAtCreate tells whether a new execution is claimable at once, by
-// every claimer whatever its clock: created without a RunAt.
-func (e Execution) ReadyAtCreate() bool { return !e.Scheduled && e.RunAtMs <= e.CreatedAtMs }
+// every claimer whatever its clock: its RunAt (none given: the creation
+// time) is not after the creation time by the creator's clock. A later
+// one waits scheduled until a claimer's clock finds it due.
+func (e Execution) ReadyAtCreate() bool { return e.RunAtMs <= e.CreatedAtMs }
 
 // ExecutionListParams select a keyset page of executions in id order; each
 // filter "" is any.

@@ -41,8 +41,9 @@
 -- and its new state (the trigger of migration 7, in that order).
 
 -- name: ExecutionInsert :exec
--- ExecutionInsert creates one waiting execution (ready when created without a
--- RunAt, else scheduled until a claim finds its RunAt due) and wakes the namespace's workers.
+-- ExecutionInsert creates one waiting execution (ready when its RunAt is not
+-- after its creation time, else scheduled until a claim finds it due) and
+-- wakes the namespace's workers.
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,

@@ -2,8 +2,8 @@
 -- Claims and leases are in leases.sql.
 
 -- name: ExecutionInsert :exec
--- ExecutionInsert creates one waiting execution (ready when created without a
--- RunAt, else scheduled until a claim finds its RunAt due).
+-- ExecutionInsert creates one waiting execution (ready when its RunAt is not
+-- after its creation time, else scheduled until a claim finds it due).
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
     run_at_ms, retry_backoff_ms, ready
