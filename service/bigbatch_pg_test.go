@@ -26,9 +26,14 @@ func TestBatchesOverAGigabyte(t *testing.T) {
 	// store, past the 30 s default statement timeout that also bounds a
 	// call on the client's side: this test is about the sizes, not speed.
 	loc := b.fresh(t)
-	s, _ := b.open(t, loc+"&statement_timeout=300000")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	s, _ := b.open(t, loc+"&statement_timeout=600000")
+	// Each step has a budget of its own: on a loaded machine one create of
+	// the gigabyte has taken three minutes.
+	step := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	worker(t, s, "ns", "i", []string{"l"}, nil)
 	payload := bytes.Repeat([]byte{'g'}, maxPayloadBytes)
 	const n = 65
@@ -41,13 +46,14 @@ func TestBatchesOverAGigabyte(t *testing.T) {
 			}
 		}
 		began := time.Now()
-		ids, err := s.CreateExecutions(ctx, items)
+		ids, err := s.CreateExecutions(step(), items)
 		if err != nil {
 			t.Fatalf("CreateExecutions of %d items of 16 MiB (keyed %v): %v after %v", n, keyed, err, time.Since(began))
 		}
 		t.Logf("created %d x 16 MiB (keyed %v) in %v", len(ids), keyed, time.Since(began))
 	}
 	// Counted in SQL: listing them would read back their gigabytes.
+	ctx := step()
 	conn, err := pgx.Connect(ctx, b.direct(t, loc))
 	must(t, err)
 	defer conn.Close(ctx)

@@ -111,74 +111,79 @@ func TestPutScheduleKeepsDuePeriod(t *testing.T) {
 // the leader died right after renewing (its lease lasts 2.5 Intervals, and a
 // follower looks every Interval/4).
 func TestTakeoverWithinThreeIntervals(t *testing.T) {
-	conformanceShared(t, func(t *testing.T, b backend) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		const interval = 10 * time.Second
-		loc := b.fresh(t)
-		sa, clock := b.open(t, loc)
-		sb, _ := b.open(t, loc, WithClock(clock.Now))
-		never := make(chan time.Time)
-		fired := func() <-chan time.Time { ch := make(chan time.Time, 1); ch <- time.Time{}; return ch }
+	// 20 ms: a lease is 2.5 Intervals whatever the Interval (a run longer than
+	// a term goes on under renewals, it does not lengthen the term).
+	for _, interval := range []time.Duration{10 * time.Second, 20 * time.Millisecond} {
+		t.Run(interval.String(), func(t *testing.T) {
+			conformanceShared(t, func(t *testing.T, b backend) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				loc := b.fresh(t)
+				sa, clock := b.open(t, loc)
+				sb, _ := b.open(t, loc, WithClock(clock.Now))
+				never := make(chan time.Time)
+				fired := func() <-chan time.Time { ch := make(chan time.Time, 1); ch <- time.Time{}; return ch }
 
-		// A takes the lease once and then hangs (a dead process: no renewal, no resign).
-		var aCalls int
-		doneA := make(chan struct{})
-		go func() {
-			defer close(doneA)
-			_ = sa.RunSweeper(ctx, SweeperArgs{Interval: interval, InstanceID: "a", After: func(time.Duration) <-chan time.Time {
-				aCalls++
-				if aCalls == 1 {
-					return fired()
-				}
-				return never
-			}})
-		}()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			id, _, err := sa.Leader(ctx)
-			must(t, err)
-			if id == "a" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("a never led")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		died := clock.Now()
-
-		// B follows; each wait moves the shared clock by the wait asked for.
-		took := make(chan time.Time, 1)
-		doneB := make(chan struct{})
-		go func() {
-			defer close(doneB)
-			_ = sb.RunSweeper(ctx, SweeperArgs{Interval: interval, InstanceID: "b", After: func(d time.Duration) <-chan time.Time {
-				if id, _, err := sb.Leader(ctx); err == nil && id == "b" {
-					select {
-					case took <- clock.Now():
-					default:
+				// A takes the lease once and then hangs (a dead process: no renewal, no resign).
+				var aCalls int
+				doneA := make(chan struct{})
+				go func() {
+					defer close(doneA)
+					_ = sa.RunSweeper(ctx, SweeperArgs{Interval: interval, InstanceID: "a", After: func(time.Duration) <-chan time.Time {
+						aCalls++
+						if aCalls == 1 {
+							return fired()
+						}
+						return never
+					}})
+				}()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					id, _, err := sa.Leader(ctx)
+					must(t, err)
+					if id == "a" {
+						break
 					}
-					return never
+					if time.Now().After(deadline) {
+						t.Fatal("a never led")
+					}
+					time.Sleep(5 * time.Millisecond)
 				}
-				clock.Advance(d)
-				return fired()
-			}})
-		}()
-		var at time.Time
-		select {
-		case at = <-took:
-		case <-time.After(30 * time.Second):
-			t.Fatal("b never took over")
-		}
-		cancel()
-		<-doneA
-		<-doneB
-		if after := at.Sub(died); after > 3*interval {
-			t.Fatalf("the leader died at %v (right after renewing); the follower took over %v later, more than 3 Intervals (%v)",
-				died.Format("15:04:05.000"), after, 3*interval)
-		}
-	})
+				died := clock.Now()
+
+				// B follows; each wait moves the shared clock by the wait asked for.
+				took := make(chan time.Time, 1)
+				doneB := make(chan struct{})
+				go func() {
+					defer close(doneB)
+					_ = sb.RunSweeper(ctx, SweeperArgs{Interval: interval, InstanceID: "b", After: func(d time.Duration) <-chan time.Time {
+						if id, _, err := sb.Leader(ctx); err == nil && id == "b" {
+							select {
+							case took <- clock.Now():
+							default:
+							}
+							return never
+						}
+						clock.Advance(d)
+						return fired()
+					}})
+				}()
+				var at time.Time
+				select {
+				case at = <-took:
+				case <-time.After(30 * time.Second):
+					t.Fatal("b never took over")
+				}
+				cancel()
+				<-doneA
+				<-doneB
+				if after := at.Sub(died); after > 3*interval {
+					t.Fatalf("Interval %v: the leader died at %v (right after renewing); the follower took over %v later, more than 3 Intervals (%v)",
+						interval, died.Format("15:04:05.000"), after, 3*interval)
+				}
+			})
+		})
+	}
 }
 
 // A key is held while its execution was created less than UniqueFor ago;

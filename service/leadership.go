@@ -41,26 +41,22 @@ const minSweepInterval = time.Millisecond
 
 // leaseTerm is how long a leader's lease lasts: 2.5 Intervals, so that it
 // survives one missed renewal, and a follower, looking every Interval/4,
-// takes over within 3 Intervals of the leader's death; but at least
-// minLeaseTerm, so that a run (bounded by the term) can end within it
-// however short the Interval.
-func leaseTerm(interval time.Duration) time.Duration { return max(interval*5/2, minLeaseTerm) }
-
-// minLeaseTerm is the shortest term of a leader's lease.
-const minLeaseTerm = 250 * time.Millisecond
+// takes over within 3 Intervals of the leader's death.
+func leaseTerm(interval time.Duration) time.Duration { return interval * 5 / 2 }
 
 // RunSweeper runs the fleet's maintenance (Sweep) on an interval until ctx
 // ends (returning nil) or the Store is closed (returning ErrClosed). Any
 // number of processes on any number of hosts may run it on one database: at
 // any moment at most one of them, the leader, does the work. Leadership is
 // a fenced lease in the database (holder, epoch, expiry), taken and renewed
-// by compare-and-set at each Interval and lasting 2.5 Intervals (at least
-// 250 ms, so that a run can end within it), so it is lost before 3
-// Intervals pass without a renewal, and a follower (looking every
-// Interval/4) takes over within 3 Intervals of the leader's death.
-// Every write of a leader's maintenance is fenced by its term in the same
-// transaction: a leader that lost the lease writes nothing more and stops
-// at once, and each run ends by the lease's expiry. On shutdown a leader resigns, so that another
+// by compare-and-set at each Interval and lasting 2.5 Intervals, so it is
+// lost before 3 Intervals pass without a renewal, and a follower (looking
+// every Interval/4) takes over within 3 Intervals of the leader's death.
+// Every write of a leader's maintenance is fenced by its term (holder and
+// epoch) in the same transaction: a leader whose lease another instance
+// took writes nothing more and stops at once. A run that outlasts the
+// lease (the Interval shorter than the run) goes on while no other
+// instance has taken it. On shutdown a leader resigns, so that another
 // takes over at its next Interval. Failures of a run are logged and the
 // next run goes ahead.
 func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
@@ -114,9 +110,7 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 			continue // another instance leads
 		}
 		began := time.Now()
-		rctx, cancel := context.WithDeadline(ctx, until)
-		r, err := s.sweep(rctx, time.Time{}, a, &fence{holder: instance, epoch: l.epoch})
-		cancel()
+		r, err := s.sweep(ctx, time.Time{}, a, &fence{holder: instance, epoch: l.epoch})
 		switch {
 		case errors.Is(err, ErrClosed):
 			return err
@@ -134,10 +128,11 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 }
 
 // fence is a leader's term: every write of its maintenance ends, in the
-// same transaction, with a check that the term still holds (on PostgreSQL
-// taking a share lock on the lease row, so that a takeover waits for the
-// commit, never longer). A write whose term ended is rolled back and fails
-// with errNotLeader. The check comes last, so that a write that waited for
+// same transaction, with a check that the term still holds, that is that no
+// other instance took the lease since (a takeover gives a new epoch; on
+// PostgreSQL the check takes a share lock on the lease row, so that a
+// takeover waits for the commit, never longer). A write whose term ended
+// is rolled back and fails with errNotLeader. The check comes last, so that a write that waited for
 // a lock of someone else's holds no lock a takeover needs meanwhile.
 type fence struct {
 	holder string
@@ -154,7 +149,7 @@ func (s *Store) fenced(f fence, fn func(ctx context.Context, q engine.Queries) e
 		if err := fn(ctx, q); err != nil {
 			return err
 		}
-		held, err := q.LeaderHolds(ctx, maintenanceRole, f.holder, f.epoch, s.now(time.Time{}).UnixMilli())
+		held, err := q.LeaderHolds(ctx, maintenanceRole, f.holder, f.epoch)
 		if err != nil {
 			return err
 		}

@@ -376,7 +376,7 @@ func (q *Queries) LeaderGet(ctx context.Context, name string) (LeaderGetRow, err
 const leaderHolds = `-- name: LeaderHolds :one
 SELECT count(*) FROM (
     SELECT 1 FROM leaders
-    WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at_ms > $4::bigint
+    WHERE name = $1 AND holder = $2 AND epoch = $3
     FOR SHARE
 ) AS held
 `
@@ -385,21 +385,18 @@ type LeaderHoldsParams struct {
 	Name   string
 	Holder string
 	Epoch  int64
-	Now    int64
 }
 
 // LeaderHolds reads whether holder still holds the leadership lease name
-// under epoch at @now, and keeps the lease row share-locked until the
-// transaction ends: the fence of every write of the leader's maintenance,
-// run last in the same transaction, so that no takeover (an UPDATE of the
-// row) commits between the check and the write's commit.
+// under epoch (no other instance took it since), and keeps the lease row
+// share-locked until the transaction ends: the fence of every write of the
+// leader's maintenance, run last in the same transaction, so that no
+// takeover (an UPDATE of the row, which gives a new epoch) commits between
+// the check and the write's commit. The expiry is not the fence: a lease
+// that lapsed with nobody taking it over leaves no other leader to write
+// beside this one, so a run longer than a term still gets done.
 func (q *Queries) LeaderHolds(ctx context.Context, arg LeaderHoldsParams) (int64, error) {
-	row := q.db.QueryRow(ctx, leaderHolds,
-		arg.Name,
-		arg.Holder,
-		arg.Epoch,
-		arg.Now,
-	)
+	row := q.db.QueryRow(ctx, leaderHolds, arg.Name, arg.Holder, arg.Epoch)
 	var count int64
 	err := row.Scan(&count)
 	return count, err

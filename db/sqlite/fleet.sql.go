@@ -208,26 +208,23 @@ func (q *Queries) LeaderGet(ctx context.Context, name string) (LeaderGetRow, err
 
 const leaderHolds = `-- name: LeaderHolds :one
 SELECT count(*) FROM leaders
-WHERE name = ?1 AND holder = ?2 AND epoch = ?3 AND expires_at_ms > ?4
+WHERE name = ?1 AND holder = ?2 AND epoch = ?3
 `
 
 type LeaderHoldsParams struct {
 	Name   string
 	Holder string
 	Epoch  int64
-	Now    int64
 }
 
 // LeaderHolds reads whether holder still holds the leadership lease name
-// under epoch at @now: the fence of every write of the leader's maintenance,
-// run last in the same transaction.
+// under epoch (no other instance took it since, which gives a new epoch):
+// the fence of every write of the leader's maintenance, run last in the
+// same transaction (the single writer orders it with any takeover). The
+// expiry is not the fence: a lease that lapsed with nobody taking it over
+// leaves no other leader to write beside this one.
 func (q *Queries) LeaderHolds(ctx context.Context, arg LeaderHoldsParams) (int64, error) {
-	row := q.queryRow(ctx, q.leaderHoldsStmt, leaderHolds,
-		arg.Name,
-		arg.Holder,
-		arg.Epoch,
-		arg.Now,
-	)
+	row := q.queryRow(ctx, q.leaderHoldsStmt, leaderHolds, arg.Name, arg.Holder, arg.Epoch)
 	var count int64
 	err := row.Scan(&count)
 	return count, err

@@ -170,10 +170,11 @@ type Queries interface {
 	LeaderTake(ctx context.Context, name, holder string, epoch, nowMs, expiresAtMs int64) (int64, error)
 	// LeaderResign ends holder's lease of epoch at now, if it still holds.
 	LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error
-	// LeaderHolds reports whether holder holds the leadership lease name
-	// under epoch at now; on PostgreSQL it share-locks the lease row until
-	// the transaction ends, so that no takeover commits before it does.
-	LeaderHolds(ctx context.Context, name, holder string, epoch, nowMs int64) (bool, error)
+	// LeaderHolds reports whether holder still holds the leadership lease
+	// name under epoch (no other instance took it since; a lapse alone does
+	// not end it); on PostgreSQL it share-locks the lease row until the
+	// transaction ends, so that no takeover commits before it does.
+	LeaderHolds(ctx context.Context, name, holder string, epoch int64) (bool, error)
 	// LeaderGet reads the leadership lease name, or ErrNoRows.
 	LeaderGet(ctx context.Context, name string) (holder string, epoch, expiresAtMs int64, err error)
 

@@ -166,13 +166,16 @@ WHERE namespace = @namespace AND name = @name AND next_run_at_ms = @from_ms AND 
 
 -- name: LeaderHolds :one
 -- LeaderHolds reads whether holder still holds the leadership lease name
--- under epoch at @now, and keeps the lease row share-locked until the
--- transaction ends: the fence of every write of the leader's maintenance,
--- run last in the same transaction, so that no takeover (an UPDATE of the
--- row) commits between the check and the write's commit.
+-- under epoch (no other instance took it since), and keeps the lease row
+-- share-locked until the transaction ends: the fence of every write of the
+-- leader's maintenance, run last in the same transaction, so that no
+-- takeover (an UPDATE of the row, which gives a new epoch) commits between
+-- the check and the write's commit. The expiry is not the fence: a lease
+-- that lapsed with nobody taking it over leaves no other leader to write
+-- beside this one, so a run longer than a term still gets done.
 SELECT count(*) FROM (
     SELECT 1 FROM leaders
-    WHERE name = @name AND holder = @holder AND epoch = @epoch AND expires_at_ms > @now::bigint
+    WHERE name = @name AND holder = @holder AND epoch = @epoch
     FOR SHARE
 ) AS held;
 

@@ -147,7 +147,10 @@ WHERE namespace = @namespace AND name = @name AND next_run_at_ms = @from_ms AND 
 
 -- name: LeaderHolds :one
 -- LeaderHolds reads whether holder still holds the leadership lease name
--- under epoch at @now: the fence of every write of the leader's maintenance,
--- run last in the same transaction.
+-- under epoch (no other instance took it since, which gives a new epoch):
+-- the fence of every write of the leader's maintenance, run last in the
+-- same transaction (the single writer orders it with any takeover). The
+-- expiry is not the fence: a lease that lapsed with nobody taking it over
+-- leaves no other leader to write beside this one.
 SELECT count(*) FROM leaders
-WHERE name = @name AND holder = @holder AND epoch = @epoch AND expires_at_ms > @now;
+WHERE name = @name AND holder = @holder AND epoch = @epoch;

@@ -923,7 +923,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"LeaderHolds": func(q *pgdb.Queries) error {
-			_, err := q.LeaderHolds(ctx, pgdb.LeaderHoldsParams{Name: "maintenance", Holder: "h", Epoch: 1, Now: 5})
+			_, err := q.LeaderHolds(ctx, pgdb.LeaderHoldsParams{Name: "maintenance", Holder: "h", Epoch: 1})
 			return err
 		},
 		"ExecutionListNewest": func(q *pgdb.Queries) error {

@@ -530,7 +530,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"LeaderHolds": func(q *sqlitedb.Queries) error {
-			_, err := q.LeaderHolds(ctx, sqlitedb.LeaderHoldsParams{Name: "maintenance", Holder: "h", Epoch: 1, Now: 5})
+			_, err := q.LeaderHolds(ctx, sqlitedb.LeaderHoldsParams{Name: "maintenance", Holder: "h", Epoch: 1})
 			return err
 		},
 		"ExecutionListNewest": func(q *sqlitedb.Queries) error {

@@ -163,8 +163,8 @@ func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fr
 	return n == 1, translate(err)
 }
 
-func (x queries) LeaderHolds(ctx context.Context, name, holder string, epoch, nowMs int64) (bool, error) {
-	n, err := x.q.LeaderHolds(ctx, sqlitedb.LeaderHoldsParams{Name: name, Holder: holder, Epoch: epoch, Now: nowMs})
+func (x queries) LeaderHolds(ctx context.Context, name, holder string, epoch int64) (bool, error) {
+	n, err := x.q.LeaderHolds(ctx, sqlitedb.LeaderHoldsParams{Name: name, Holder: holder, Epoch: epoch})
 	return n > 0, translate(err)
 }
 
