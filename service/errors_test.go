@@ -62,3 +62,23 @@ func TestSentinel(t *testing.T) {
 		t.Errorf("errors.go exports %d errors (%v), the list holds %d", len(exported), exported, len(sentinels))
 	}
 }
+
+// CheckIdentifier applies the rule every identifier argument follows, and
+// names the field.
+func TestCheckIdentifier(t *testing.T) {
+	for _, tc := range []struct {
+		v  string
+		ok bool
+	}{
+		{"ns", true}, {"a.b-c_d:e/f", true}, {strings.Repeat("n", 256), true}, {"ünï", true},
+		{"", false}, {strings.Repeat("n", 257), false}, {"a\x01", false}, {"a\nb", false}, {"\xff", false},
+	} {
+		err := CheckIdentifier("Namespace", tc.v)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%.20q: %v", tc.v, err)
+		case !tc.ok && (!errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "Namespace")):
+			t.Errorf("%.20q: %v, want ErrInvalidInput naming Namespace", tc.v, err)
+		}
+	}
+}

@@ -27,6 +27,13 @@ func validIdentifier(field, v string) error {
 	return validText(field, v, maxIdentifierBytes)
 }
 
+// CheckIdentifier checks v against the rule of every identifier argument
+// (a namespace, an instance or worker id, a lane, a schedule's name, a
+// unique key): 1 to 256 bytes of valid UTF-8 without control characters.
+// It returns nil, or ErrInvalidInput naming field: for a caller that checks
+// its arguments before it opens a Store, as the Store would.
+func CheckIdentifier(field, v string) error { return validIdentifier(field, v) }
+
 // validOptionalIdentifier is validIdentifier where "" means none.
 func validOptionalIdentifier(field, v string) error {
 	if v == "" {

@@ -217,15 +217,20 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // commands that take NAMESPACE NAME.
 var scheduleArgFields = map[string]string{"Namespace": "NAMESPACE", "namespace": "NAMESPACE", "Name": "NAME", "name": "NAME"}
 
-// scheduleKey checks the NAMESPACE and NAME arguments: an empty one is a
-// usage error naming it (never "every namespace").
+// scheduleKey checks the NAMESPACE and NAME arguments by the identifier
+// rule: a refused one is a usage error naming it (an empty NAMESPACE never
+// means "every namespace").
 func (c *cli) scheduleKey() (namespace, name string, err error) {
 	c.fields = scheduleArgFields
 	switch {
 	case c.args[0] == "":
 		return "", "", usagef("invalid NAMESPACE: must not be empty (a schedule lives in one namespace)")
-	case c.args[1] == "":
-		return "", "", usagef("invalid NAME: must not be empty")
+	}
+	if err := service.CheckIdentifier("Namespace", c.args[0]); err != nil {
+		return "", "", err
+	}
+	if err := service.CheckIdentifier("Name", c.args[1]); err != nil {
+		return "", "", err
 	}
 	return c.args[0], c.args[1], nil
 }

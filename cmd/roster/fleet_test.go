@@ -62,10 +62,12 @@ func TestLongRetentionsKeepEverything(t *testing.T) {
 	}
 }
 
-// An empty NAMESPACE is a usage error naming the argument, for every
-// schedules command that takes one: it never reads as "every namespace",
-// and never pauses, resumes, deletes or writes another namespace's schedule.
-func TestSchedulesEmptyNamespaceIsAUsageError(t *testing.T) {
+// An empty NAMESPACE, or a NAMESPACE or NAME that is not an identifier, is a
+// usage error naming the argument, for every schedules command that takes
+// one, checked before any database is opened: an empty one never reads as
+// "every namespace", and never pauses, resumes, deletes or writes another
+// namespace's schedule.
+func TestSchedulesKeyIsAUsageError(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "r.db")
 	if code, o, e := runCLI(t, "migrate", "up", "--db", db); code != 0 {
 		t.Fatal(o, e)
@@ -89,6 +91,11 @@ func TestSchedulesEmptyNamespaceIsAUsageError(t *testing.T) {
 		{[]string{"schedules", "pause", "a", ""}, "NAME"},
 		{[]string{"schedules", "resume", "a", ""}, "NAME"},
 		{[]string{"schedules", "delete", "a", ""}, "NAME"},
+		// Not an identifier: over 256 bytes, a control character.
+		{[]string{"schedules", "delete", strings.Repeat("n", 257), "nightly"}, "NAMESPACE"},
+		{[]string{"schedules", "put", strings.Repeat("n", 257), "nightly", "--every", "1h", "--lane", "l"}, "NAMESPACE"},
+		{[]string{"schedules", "resume", "a", "bad\x01name"}, "NAME"},
+		{[]string{"schedules", "pause", "a\x01", "nightly"}, "NAMESPACE"},
 	} {
 		code, out, errOut := runCLI(t, append(tc.args, "--db", db)...)
 		if code != 2 || !strings.Contains(errOut, "invalid "+tc.arg+":") {
