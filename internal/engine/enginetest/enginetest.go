@@ -42,6 +42,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Release", func(t *testing.T) { testRelease(t, open(t)) })
 	t.Run("SubscribeHearsOtherStores", func(t *testing.T) { testSubscribe(t, h) })
 	t.Run("SubscribeHearsWhatCameUnarmed", func(t *testing.T) { testSubscribeUnarmed(t, h) })
+	runMethodTests(t, h, methodTests())
 }
 
 func must(t *testing.T, err error) {
