@@ -34,12 +34,7 @@ type Harness struct {
 func Run(t *testing.T, h Harness) {
 	open := func(t *testing.T) engine.Engine { return h.Open(t, h.Fresh(t)) }
 	t.Run("Translate", func(t *testing.T) { testTranslate(t, open(t)) })
-	t.Run("LeaseCompleteManyFencesEachLease", func(t *testing.T) { testLeaseCompleteMany(t, open(t)) })
-	t.Run("LeaseCompleteManyOldAndCurrentLease", func(t *testing.T) { testCompleteOldAndCurrent(t, open(t)) })
 	t.Run("FencesCompareTheLeaseID", func(t *testing.T) { testFenceLeaseID(t, h) })
-	t.Run("SettleIsolatesEachOutcome", func(t *testing.T) { testSettleIsolates(t, h) })
-	t.Run("ClaimNextRunAt", func(t *testing.T) { testClaimNextRunAt(t, open(t)) })
-	t.Run("Release", func(t *testing.T) { testRelease(t, open(t)) })
 	t.Run("SubscribeHearsOtherStores", func(t *testing.T) { testSubscribe(t, h) })
 	t.Run("SubscribeHearsWhatCameUnarmed", func(t *testing.T) { testSubscribeUnarmed(t, h) })
 	runMethodTests(t, h, methodTests())
