@@ -112,6 +112,14 @@ func (v *env) fail(l engine.ClaimedLease, now int64, reason string) {
 	v.write(func(ctx context.Context, q engine.Queries) error { return q.LeaseFail(ctx, ref(l), now, reason) })
 }
 
+// read runs fn in a Read and fails the test on its error.
+func (v *env) read(fn func(ctx context.Context, q engine.Queries) error) {
+	v.t.Helper()
+	if err := v.e.Read(v.ctx, fn); err != nil {
+		v.t.Fatal(err)
+	}
+}
+
 // tryLease runs one call that presents a lease in a Write and returns its error.
 func (v *env) tryLease(fn func(ctx context.Context, q engine.Queries) error) error {
 	return v.e.Write(v.ctx, fn)
