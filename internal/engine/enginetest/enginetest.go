@@ -1,8 +1,11 @@
 // Package enginetest holds the tests every engine passes at the seam (below
-// service's conformance suite): the translation of constraint violations,
-// the per-lease fencing of batch completions, Settle's isolation of each
-// outcome, the claim's next RunAt, lease release and change subscriptions.
-// Each engine's tests call Run with a Harness of its own.
+// service's conformance suite), in the manner of River's riverdrivertest:
+// one test per method of engine.Engine and engine.Queries, named after the
+// method, its behaviours as subtests (workers.go, executions.go, leases.go,
+// claim.go, fleet.go, agents.go, stats.go, engine.go), plus the tests that
+// cross methods: the translation of constraint violations and the fences'
+// comparison of lease ids. A guard fails when a method has no test. Each
+// engine's tests call Run with a Harness of its own.
 package enginetest
 
 import (
@@ -30,18 +33,16 @@ type Harness struct {
 	Refuse string
 }
 
-// Run runs the seam tests, each on a fresh database.
+// Run runs the seam tests, each on a fresh database: the tests across
+// methods, then the table of per-method tests in the order of the methods'
+// names, then the guard that every method has a test.
 func Run(t *testing.T, h Harness) {
 	open := func(t *testing.T) engine.Engine { return h.Open(t, h.Fresh(t)) }
 	t.Run("Translate", func(t *testing.T) { testTranslate(t, open(t)) })
-	t.Run("LeaseCompleteManyFencesEachLease", func(t *testing.T) { testLeaseCompleteMany(t, open(t)) })
-	t.Run("LeaseCompleteManyOldAndCurrentLease", func(t *testing.T) { testCompleteOldAndCurrent(t, open(t)) })
 	t.Run("FencesCompareTheLeaseID", func(t *testing.T) { testFenceLeaseID(t, h) })
-	t.Run("SettleIsolatesEachOutcome", func(t *testing.T) { testSettleIsolates(t, h) })
-	t.Run("ClaimNextRunAt", func(t *testing.T) { testClaimNextRunAt(t, open(t)) })
-	t.Run("Release", func(t *testing.T) { testRelease(t, open(t)) })
-	t.Run("SubscribeHearsOtherStores", func(t *testing.T) { testSubscribe(t, h) })
-	t.Run("SubscribeHearsWhatCameUnarmed", func(t *testing.T) { testSubscribeUnarmed(t, h) })
+	tests := methodTests()
+	runMethodTests(t, h, tests)
+	t.Run("EveryMethodHasATest", func(t *testing.T) { testEveryMethodHasATest(t, tests) })
 }
 
 func must(t *testing.T, err error) {

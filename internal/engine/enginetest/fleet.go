@@ -1,0 +1,812 @@
+package enginetest
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// fleetTests are the tests of unique keys, redrive, the maintenance leader
+// and schedules.
+func fleetTests() map[string]methodTest {
+	return map[string]methodTest{
+		"ExecutionInsertUnique":     testExecutionInsertUnique,
+		"ExecutionInsertManyUnique": testExecutionInsertManyUnique,
+		"ExecutionKeyLock":          testExecutionKeyLock,
+		"ExecutionFindLiveByKey":    testExecutionFindLiveByKey,
+		"ExecutionKeyGet":           testExecutionKeyGet,
+		"ExecutionKeyPut":           testExecutionKeyPut,
+		"ExecutionKeyPruneBatch":    testExecutionKeyPruneBatch,
+		"ExecutionRetry":            testExecutionRetry,
+		"LeaderTake":                testLeaderTake,
+		"LeaderResign":              testLeaderResign,
+		"LeaderHolds":               testLeaderHolds,
+		"LeaderGet":                 testLeaderGet,
+		"SchedulePut":               testSchedulePut,
+		"ScheduleDelete":            testScheduleDelete,
+		"ScheduleList":              testScheduleList,
+		"ScheduleListDue":           testScheduleListDue,
+		"ScheduleAdvance":           testScheduleAdvance,
+	}
+}
+
+// keyed is a new execution of ns, lane "l", holding key.
+func (v *env) keyed(ns, key string) engine.Execution {
+	e := v.execution(ns, "l")
+	e.UniqueKey = key
+	return e
+}
+
+// insertUnique runs ExecutionInsertUnique.
+func (v *env) insertUnique(e engine.Execution) bool {
+	v.t.Helper()
+	return writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) { return q.ExecutionInsertUnique(ctx, e) })
+}
+
+// liveByKey runs ExecutionFindLiveByKey.
+func (v *env) liveByKey(ns, key string) (uuid.UUID, error) {
+	return tryRead(v, func(ctx context.Context, q engine.Queries) (uuid.UUID, error) {
+		return q.ExecutionFindLiveByKey(ctx, ns, key)
+	})
+}
+
+// keyGet runs ExecutionKeyGet.
+func (v *env) keyGet(ns, key string, now int64) (uuid.UUID, error) {
+	return tryRead(v, func(ctx context.Context, q engine.Queries) (uuid.UUID, error) {
+		return q.ExecutionKeyGet(ctx, ns, key, now)
+	})
+}
+
+// keyPut runs ExecutionKeyPut.
+func (v *env) keyPut(ns, key string, id uuid.UUID, until, now int64) bool {
+	v.t.Helper()
+	return writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) {
+		return q.ExecutionKeyPut(ctx, ns, key, id, until, now)
+	})
+}
+
+// testExecutionInsertUnique: a key is held by one waiting or running
+// execution of its namespace at a time; an insert while it is held writes
+// nothing and is false.
+func testExecutionInsertUnique(t *testing.T, h Harness) {
+	v := setup(t, h)
+	v.register("ns", "i", []string{"l"}, nil, 1, 1000000)
+	first := v.keyed("ns", "k")
+	first.Payload = []byte("p")
+	t.Run("Inserted", func(t *testing.T) {
+		if !v.insertUnique(first) {
+			t.Fatal("the first insert of a key = false")
+		}
+		x := v.get(first.ID)
+		if !executionEqual(x, first) {
+			t.Fatalf("read back %+v, want %+v", x, first)
+		}
+		wantWaiting(t, x)
+	})
+	t.Run("HeldWhileWaiting", func(t *testing.T) {
+		dup := v.keyed("ns", "k")
+		if v.insertUnique(dup) {
+			t.Fatal("a second insert of a held key = true")
+		}
+		_, err := tryRead(v, func(ctx context.Context, q engine.Queries) (engine.Execution, error) {
+			return q.ExecutionGet(ctx, dup.ID)
+		})
+		wantNoRows(t, "the refused insert", err)
+	})
+	t.Run("OtherNamespaceOrKey", func(t *testing.T) {
+		if !v.insertUnique(v.keyed("other", "k")) || !v.insertUnique(v.keyed("ns", "k2")) {
+			t.Fatal("an insert of another namespace's or another key = false")
+		}
+	})
+	t.Run("HeldWhileRunning", func(t *testing.T) {
+		l := v.claimAt("ns", "i", 1, 2, 1000)
+		if len(l) != 1 || l[0].ExecutionID != first.ID {
+			t.Fatalf("claimed %v", l)
+		}
+		if v.insertUnique(v.keyed("ns", "k")) {
+			t.Fatal("an insert of a key held by a running execution = true")
+		}
+		v.complete(l[0], 3, nil)
+	})
+	t.Run("FreeOnceEnded", func(t *testing.T) {
+		next := v.keyed("ns", "k")
+		if !v.insertUnique(next) {
+			t.Fatal("an insert of a key whose execution completed = false")
+		}
+		if id, err := v.liveByKey("ns", "k"); err != nil || id != next.ID {
+			t.Fatalf("the key is held by %v, %v; want %s", id, err, next.ID)
+		}
+	})
+}
+
+// testExecutionInsertManyUnique: per item, the id of the execution holding
+// its key: its own when inserted, a live holder's or a UniqueFor hold's
+// otherwise; unkeyed items are inserted; holds asked for are recorded.
+func testExecutionInsertManyUnique(t *testing.T, h Harness) {
+	v := setup(t, h)
+	live := v.keyed("ns", "live")
+	if !v.insertUnique(live) {
+		t.Fatal("ExecutionInsertUnique = false")
+	}
+	heldFor := newID(t)
+	if !v.keyPut("ns", "hold", heldFor, 100, 1) {
+		t.Fatal("ExecutionKeyPut = false")
+	}
+	fresh, dupLive, plain, dupHold, otherNS := v.keyed("ns", "fresh"), v.keyed("ns", "live"), v.execution("ns", "l"),
+		v.keyed("ns", "hold"), v.keyed("other", "hold")
+	fresh.CreatedAtMs, dupLive.CreatedAtMs, plain.CreatedAtMs, dupHold.CreatedAtMs, otherNS.CreatedAtMs = 50, 50, 50, 50, 50
+	fresh.RunAtMs, dupLive.RunAtMs, plain.RunAtMs, dupHold.RunAtMs, otherNS.RunAtMs = 50, 50, 50, 50, 50
+	batch := []engine.Execution{fresh, dupLive, plain, dupHold, otherNS}
+	until := []int64{500, 0, 0, 0, 0}
+	var ids []uuid.UUID
+	v.write(func(ctx context.Context, q engine.Queries) error {
+		ns, keys := []string{}, []string{}
+		for _, e := range batch {
+			if e.UniqueKey != "" {
+				ns, keys = append(ns, e.Namespace), append(keys, e.UniqueKey)
+			}
+		}
+		if err := q.ExecutionKeyLock(ctx, ns, keys); err != nil {
+			return err
+		}
+		var err error
+		ids, err = q.ExecutionInsertManyUnique(ctx, batch, until)
+		return err
+	})
+	t.Run("Ids", func(t *testing.T) {
+		want := []uuid.UUID{fresh.ID, live.ID, plain.ID, heldFor, otherNS.ID}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("ids %s, want %s", fmtIDs(ids), fmtIDs(want))
+		}
+	})
+	t.Run("Inserted", func(t *testing.T) {
+		for _, e := range []engine.Execution{fresh, plain, otherNS} {
+			if x := v.get(e.ID); !executionEqual(x, e) {
+				t.Errorf("read back %+v, want %+v", x, e)
+			}
+		}
+		for _, e := range []engine.Execution{dupLive, dupHold} {
+			_, err := tryRead(v, func(ctx context.Context, q engine.Queries) (engine.Execution, error) {
+				return q.ExecutionGet(ctx, e.ID)
+			})
+			wantNoRows(t, "an item whose key was held", err)
+		}
+	})
+	t.Run("HoldRecorded", func(t *testing.T) {
+		if id, err := v.keyGet("ns", "fresh", 499); err != nil || id != fresh.ID {
+			t.Fatalf("the hold of the new key: %v, %v; want %s", id, err, fresh.ID)
+		}
+		_, err := v.keyGet("other", "hold", 60)
+		wantNoRows(t, "an item inserted without a hold", err)
+	})
+	t.Run("HoldEnded", func(t *testing.T) {
+		late := v.keyed("ns", "hold")
+		late.CreatedAtMs, late.RunAtMs = 100, 100
+		got := writeGet(v, func(ctx context.Context, q engine.Queries) ([]uuid.UUID, error) {
+			if err := q.ExecutionKeyLock(ctx, []string{"ns"}, []string{"hold"}); err != nil {
+				return nil, err
+			}
+			return q.ExecutionInsertManyUnique(ctx, []engine.Execution{late}, []int64{0})
+		})
+		if !slices.Equal(got, []uuid.UUID{late.ID}) {
+			t.Fatalf("ids %s, want the item's own: the hold ended at its creation", fmtIDs(got))
+		}
+	})
+}
+
+// testExecutionKeyLock: two transactions that lock a key run one at a
+// time; batches locking the same keys in opposite orders both finish.
+func testExecutionKeyLock(t *testing.T, h Harness) {
+	v := setup(t, h)
+	lock := func(ctx context.Context, q engine.Queries, keys ...string) error {
+		ns := make([]string, len(keys))
+		for i := range ns {
+			ns[i] = "ns"
+		}
+		return q.ExecutionKeyLock(ctx, ns, keys)
+	}
+	t.Run("OneAtATime", func(t *testing.T) {
+		locked := make(chan struct{})
+		var firstDone atomic.Bool
+		var wg sync.WaitGroup
+		wg.Add(1)
+		var firstErr error
+		go func() {
+			defer wg.Done()
+			firstErr = v.e.Write(v.ctx, func(ctx context.Context, q engine.Queries) error {
+				if err := lock(ctx, q, "k"); err != nil {
+					return err
+				}
+				close(locked)
+				time.Sleep(300 * time.Millisecond)
+				firstDone.Store(true)
+				return nil
+			})
+		}()
+		<-locked
+		sawFirst := writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) {
+			err := lock(ctx, q, "k")
+			return firstDone.Load(), err
+		})
+		wg.Wait()
+		must(t, firstErr)
+		if !sawFirst {
+			t.Fatal("a second transaction locked the key while the first held it")
+		}
+	})
+	t.Run("OppositeOrders", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, keys := range [][]string{{"a", "b", "c"}, {"c", "b", "a"}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = v.e.Write(v.ctx, func(ctx context.Context, q engine.Queries) error {
+					if err := lock(ctx, q, keys...); err != nil {
+						return err
+					}
+					time.Sleep(50 * time.Millisecond)
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("batch %d: %v", i, err)
+			}
+		}
+	})
+	t.Run("Empty", func(t *testing.T) {
+		v.write(func(ctx context.Context, q engine.Queries) error { return q.ExecutionKeyLock(ctx, nil, nil) })
+	})
+}
+
+// testExecutionFindLiveByKey: the waiting or running execution holding a
+// key; ErrNoRows once it ended, in another namespace, or for an unknown key.
+func testExecutionFindLiveByKey(t *testing.T, h Harness) {
+	v := setup(t, h)
+	v.register("ns", "i", []string{"l"}, nil, 1, 1000000)
+	e := v.keyed("ns", "k")
+	if !v.insertUnique(e) {
+		t.Fatal("insert = false")
+	}
+	want := func(what string) {
+		t.Helper()
+		if id, err := v.liveByKey("ns", "k"); err != nil || id != e.ID {
+			t.Fatalf("%s: %v, %v; want %s", what, id, err, e.ID)
+		}
+	}
+	want("waiting")
+	l := v.claimAt("ns", "i", 1, 2, 1000)[0]
+	want("running")
+	_, err := v.liveByKey("other", "k")
+	wantNoRows(t, "another namespace", err)
+	_, err = v.liveByKey("ns", "nokey")
+	wantNoRows(t, "an unknown key", err)
+	v.complete(l, 3, nil)
+	_, err = v.liveByKey("ns", "k")
+	wantNoRows(t, "completed", err)
+}
+
+// testExecutionKeyGet: the execution a key is held for until its hold ends;
+// ErrNoRows from then on, and for a key never held.
+func testExecutionKeyGet(t *testing.T, h Harness) {
+	v := setup(t, h)
+	id := newID(t)
+	if !v.keyPut("ns", "k", id, 100, 1) {
+		t.Fatal("ExecutionKeyPut = false")
+	}
+	if got, err := v.keyGet("ns", "k", 99); err != nil || got != id {
+		t.Fatalf("before the hold ends: %v, %v; want %s", got, err, id)
+	}
+	_, err := v.keyGet("ns", "k", 100)
+	wantNoRows(t, "at the hold's end", err)
+	_, err = v.keyGet("other", "k", 50)
+	wantNoRows(t, "another namespace", err)
+	_, err = v.keyGet("ns", "never", 50)
+	wantNoRows(t, "a key never held", err)
+}
+
+// testExecutionKeyPut: a hold is recorded and extended by its execution;
+// another execution's hold is refused until it ended, then replaces it.
+func testExecutionKeyPut(t *testing.T, h Harness) {
+	v := setup(t, h)
+	a, b := newID(t), newID(t)
+	holder := func(now int64) uuid.UUID {
+		t.Helper()
+		id, err := v.keyGet("ns", "k", now)
+		must(t, err)
+		return id
+	}
+	if !v.keyPut("ns", "k", a, 100, 1) || holder(50) != a {
+		t.Fatal("the first hold was not recorded")
+	}
+	t.Run("OtherRefusedWhileHeld", func(t *testing.T) {
+		if v.keyPut("ns", "k", b, 500, 99) {
+			t.Fatal("another execution's hold over one not ended = true")
+		}
+		if holder(99) != a {
+			t.Fatal("the refused hold replaced the first")
+		}
+	})
+	t.Run("SameExtends", func(t *testing.T) {
+		if !v.keyPut("ns", "k", a, 200, 99) || holder(150) != a {
+			t.Fatal("the holder could not extend its hold")
+		}
+	})
+	t.Run("OtherAfterEnd", func(t *testing.T) {
+		if !v.keyPut("ns", "k", b, 500, 200) || holder(300) != b {
+			t.Fatal("another execution could not hold the key once the hold ended")
+		}
+	})
+}
+
+// testExecutionKeyPruneBatch: up to batch holds that ended before the time
+// go, and the count comes back.
+func testExecutionKeyPruneBatch(t *testing.T, h Harness) {
+	v := setup(t, h)
+	for i, until := range []int64{30, 10, 20} {
+		if !v.keyPut("ns", "k"+itoa(int64(i)), newID(t), until, 1) {
+			t.Fatal("ExecutionKeyPut = false")
+		}
+	}
+	prune := func(before int64, batch int) int {
+		return writeGet(v, func(ctx context.Context, q engine.Queries) (int, error) {
+			return q.ExecutionKeyPruneBatch(ctx, before, batch)
+		})
+	}
+	if n := prune(25, 1); n != 1 {
+		t.Fatalf("first batch %d, want 1", n)
+	}
+	if n := prune(25, 10); n != 1 {
+		t.Fatalf("second batch %d, want 1", n)
+	}
+	if n := prune(25, 10); n != 0 {
+		t.Fatalf("third batch %d, want 0", n)
+	}
+	if _, err := v.keyGet("ns", "k0", 29); err != nil {
+		t.Fatalf("the hold until 30 was pruned: %v", err)
+	}
+	// A pruned key can be held again by anyone.
+	if !v.keyPut("ns", "k1", newID(t), 100, 1) {
+		t.Fatal("a pruned key could not be held again")
+	}
+}
+
+// testExecutionRetry: a failed or cancelled execution waits again at the
+// given RunAt (ready at once, or scheduled), with one more attempt when none
+// is left; any other state, or an unknown id, is false.
+func testExecutionRetry(t *testing.T, h Harness) {
+	v, ls := leased(t, h, 3, 1, 0)
+	retry := func(id uuid.UUID, runAt int64, atOnce bool) bool {
+		return writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) {
+			return q.ExecutionRetry(ctx, id, runAt, atOnce)
+		})
+	}
+	v.fail(ls[0], 10, "no")
+	t.Run("FailedAtOnce", func(t *testing.T) {
+		if !retry(ls[0].ExecutionID, 5000, true) {
+			t.Fatal("retry of a failed execution = false")
+		}
+		x := v.get(ls[0].ExecutionID)
+		if x.State != "waiting" || x.RunAtMs != 5000 || x.MaxAttempts != 2 || x.Attempts != 1 || x.FinishedAtMs != 0 {
+			t.Fatalf("after retry %+v", x)
+		}
+		got := v.claimAt("ns", "i", 1, 20, 1000)
+		if len(got) != 1 || got[0].ExecutionID != ls[0].ExecutionID || got[0].AttemptIndex != 2 {
+			t.Fatalf("claimed %+v, want the retried execution at once", got)
+		}
+	})
+	t.Run("CancelledScheduled", func(t *testing.T) {
+		writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) {
+			return q.ExecutionCancel(ctx, ls[1].ExecutionID, "stop", 30)
+		})
+		if !retry(ls[1].ExecutionID, 600, false) {
+			t.Fatal("retry of a cancelled execution = false")
+		}
+		if x := v.get(ls[1].ExecutionID); x.State != "waiting" || x.RunAtMs != 600 || x.MaxAttempts != 2 {
+			t.Fatalf("after retry %+v", x)
+		}
+		if got := v.claimAt("ns", "i", 1, 599, 2000); len(got) != 0 {
+			t.Fatalf("claimed %v before the retry's RunAt", got)
+		}
+		if got := v.claimAt("ns", "i", 1, 600, 2000); len(got) != 1 || got[0].ExecutionID != ls[1].ExecutionID {
+			t.Fatalf("claimed %v at the retry's RunAt", got)
+		}
+	})
+	t.Run("OtherStates", func(t *testing.T) {
+		if retry(ls[2].ExecutionID, 700, true) {
+			t.Fatal("retry of a running execution = true")
+		}
+		v.complete(ls[2], 40, nil)
+		if retry(ls[2].ExecutionID, 700, true) {
+			t.Fatal("retry of a completed execution = true")
+		}
+		waiting := v.insert(v.execution("ns", "l"))[0]
+		if retry(waiting, 700, true) {
+			t.Fatal("retry of a waiting execution = true")
+		}
+		if retry(newID(t), 700, true) {
+			t.Fatal("retry of an unknown execution = true")
+		}
+		if x := v.get(ls[2].ExecutionID); x.State != "completed" {
+			t.Fatalf("a refused retry changed it: %+v", x)
+		}
+	})
+}
+
+// take runs LeaderTake.
+func (v *env) take(name, holder string, epoch, now, expires int64) (int64, error) {
+	return tryWrite(v, func(ctx context.Context, q engine.Queries) (int64, error) {
+		return q.LeaderTake(ctx, name, holder, epoch, now, expires)
+	})
+}
+
+// leader runs LeaderGet.
+func (v *env) leader(name string) (holder string, epoch, expires int64, err error) {
+	err = v.e.Read(v.ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		holder, epoch, expires, err = q.LeaderGet(ctx, name)
+		return err
+	})
+	return holder, epoch, expires, err
+}
+
+// wantLeader fails the test unless the lease name is holder's, of epoch,
+// until expires.
+func (v *env) wantLeader(name, holder string, epoch, expires int64) {
+	v.t.Helper()
+	h, e, x, err := v.leader(name)
+	if err != nil || h != holder || e != epoch || x != expires {
+		v.t.Fatalf("leader %q: %q epoch %d until %d (%v); want %q epoch %d until %d", name, h, e, x, err, holder, epoch, expires)
+	}
+}
+
+// testLeaderTake: the first take is epoch 1; its holder renews under the
+// same epoch while it holds; another is refused until it lapses, then takes
+// the next epoch; the former holder is then refused.
+func testLeaderTake(t *testing.T, h Harness) {
+	v := setup(t, h)
+	got := func(what string, epoch int64, err error, want int64) {
+		t.Helper()
+		if err != nil || epoch != want {
+			t.Fatalf("%s: epoch %d, %v; want %d", what, epoch, err, want)
+		}
+	}
+	e, err := v.take("m", "a", 0, 10, 100)
+	got("first take", e, err, 1)
+	v.wantLeader("m", "a", 1, 100)
+	e, err = v.take("m", "a", 1, 50, 150)
+	got("renew", e, err, 1)
+	v.wantLeader("m", "a", 1, 150)
+	_, err = v.take("m", "b", 0, 149, 300)
+	wantNoRows(t, "take by another while held", err)
+	v.wantLeader("m", "a", 1, 150)
+	e, err = v.take("m", "b", 0, 150, 300)
+	got("take after the lapse", e, err, 2)
+	v.wantLeader("m", "b", 2, 300)
+	_, err = v.take("m", "a", 1, 160, 400)
+	wantNoRows(t, "renew by the former holder", err)
+	e, err = v.take("m", "b", 2, 300, 500)
+	got("the lapsed holder takes again", e, err, 3)
+	e, err = v.take("other", "a", 0, 10, 100)
+	got("another lease", e, err, 1)
+}
+
+// testLeaderResign: the holder's lease ends at now, so that another takes
+// it at once; a resign under another epoch or holder changes nothing.
+func testLeaderResign(t *testing.T, h Harness) {
+	v := setup(t, h)
+	if _, err := v.take("m", "a", 0, 10, 100); err != nil {
+		t.Fatal(err)
+	}
+	resign := func(holder string, epoch, now int64) {
+		t.Helper()
+		v.write(func(ctx context.Context, q engine.Queries) error { return q.LeaderResign(ctx, "m", holder, epoch, now) })
+	}
+	resign("a", 2, 20)
+	resign("b", 1, 20)
+	v.wantLeader("m", "a", 1, 100)
+	resign("a", 1, 30)
+	v.wantLeader("m", "a", 1, 30)
+	if e, err := v.take("m", "b", 0, 30, 200); err != nil || e != 2 {
+		t.Fatalf("take after the resign: epoch %d, %v; want 2", e, err)
+	}
+	resign("a", 1, 40) // no longer holds: nothing
+	v.wantLeader("m", "b", 2, 200)
+	resign("x", 1, 40) // a lease of a name never taken: nothing
+}
+
+// testLeaderHolds: true for the holder under its epoch before the lease
+// ends; false otherwise.
+func testLeaderHolds(t *testing.T, h Harness) {
+	v := setup(t, h)
+	if _, err := v.take("m", "a", 0, 10, 100); err != nil {
+		t.Fatal(err)
+	}
+	holds := func(name, holder string, epoch, now int64) bool {
+		return writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) {
+			return q.LeaderHolds(ctx, name, holder, epoch, now)
+		})
+	}
+	for _, tc := range []struct {
+		name, lease, holder string
+		epoch, now          int64
+		want                bool
+	}{
+		{"Holds", "m", "a", 1, 99, true},
+		{"Lapsed", "m", "a", 1, 100, false},
+		{"OtherEpoch", "m", "a", 2, 50, false},
+		{"OtherHolder", "m", "b", 1, 50, false},
+		{"OtherName", "n", "a", 1, 50, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := holds(tc.lease, tc.holder, tc.epoch, tc.now); got != tc.want {
+				t.Fatalf("LeaderHolds(%s, %s, %d, %d) = %v", tc.lease, tc.holder, tc.epoch, tc.now, got)
+			}
+		})
+	}
+}
+
+// testLeaderGet: the lease as the last take left it; ErrNoRows for a name
+// never taken.
+func testLeaderGet(t *testing.T, h Harness) {
+	v := setup(t, h)
+	_, _, _, err := v.leader("m")
+	wantNoRows(t, "a lease never taken", err)
+	if _, err := v.take("m", "a", 0, 10, 100); err != nil {
+		t.Fatal(err)
+	}
+	v.wantLeader("m", "a", 1, 100)
+	if _, err := v.take("m", "b", 0, 100, 250); err != nil {
+		t.Fatal(err)
+	}
+	v.wantLeader("m", "b", 2, 250)
+}
+
+// schedules reads ScheduleList of ns.
+func (v *env) schedules(ns string) []engine.Schedule {
+	v.t.Helper()
+	return readGet(v, func(ctx context.Context, q engine.Queries) ([]engine.Schedule, error) { return q.ScheduleList(ctx, ns) })
+}
+
+// putSchedule runs SchedulePut.
+func (v *env) putSchedule(s engine.Schedule) {
+	v.t.Helper()
+	v.write(func(ctx context.Context, q engine.Queries) error { return q.SchedulePut(ctx, s) })
+}
+
+// schedule is a schedule of ns named name, every second from next.
+func schedule(ns, name string, next int64) engine.Schedule {
+	return engine.Schedule{Namespace: ns, Name: name, EveryMs: 1000, Lane: "l", MaxAttempts: 1, NextRunAtMs: next, UpdatedAtMs: 1}
+}
+
+// scheduleNames shows schedules as "namespace/name".
+func scheduleNames(ss []engine.Schedule) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Namespace + "/" + s.Name
+	}
+	return out
+}
+
+// scheduleEqual compares the fields SchedulePut writes and ScheduleList
+// reads.
+func scheduleEqual(a, b engine.Schedule) bool {
+	return a.Namespace == b.Namespace && a.Name == b.Name && a.EveryMs == b.EveryMs && a.Cron == b.Cron && a.Lane == b.Lane &&
+		a.Priority == b.Priority && slices.Equal(a.RequiredCapabilities, b.RequiredCapabilities) && a.MaxAttempts == b.MaxAttempts &&
+		a.RetryBackoffMs == b.RetryBackoffMs && string(a.Payload) == string(b.Payload) && a.Paused == b.Paused &&
+		a.NextRunAtMs == b.NextRunAtMs && a.LastExecutionID == b.LastExecutionID
+}
+
+// advance runs ScheduleAdvance.
+func (v *env) advance(ns, name string, from, next int64, run uuid.UUID) bool {
+	v.t.Helper()
+	return writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) {
+		return q.ScheduleAdvance(ctx, ns, name, from, next, run)
+	})
+}
+
+// testSchedulePut: a schedule is created field for field and replaced; a
+// replacement with the same timing keeps its next run and last execution,
+// one with another timing, or resumed from paused, starts over.
+func testSchedulePut(t *testing.T, h Harness) {
+	v := setup(t, h)
+	s := engine.Schedule{Namespace: "ns", Name: "s", EveryMs: 60000, Lane: "l", Priority: 3, RequiredCapabilities: []string{"x"},
+		MaxAttempts: 2, RetryBackoffMs: 10, Payload: []byte("p"), NextRunAtMs: 60000, UpdatedAtMs: 5}
+	t.Run("Create", func(t *testing.T) {
+		v.putSchedule(s)
+		got := v.schedules("ns")
+		if len(got) != 1 || !scheduleEqual(got[0], s) {
+			t.Fatalf("listed %+v, want %+v", got, s)
+		}
+	})
+	run := newID(t)
+	if !v.advance("ns", "s", 60000, 120000, run) {
+		t.Fatal("ScheduleAdvance = false")
+	}
+	t.Run("SameTimingKeepsNextRun", func(t *testing.T) {
+		r := s
+		r.Lane, r.Priority, r.Payload, r.NextRunAtMs, r.UpdatedAtMs = "m", 4, []byte("q"), 999000, 6
+		v.putSchedule(r)
+		want := r
+		want.NextRunAtMs, want.LastExecutionID = 120000, run
+		if got := v.schedules("ns"); len(got) != 1 || !scheduleEqual(got[0], want) {
+			t.Fatalf("listed %+v, want %+v", got, want)
+		}
+	})
+	t.Run("OtherTimingStartsOver", func(t *testing.T) {
+		r := s
+		r.EveryMs, r.Cron, r.NextRunAtMs = 0, "*/5 * * * *", 300000
+		v.putSchedule(r)
+		want := r
+		want.LastExecutionID = run
+		if got := v.schedules("ns"); len(got) != 1 || !scheduleEqual(got[0], want) {
+			t.Fatalf("listed %+v, want %+v", got, want)
+		}
+	})
+	t.Run("ResumedStartsOver", func(t *testing.T) {
+		r := s
+		r.EveryMs, r.Cron, r.NextRunAtMs, r.Paused = 0, "*/5 * * * *", 300000, true
+		v.putSchedule(r)
+		r.Paused, r.NextRunAtMs = false, 600000
+		v.putSchedule(r)
+		if got := v.schedules("ns"); len(got) != 1 || got[0].NextRunAtMs != 600000 || got[0].Paused {
+			t.Fatalf("listed %+v, want next run 600000, not paused", got)
+		}
+	})
+}
+
+// testScheduleDelete: a schedule goes and is reported; a second delete is
+// false.
+func testScheduleDelete(t *testing.T, h Harness) {
+	v := setup(t, h)
+	v.putSchedule(schedule("ns", "a", 1000))
+	v.putSchedule(schedule("ns", "b", 1000))
+	del := func(name string) bool {
+		return writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) { return q.ScheduleDelete(ctx, "ns", name) })
+	}
+	if !del("a") {
+		t.Fatal("delete of a schedule = false")
+	}
+	if got := scheduleNames(v.schedules("")); !slices.Equal(got, []string{"ns/b"}) {
+		t.Fatalf("left %v", got)
+	}
+	if del("a") || del("never") {
+		t.Fatal("delete of an absent schedule = true")
+	}
+}
+
+// testScheduleList: the schedules of one namespace or all, by (namespace,
+// name), each with its last run's state.
+func testScheduleList(t *testing.T, h Harness) {
+	v := setup(t, h)
+	v.register("b", "i", []string{"l"}, nil, 1, 1000000)
+	for _, k := range []engine.WorkerKey{wk("b", "z"), wk("a", "y"), wk("b", "a"), wk("c", "x")} {
+		v.putSchedule(schedule(k.Namespace, k.InstanceID, 1000))
+	}
+	if got := scheduleNames(v.schedules("")); !slices.Equal(got, []string{"a/y", "b/a", "b/z", "c/x"}) {
+		t.Errorf("every namespace: %v", got)
+	}
+	if got := scheduleNames(v.schedules("b")); !slices.Equal(got, []string{"b/a", "b/z"}) {
+		t.Errorf("namespace b: %v", got)
+	}
+	if got := v.schedules("none"); len(got) != 0 {
+		t.Errorf("unknown namespace: %v", got)
+	}
+	t.Run("LastState", func(t *testing.T) {
+		run := v.insert(v.execution("b", "l"))[0]
+		if !v.advance("b", "a", 1000, 2000, run) {
+			t.Fatal("ScheduleAdvance = false")
+		}
+		state := func() (string, string) {
+			ss := v.schedules("b")
+			return ss[0].LastState, ss[1].LastState
+		}
+		if a, z := state(); a != "waiting" || z != "" {
+			t.Fatalf("last states %q, %q; want waiting and none", a, z)
+		}
+		v.complete(v.claimAt("b", "i", 1, 2, 1000)[0], 3, nil)
+		if a, _ := state(); a != "completed" {
+			t.Fatalf("last state %q, want completed", a)
+		}
+		writeGet(v, func(ctx context.Context, q engine.Queries) (int, error) { return q.ExecutionPruneBatch(ctx, 10, 10) })
+		if a, _ := state(); a != "" {
+			t.Fatalf("last state %q after the run was pruned, want none", a)
+		}
+	})
+}
+
+// testScheduleListDue: a page of the due schedules not paused, in (next
+// run, namespace, name) order after the one given.
+func testScheduleListDue(t *testing.T, h Harness) {
+	v := setup(t, h)
+	for _, s := range []engine.Schedule{schedule("b", "x", 200), schedule("a", "y", 200), schedule("a", "x", 200), schedule("c", "x", 100),
+		schedule("a", "late", 900)} {
+		v.putSchedule(s)
+	}
+	paused := schedule("a", "paused", 50)
+	paused.Paused = true
+	v.putSchedule(paused)
+	due := func(now int64, after engine.Schedule, max int) []string {
+		return scheduleNames(readGet(v, func(ctx context.Context, q engine.Queries) ([]engine.Schedule, error) {
+			return q.ScheduleListDue(ctx, now, after, max)
+		}))
+	}
+	start := engine.Schedule{NextRunAtMs: math.MinInt64}
+	for _, tc := range []struct {
+		name  string
+		now   int64
+		after engine.Schedule
+		max   int
+		want  []string
+	}{
+		{"All", 500, start, 10, []string{"c/x", "a/x", "a/y", "b/x"}},
+		{"Max", 500, start, 2, []string{"c/x", "a/x"}},
+		{"AfterSamePeriod", 500, engine.Schedule{NextRunAtMs: 200, Namespace: "a", Name: "x"}, 10, []string{"a/y", "b/x"}},
+		{"AfterNamespace", 500, engine.Schedule{NextRunAtMs: 200, Namespace: "a", Name: "y"}, 10, []string{"b/x"}},
+		{"AfterLast", 500, engine.Schedule{NextRunAtMs: 200, Namespace: "b", Name: "x"}, 10, []string{}},
+		{"NotYetDue", 199, start, 10, []string{"c/x"}},
+		{"AtItsTime", 900, engine.Schedule{NextRunAtMs: 200, Namespace: "b", Name: "x"}, 10, []string{"a/late"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := due(tc.now, tc.after, tc.max); !slices.Equal(got, tc.want) {
+				t.Fatalf("ScheduleListDue(%d, after %+v, %d) = %v, want %v", tc.now, tc.after, tc.max, got, tc.want)
+			}
+		})
+	}
+	t.Run("Fields", func(t *testing.T) {
+		got := readGet(v, func(ctx context.Context, q engine.Queries) ([]engine.Schedule, error) {
+			return q.ScheduleListDue(ctx, 150, start, 10)
+		})
+		if len(got) != 1 || !scheduleEqual(got[0], schedule("c", "x", 100)) {
+			t.Fatalf("due %+v", got)
+		}
+	})
+}
+
+// testScheduleAdvance: a schedule still at the period moves to the next and
+// records the run (compare-and-set); from another period, or paused, it is
+// false and unchanged.
+func testScheduleAdvance(t *testing.T, h Harness) {
+	v := setup(t, h)
+	v.putSchedule(schedule("ns", "s", 1000))
+	run, late := newID(t), newID(t)
+	if !v.advance("ns", "s", 1000, 2000, run) {
+		t.Fatal("advance from the current period = false")
+	}
+	if got := v.schedules("ns"); got[0].NextRunAtMs != 2000 || got[0].LastExecutionID != run {
+		t.Fatalf("after advance %+v", got[0])
+	}
+	if v.advance("ns", "s", 1000, 2000, late) {
+		t.Fatal("a second advance from the same period = true")
+	}
+	if got := v.schedules("ns"); got[0].NextRunAtMs != 2000 || got[0].LastExecutionID != run {
+		t.Fatalf("the refused advance changed it: %+v", got[0])
+	}
+	if v.advance("ns", "never", 1000, 2000, late) {
+		t.Fatal("advance of an absent schedule = true")
+	}
+	p := schedule("ns", "p", 1000)
+	p.Paused = true
+	v.putSchedule(p)
+	if v.advance("ns", "p", 1000, 2000, late) {
+		t.Fatal("advance of a paused schedule = true")
+	}
+	t.Run("NoRun", func(t *testing.T) {
+		if !v.advance("ns", "s", 2000, 3000, uuid.Nil) {
+			t.Fatal("advance without a run = false")
+		}
+		if got := v.schedules("ns"); got[1].NextRunAtMs != 3000 || got[1].LastExecutionID != uuid.Nil {
+			t.Fatalf("after an advance without a run %+v", got[1])
+		}
+	})
+}
