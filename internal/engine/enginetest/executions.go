@@ -92,17 +92,14 @@ func testExecutionInsert(t *testing.T, h Harness) {
 			t.Fatalf("claimed %v at its RunAt, want %s", ls, e.ID)
 		}
 	})
-	t.Run("ScheduledRunAtPastForTheCreator", func(t *testing.T) {
-		// A RunAt the creator's clock already reached still waits for the
-		// claimer's.
+	t.Run("RunAtPastForTheCreator", func(t *testing.T) {
+		// A RunAt the creator's clock already reached is claimable at once,
+		// whatever the claimer's clock says.
 		e := v.execution("ns", "l")
-		e.CreatedAtMs, e.RunAtMs, e.Scheduled = 700, 600, true
+		e.CreatedAtMs, e.RunAtMs = 700, 600
 		v.insert(e)
-		if ls := v.claimAt("ns", "i", 1, 599, 1000); len(ls) != 0 {
-			t.Fatalf("claimed %v before its RunAt by the claimer's clock", ls)
-		}
-		if ls := v.claimAt("ns", "i", 1, 600, 1000); len(ls) != 1 || ls[0].ExecutionID != e.ID {
-			t.Fatalf("claimed %v at its RunAt, want %s", ls, e.ID)
+		if ls := v.claimAt("ns", "i", 1, 550, 1000); len(ls) != 1 || ls[0].ExecutionID != e.ID {
+			t.Fatalf("claimed %v by a claimer whose clock reads before its RunAt, want %s", ls, e.ID)
 		}
 	})
 	t.Run("DuplicateID", func(t *testing.T) {

@@ -525,34 +525,45 @@ func testLeaderResign(t *testing.T, h Harness) {
 	resign("x", 1, 40) // a lease of a name never taken: nothing
 }
 
-// testLeaderHolds: true for the holder under its epoch before the lease
-// ends; false otherwise.
+// testLeaderHolds: true for the holder under its epoch until another
+// instance takes the lease (a lapse alone does not end it); false
+// otherwise.
 func testLeaderHolds(t *testing.T, h Harness) {
 	v := setup(t, h)
 	if _, err := v.take("m", "a", 0, 10, 100); err != nil {
 		t.Fatal(err)
 	}
-	holds := func(name, holder string, epoch, now int64) bool {
+	holds := func(name, holder string, epoch int64) bool {
 		return writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) {
-			return q.LeaderHolds(ctx, name, holder, epoch, now)
+			return q.LeaderHolds(ctx, name, holder, epoch)
 		})
 	}
 	for _, tc := range []struct {
 		name, lease, holder string
-		epoch, now          int64
+		epoch               int64
 		want                bool
 	}{
-		{"Holds", "m", "a", 1, 99, true},
-		{"Lapsed", "m", "a", 1, 100, false},
-		{"OtherEpoch", "m", "a", 2, 50, false},
-		{"OtherHolder", "m", "b", 1, 50, false},
-		{"OtherName", "n", "a", 1, 50, false},
+		{"Holds", "m", "a", 1, true},
+		{"OtherEpoch", "m", "a", 2, false},
+		{"OtherHolder", "m", "b", 1, false},
+		{"OtherName", "n", "a", 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := holds(tc.lease, tc.holder, tc.epoch, tc.now); got != tc.want {
-				t.Fatalf("LeaderHolds(%s, %s, %d, %d) = %v", tc.lease, tc.holder, tc.epoch, tc.now, got)
+			if got := holds(tc.lease, tc.holder, tc.epoch); got != tc.want {
+				t.Fatalf("LeaderHolds(%s, %s, %d) = %v", tc.lease, tc.holder, tc.epoch, got)
 			}
 		})
+	}
+	// Lapsed at 100 with nobody taking it: still a's.
+	if !holds("m", "a", 1) {
+		t.Fatal("a lapsed lease nobody took no longer holds")
+	}
+	// Taken by b after the lapse: a's epoch no longer holds, b's does.
+	if e, err := v.take("m", "b", 0, 150, 300); err != nil || e != 2 {
+		t.Fatalf("take after the lapse: epoch %d, %v; want 2", e, err)
+	}
+	if holds("m", "a", 1) || !holds("m", "b", 2) {
+		t.Fatal("after b took the lapsed lease: a's epoch still holds, or b's does not")
 	}
 }
 
