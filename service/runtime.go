@@ -154,30 +154,26 @@ func (a WorkerArgs) validate() (leaseTTL, drain time.Duration, slots int, err er
 //   - the heart (runtime_heart.go) heartbeats and registers again after a
 //     lapse.
 type runner struct {
+	// The runner's slots, embedded: w.mu is their lock (tests read the
+	// wake-up generation, w.wantGen, under it).
+	*slots
 	s        *Store
 	a        WorkerArgs
 	leaseTTL time.Duration
 	drain    time.Duration
-	slots    int
 	log      *slog.Logger
 	logs     *engine.LogLimiter
 
 	ctxDone      <-chan struct{}     // RunWorker's ctx: once done, no handler starts
 	sub          engine.Subscription // changes heard from the engine, armed while idle
-	mu           sync.Mutex
-	free         int               // handler slots neither running nor reserved by a claim
-	want         bool              // work may be claimable: claim when a slot is free
-	wantGen      uint64            // counts the wake-ups that set want
-	registered   bool              // false from a lapse until registered again
-	claimFailing bool              // the last claim failed: the claimer waits to retry
-	stopping     bool              // shutdown began: no handler starts any more
-	jobs         map[*job]struct{} // running handlers
-	nextRunAt    time.Time         // the earliest RunAt of scheduled work the last short claim saw
-	orphans      []orphanClaim     // claims whose outcome was unknown, to look up and release
-	kick         chan struct{}     // wakes the claimer (buffered 1)
-	relapse      chan struct{}     // asks the heart to register again at once (buffered 1)
-	quit         chan struct{}     // closed at the very end: keepers stop
-	handlers     sync.WaitGroup    // running handlers
+	stateMu      sync.Mutex          // guards claimFailing, jobs and orphans
+	claimFailing bool                // the last claim failed: the claimer waits to retry
+	jobs         map[*job]struct{}   // running handlers
+	orphans      []orphanClaim       // claims whose outcome was unknown, to look up and release
+	kick         chan struct{}       // wakes the claimer (buffered 1)
+	relapse      chan struct{}       // asks the heart to register again at once (buffered 1)
+	quit         chan struct{}       // closed at the very end: keepers stop
+	handlers     sync.WaitGroup      // running handlers
 	settler      *settler
 }
 
@@ -187,10 +183,10 @@ func newRunner(s *Store, a WorkerArgs) (*runner, error) {
 		return nil, err
 	}
 	w := &runner{
-		s: s, a: a, leaseTTL: leaseTTL, drain: drain, slots: slots,
-		log:  s.log.With("namespace", a.Namespace, "instance", a.InstanceID),
-		logs: engine.NewLogLimiter(10 * time.Second),
-		free: slots, want: true, registered: true,
+		slots: newSlots(slots),
+		s:     s, a: a, leaseTTL: leaseTTL, drain: drain,
+		log:     s.log.With("namespace", a.Namespace, "instance", a.InstanceID),
+		logs:    engine.NewLogLimiter(10 * time.Second),
 		jobs:    map[*job]struct{}{},
 		kick:    make(chan struct{}, 1),
 		relapse: make(chan struct{}, 1),
@@ -291,9 +287,7 @@ func waitUntil(done <-chan struct{}, deadline time.Time) bool {
 // returns the end of that grace (counted from now when no handler had to be
 // cancelled), which bounds the rest of the shutdown.
 func (w *runner) shutdown(cause error) time.Time {
-	w.mu.Lock()
-	w.stopping = true
-	w.mu.Unlock()
+	w.slots.stop()
 	w.signalClaimer()
 	drain := w.drain
 	if errors.Is(cause, ErrClosed) {
@@ -331,15 +325,15 @@ func (w *runner) markDead(deadline time.Time) {
 
 // running counts the running handlers.
 func (w *runner) running() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
 	return len(w.jobs)
 }
 
 // cancelAll ends every running handler's context with cause.
 func (w *runner) cancelAll(cause error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
 	for j := range w.jobs {
 		j.cancel(cause)
 	}

@@ -26,15 +26,15 @@ func (w *runner) claimLoop(ctx context.Context) error {
 	for ctx.Err() == nil {
 		w.releaseOrphans()
 		signal := w.s.work.wait() // taken before the claim: no signal is missed
-		if n, gen := w.reserve(); n > 0 {
+		if n, gen := w.slots.reserve(); n > 0 {
 			p, err := w.s.claimParams(w.claimArgs(), n)
 			if err != nil {
-				w.unreserve(n)
+				w.slots.unreserve(n)
 				return err // only ErrClosed: the arguments were validated
 			}
 			leases, next, err := w.s.claimWith(context.WithoutCancel(ctx), p)
 			w.startAll(leases)
-			w.unreserve(n - len(leases))
+			w.slots.unreserve(n - len(leases))
 			switch {
 			case err == nil && len(leases) == n:
 				b.reset()
@@ -43,7 +43,7 @@ func (w *runner) claimLoop(ctx context.Context) error {
 			case err == nil:
 				b.reset()
 				w.setClaimFailing(false)
-				if !w.noMoreWork(gen, next) {
+				if !w.slots.noMoreWork(gen, next) {
 					continue
 				}
 			case errors.Is(err, ErrClosed):
@@ -70,10 +70,7 @@ func (w *runner) claimLoop(ctx context.Context) error {
 // pending; SQLite's check looks at once, when armed, for changes it missed).
 func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 	wait := jitter(w.s.cfg.workerPoll)
-	w.mu.Lock()
-	next := w.nextRunAt
-	listen := !w.want && w.free > 0 && w.registered
-	w.mu.Unlock()
+	listen, next := w.slots.whenIdle()
 	if listen {
 		w.sub.Arm()
 		defer w.sub.Disarm()
@@ -90,12 +87,12 @@ func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 	select {
 	case <-ctx.Done():
 	case <-signal:
-		w.wakeUp()
+		w.slots.wakeUp()
 	case <-w.sub.C():
-		w.wakeUp()
+		w.slots.wakeUp()
 	case <-w.kick:
 	case <-t.C:
-		w.wakeUp()
+		w.slots.wakeUp()
 	}
 }
 
@@ -134,73 +131,21 @@ func retryFloor(d time.Duration) time.Duration { return min(d/2, 250*time.Millis
 // setClaimFailing records whether the last claim failed (the claimer waits
 // to try again).
 func (w *runner) setClaimFailing(v bool) {
-	w.mu.Lock()
+	w.stateMu.Lock()
 	w.claimFailing = v
-	w.mu.Unlock()
+	w.stateMu.Unlock()
 }
 
 // answered records that the database answered a write of this worker (a
 // heartbeat, a renewal, a settle): a claimer waiting to retry a failed claim
 // tries again at once.
 func (w *runner) answered() {
-	w.mu.Lock()
+	w.stateMu.Lock()
 	failing := w.claimFailing
-	w.mu.Unlock()
+	w.stateMu.Unlock()
 	if failing {
 		w.signalClaimer()
 	}
-}
-
-// reserve takes every free slot for a claim, when claiming is allowed: work
-// may be claimable, the worker is registered and not shutting down. It
-// returns the wake-up generation the claim answers (see noMoreWork).
-func (w *runner) reserve() (n int, gen uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.want || !w.registered || w.stopping || w.free == 0 {
-		return 0, w.wantGen
-	}
-	n = w.free
-	w.free = 0
-	return n, w.wantGen
-}
-
-// unreserve gives back slots a claim did not fill.
-func (w *runner) unreserve(n int) {
-	w.mu.Lock()
-	w.free += n
-	w.mu.Unlock()
-}
-
-// wakeUp records a reason to believe work may be claimable.
-func (w *runner) wakeUp() {
-	w.mu.Lock()
-	w.want = true
-	w.wantGen++
-	w.mu.Unlock()
-}
-
-// noMoreWork records a claim that came up short: nothing more is claimable
-// until a wake-up, or until next (the earliest RunAt of scheduled work). A
-// wake-up that came while the claim ran (gen moved on) may announce work the
-// claim could not see: want then stays set, and noMoreWork reports false
-// (claim again).
-func (w *runner) noMoreWork(gen uint64, next time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.nextRunAt = next
-	if w.wantGen != gen {
-		return false
-	}
-	w.want = false
-	return true
-}
-
-// hasFree reports whether a handler slot is free.
-func (w *runner) hasFree() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.free > 0
 }
 
 // signalClaimer wakes the claimer.
@@ -213,9 +158,7 @@ func (w *runner) signalClaimer() {
 
 // lapsed stops claims until the heart has registered again.
 func (w *runner) lapsed() {
-	w.mu.Lock()
-	w.registered = false
-	w.mu.Unlock()
+	w.slots.setRegistered(false)
 	select {
 	case w.relapse <- struct{}{}:
 	default:
@@ -224,15 +167,7 @@ func (w *runner) lapsed() {
 
 // setRegistered records the registration; a restored one wakes the claimer.
 func (w *runner) setRegistered(v bool) {
-	w.mu.Lock()
-	was := w.registered
-	w.registered = v
-	if v && !was {
-		w.want = true
-		w.wantGen++
-	}
-	w.mu.Unlock()
-	if v && !was {
+	if w.slots.setRegistered(v) {
 		w.signalClaimer()
 	}
 }
@@ -246,14 +181,14 @@ func (w *runner) failedClaim(p engine.ClaimParams, err error) {
 	if !errors.Is(err, ErrUnavailable) {
 		return
 	}
-	w.mu.Lock()
+	w.stateMu.Lock()
 	w.orphans = append(w.orphans, orphanClaim{ids: p.LeaseIDs, expiresAt: msTime(p.ExpiresAtMs)})
 	if len(w.orphans) > maxOrphanClaims {
 		// A long outage: most of these never reached the database. The
 		// oldest go unchecked; if they did commit, they expire.
 		w.orphans = w.orphans[len(w.orphans)-maxOrphanClaims:]
 	}
-	w.mu.Unlock()
+	w.stateMu.Unlock()
 }
 
 // maxOrphanClaims bounds the claims of unknown outcome kept to look up.
@@ -269,10 +204,10 @@ type orphanClaim struct {
 // releases those that committed. What the database cannot answer yet is kept
 // for the next round, until the leases would have expired anyway.
 func (w *runner) releaseOrphans() {
-	w.mu.Lock()
+	w.stateMu.Lock()
 	orphans := w.orphans
 	w.orphans = nil
-	w.mu.Unlock()
+	w.stateMu.Unlock()
 	var keep []orphanClaim
 	for i, o := range orphans {
 		if !w.s.now(time.Time{}).Before(o.expiresAt) {
@@ -289,9 +224,9 @@ func (w *runner) releaseOrphans() {
 		}
 	}
 	if len(keep) > 0 {
-		w.mu.Lock()
+		w.stateMu.Lock()
 		w.orphans = append(w.orphans, keep...)
-		w.mu.Unlock()
+		w.stateMu.Unlock()
 	}
 }
 

@@ -48,18 +48,22 @@ func (w *runner) startAll(leases []Lease) {
 // released, so that its execution waits again at once without using up an
 // attempt.
 func (w *runner) start(l Lease) {
-	w.mu.Lock()
-	if w.stopping || isDone(w.ctxDone) {
-		w.free++
-		w.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	j := &job{w: w, lease: l, ctx: ctx, cancel: cancel, settled: make(chan struct{}), expires: l.ExpiresAt}
+	started := !isDone(w.ctxDone) && w.slots.admit(func() {
+		// Under the slots' lock: shutdown's stop comes wholly before this
+		// (and the lease is released) or after it (and waits for it).
+		w.stateMu.Lock()
+		w.jobs[j] = struct{}{}
+		w.stateMu.Unlock()
+		w.handlers.Add(1)
+	})
+	if !started {
+		cancel(nil)
+		w.slots.unreserve(1)
 		w.release(l)
 		return
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	j := &job{w: w, lease: l, ctx: ctx, cancel: cancel, settled: make(chan struct{}), expires: l.ExpiresAt}
-	w.jobs[j] = struct{}{}
-	w.handlers.Add(1)
-	w.mu.Unlock()
 	go j.keep()
 	go j.run()
 }
@@ -100,13 +104,11 @@ func (j *job) run() {
 	defer w.handlers.Done()
 	result, herr := w.call(j.ctx, j.lease)
 	lost := j.isLost()
-	w.mu.Lock()
+	w.stateMu.Lock()
 	delete(w.jobs, j)
+	w.stateMu.Unlock()
 	if lost {
-		w.free++
-	}
-	w.mu.Unlock()
-	if lost {
+		w.slots.unreserve(1)
 		w.log.Warn("roster: worker: the lease was lost or expired; the handler's outcome is dropped", "execution", j.lease.ExecutionID, "handler_err", herr)
 		j.settle()
 		w.signalClaimer()

@@ -66,7 +66,7 @@ func (st *settler) add(j *job, result []byte, herr error) {
 	if st.closed {
 		st.mu.Unlock()
 		st.w.log.Warn("roster: worker: a handler returned after shutdown; its outcome is dropped", "execution", j.lease.ExecutionID)
-		st.w.unreserve(1)
+		st.w.slots.unreserve(1)
 		j.settle()
 		return
 	}
@@ -106,10 +106,7 @@ func (st *settler) linger() {
 		st.mu.Lock()
 		queued, finishing := len(st.queue), st.finishing
 		st.mu.Unlock()
-		w := st.w
-		w.mu.Lock()
-		busy := w.slots - w.free - queued // slots whose handler still runs, or whose claim is out
-		w.mu.Unlock()
+		busy := st.w.slots.held() - queued // slots whose handler still runs, or whose claim is out
 		left := time.Until(deadline)
 		if queued == 0 || finishing || busy <= 0 || left <= 0 {
 			return
@@ -229,7 +226,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 			freed++
 		}
 	}
-	w.unreserve(freed)
+	w.slots.unreserve(freed)
 	// An outcome whose lease the keeper found lost or expired while it
 	// waited is dropped (the execution may be another worker's by now),
 	// unless an earlier try that ended without knowing whether it wrote the
@@ -275,11 +272,11 @@ func (st *settler) write(batch []*pendingOutcome) {
 		return
 	}
 	var claim *engine.ClaimParams
-	n, gen := w.reserve()
+	n, gen := w.slots.reserve()
 	if n > 0 {
 		p, err := w.s.claimParams(w.claimArgs(), n)
 		if err != nil {
-			w.unreserve(n)
+			w.slots.unreserve(n)
 			n = 0
 		} else {
 			claim = &p
@@ -332,10 +329,10 @@ func (st *settler) write(batch []*pendingOutcome) {
 	}
 	if claim != nil {
 		w.startAll(leases)
-		w.unreserve(n - len(leases))
+		w.slots.unreserve(n - len(leases))
 		switch {
 		case claimErr == nil && len(leases) < n:
-			w.noMoreWork(gen, next)
+			w.slots.noMoreWork(gen, next)
 		case claimErr == nil:
 		case errors.Is(claimErr, ErrNotRegistered):
 			w.lapsed()
@@ -343,7 +340,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 			w.failedClaim(*claim, claimErr)
 		}
 	}
-	if w.hasFree() {
+	if w.slots.hasFree() {
 		// Slots stay free: the claimer, which may be waiting as a busy
 		// worker waits (deaf to changes), claims or listens for them.
 		w.signalClaimer()
