@@ -101,6 +101,8 @@ func (s *Store) RunWorker(ctx context.Context, a WorkerArgs) error {
 	return w.run(ctx)
 }
 
+// validate checks a and returns its lease TTL, drain timeout and handler
+// slots, defaults applied.
 func (a WorkerArgs) validate() (leaseTTL, drain time.Duration, slots int, err error) {
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return 0, 0, 0, err
@@ -142,67 +144,78 @@ func (a WorkerArgs) validate() (leaseTTL, drain time.Duration, slots int, err er
 	return leaseTTL, drain, max(a.Concurrency, 1), nil
 }
 
-// runner is one RunWorker. Its parts, each in a file of its own:
-//   - the claimer (runtime_claim.go) claims while slots are free and work
-//     is known to be claimable, and otherwise waits for a wake-up;
-//   - jobs (runtime_job.go) run a handler each, with a keeper that renews
-//     the lease and ends the handler's context when the lease is lost or
-//     expires;
-//   - the settler (runtime_settle.go) writes finished handlers' outcomes in
-//     batches, retrying each until it is written or its lease is lost, and
-//     claims for the freed slots in the same write;
-//   - the heart (runtime_heart.go) heartbeats and registers again after a
-//     lapse.
+// runner is one RunWorker. Its parts, each in a file of its own and each
+// built over a narrow interface of what it needs (so that each can be built
+// alone, with fakes), share nothing but the slots (runtime_slots.go):
+//   - the claimer (runtime_claim.go, over a claimStore) claims while slots
+//     are free and work is known to be claimable, and otherwise waits for a
+//     wake-up;
+//   - jobs (runtime_job.go, each with a keeper over a leaseRenewer) run a
+//     handler each, with a keeper that renews the lease and ends the
+//     handler's context when the lease is lost or expires;
+//   - the settler (runtime_settle.go, over a settleStore) writes finished
+//     handlers' outcomes in batches, retrying each until it is written or
+//     its lease is lost, and claims for the freed slots in the same write;
+//   - the heart (runtime_heart.go, over a heartStore) heartbeats and
+//     registers again after a lapse.
 type runner struct {
-	s        *Store
-	a        WorkerArgs
-	leaseTTL time.Duration
-	drain    time.Duration
-	slots    int
-	log      *slog.Logger
-	logs     *engine.LogLimiter
+	// The runner's slots, embedded: w.mu is their lock (tests read the
+	// wake-up generation, w.wantGen, under it).
+	*slots
+	s     *Store
+	a     WorkerArgs
+	drain time.Duration
+	log   runLog
 
-	ctxDone      <-chan struct{}     // RunWorker's ctx: once done, no handler starts
-	sub          engine.Subscription // changes heard from the engine, armed while idle
-	mu           sync.Mutex
-	free         int               // handler slots neither running nor reserved by a claim
-	want         bool              // work may be claimable: claim when a slot is free
-	wantGen      uint64            // counts the wake-ups that set want
-	registered   bool              // false from a lapse until registered again
-	claimFailing bool              // the last claim failed: the claimer waits to retry
-	stopping     bool              // shutdown began: no handler starts any more
-	jobs         map[*job]struct{} // running handlers
-	nextRunAt    time.Time         // the earliest RunAt of scheduled work the last short claim saw
-	orphans      []orphanClaim     // claims whose outcome was unknown, to look up and release
-	kick         chan struct{}     // wakes the claimer (buffered 1)
-	relapse      chan struct{}     // asks the heart to register again at once (buffered 1)
-	quit         chan struct{}     // closed at the very end: keepers stop
-	handlers     sync.WaitGroup    // running handlers
-	settler      *settler
+	claims  *claimer
+	keeper  *keeper
+	settler *settler
+	heart   *heart
+
+	jobsMu   sync.Mutex
+	jobs     map[*job]struct{} // running handlers
+	handlers sync.WaitGroup    // running handlers
+	quit     chan struct{}     // closed at the very end: keepers stop
 }
 
-func newRunner(s *Store, a WorkerArgs) (*runner, error) {
-	leaseTTL, drain, slots, err := a.validate()
-	if err != nil {
-		return nil, err
-	}
-	w := &runner{
-		s: s, a: a, leaseTTL: leaseTTL, drain: drain, slots: slots,
-		log:  s.log.With("namespace", a.Namespace, "instance", a.InstanceID),
-		logs: engine.NewLogLimiter(10 * time.Second),
-		free: slots, want: true, registered: true,
-		jobs:    map[*job]struct{}{},
-		kick:    make(chan struct{}, 1),
-		relapse: make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-	}
-	w.settler = newSettler(w)
-	return w, nil
+// runLog is the logger of a RunWorker and its parts; warn rate-limits the
+// failures that may repeat many times a second.
+type runLog struct {
+	*slog.Logger
+	limit *engine.LogLimiter
 }
 
 // warn logs a failure that may repeat many times a second, rate-limited.
-func (w *runner) warn(msg string, args ...any) {
-	w.logs.Log(w.log, slog.LevelWarn, msg, args...)
+func (l runLog) warn(msg string, args ...any) {
+	l.limit.Log(l.Logger, slog.LevelWarn, msg, args...)
+}
+
+// newRunner validates a and builds the runner and its parts over s.
+func newRunner(s *Store, a WorkerArgs) (*runner, error) {
+	leaseTTL, drain, n, err := a.validate()
+	if err != nil {
+		return nil, err
+	}
+	log := runLog{Logger: s.log.With("namespace", a.Namespace, "instance", a.InstanceID), limit: engine.NewLogLimiter(10 * time.Second)}
+	now := func() time.Time { return s.now(time.Time{}) }
+	w := &runner{
+		slots: newSlots(n),
+		s:     s, a: a, drain: drain, log: log,
+		jobs: map[*job]struct{}{},
+		quit: make(chan struct{}),
+	}
+	w.claims = newClaimer(s, w.slots, ClaimArgs{Namespace: a.Namespace, InstanceID: a.InstanceID, LeaseTTL: leaseTTL}, now, log)
+	w.claims.poll = s.cfg.workerPoll
+	w.claims.signal = s.work.wait
+	w.claims.launch = w.launch
+	w.keeper = &keeper{renewer: s, now: now, leaseTTL: leaseTTL, tick: keeperTick, answered: w.claims.answered, log: log, quit: w.quit}
+	w.settler = newSettler(s, w.slots, w.claims, log)
+	w.heart = newHeart(s, RegisterWorkerArgs{
+		Namespace: a.Namespace, WorkerID: a.WorkerID, InstanceID: a.InstanceID,
+		Lanes: a.Lanes, Capabilities: a.Capabilities, TTL: a.TTL,
+	}, w.slots, w.claims, log)
+	w.claims.lapsed = w.heart.lapsed
+	return w, nil
 }
 
 // registerFirst registers the worker, retrying through transient failures
@@ -211,7 +224,7 @@ func (w *runner) warn(msg string, args ...any) {
 func (w *runner) registerFirst(ctx context.Context) error {
 	var b backoff
 	for {
-		err := w.register(ctx)
+		err := w.heart.register(ctx)
 		switch {
 		case err == nil:
 			return nil
@@ -220,19 +233,11 @@ func (w *runner) registerFirst(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		}
-		w.warn("roster: worker: cannot register yet; will retry", "err", err)
+		w.log.warn("roster: worker: cannot register yet; will retry", "err", err)
 		if !sleep(ctx, b.next()) {
 			return nil
 		}
 	}
-}
-
-func (w *runner) register(ctx context.Context) error {
-	_, err := w.s.RegisterWorker(context.WithoutCancel(ctx), RegisterWorkerArgs{
-		Namespace: w.a.Namespace, WorkerID: w.a.WorkerID, InstanceID: w.a.InstanceID,
-		Lanes: w.a.Lanes, Capabilities: w.a.Capabilities, TTL: w.a.TTL,
-	})
-	return err
 }
 
 // run claims until ctx ends (or the Store closes), then shuts down. Every
@@ -240,15 +245,15 @@ func (w *runner) register(ctx context.Context) error {
 // answer (a lock held elsewhere, a connection half-open) is abandoned, its
 // goroutine left to finish when it can.
 func (w *runner) run(ctx context.Context) error {
-	w.ctxDone = ctx.Done()
-	w.sub = w.s.eng.Subscribe(w.a.Namespace)
-	defer w.sub.Close()
+	w.claims.done = ctx.Done()
+	w.claims.sub = w.s.eng.Subscribe(w.a.Namespace)
+	defer w.claims.sub.Close()
 	settled := make(chan struct{})
 	go func() { defer close(settled); w.settler.run() }()
 	heartStop, heartDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(heartDone); w.keepAlive(heartStop) }()
+	go func() { defer close(heartDone); w.heart.run(heartStop) }()
 
-	err := w.claimLoop(ctx)
+	err := w.claims.run(ctx)
 	// The stragglers, the last outcomes, the heart and the mark-dead share
 	// one bound: shutdownGrace after the handlers were cancelled (or had
 	// all returned).
@@ -291,10 +296,8 @@ func waitUntil(done <-chan struct{}, deadline time.Time) bool {
 // returns the end of that grace (counted from now when no handler had to be
 // cancelled), which bounds the rest of the shutdown.
 func (w *runner) shutdown(cause error) time.Time {
-	w.mu.Lock()
-	w.stopping = true
-	w.mu.Unlock()
-	w.signalClaimer()
+	w.slots.stop()
+	w.claims.kick()
 	drain := w.drain
 	if errors.Is(cause, ErrClosed) {
 		drain = 0 // the database is gone: nothing a handler does can be written
@@ -331,15 +334,15 @@ func (w *runner) markDead(deadline time.Time) {
 
 // running counts the running handlers.
 func (w *runner) running() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.jobsMu.Lock()
+	defer w.jobsMu.Unlock()
 	return len(w.jobs)
 }
 
 // cancelAll ends every running handler's context with cause.
 func (w *runner) cancelAll(cause error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.jobsMu.Lock()
+	defer w.jobsMu.Unlock()
 	for j := range w.jobs {
 		j.cancel(cause)
 	}
@@ -358,12 +361,14 @@ func transient(err error) bool {
 // backoff is an exponential backoff with jitter, from 10 ms to maxRetryWait.
 type backoff struct{ n int }
 
+// next returns the next wait and lengthens the one after.
 func (b *backoff) next() time.Duration {
 	d := 10 * time.Millisecond << min(b.n, 8)
 	b.n++
 	return jitter(min(d, maxRetryWait))
 }
 
+// reset starts the backoff again from its shortest wait.
 func (b *backoff) reset() { b.n = 0 }
 
 // sleep waits d or until ctx ends, and reports whether d passed.

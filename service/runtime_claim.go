@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,49 +17,171 @@ import (
 // heard from the engine, the earliest RunAt of scheduled work, the poll, or
 // a registration restored).
 
-func (w *runner) claimArgs() ClaimArgs {
-	return ClaimArgs{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID, LeaseTTL: w.leaseTTL}
+// claimStore is what the claimer needs from the Store: claims, and the
+// release of leases nobody will run.
+type claimStore interface {
+	claimParams(a ClaimArgs, n int) (engine.ClaimParams, error)
+	claimWith(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error)
+	ReleaseLease(ctx context.Context, a ReleaseArgs) error
+	releaseUnknownClaim(k engine.WorkerKey, leaseIDs []uuid.UUID) error
 }
 
-// claimLoop runs until ctx ends (nil) or the Store closes (ErrClosed).
-func (w *runner) claimLoop(ctx context.Context) error {
+var _ claimStore = (*Store)(nil)
+
+// claimer is RunWorker's claimer. It shares only the slots with the other
+// parts; they reach it through kick and answered (and the settler through
+// prepare and claimed, for the claims that ride on its writes).
+type claimer struct {
+	store claimStore
+	slots *slots
+	args  ClaimArgs        // the worker's key and its leases' TTL
+	now   func() time.Time // the Store's clock
+	log   runLog
+
+	// Set before run.
+	poll   time.Duration          // the longest an idle claimer waits without looking
+	signal func() <-chan struct{} // a channel closed at this Store's next work signal
+	sub    engine.Subscription    // changes heard from the engine, armed while idle
+	launch func(Lease) bool       // starts a lease's handler; false: shutdown began, not started
+	lapsed func()                 // a claim found the registration lapsed
+	done   <-chan struct{}        // RunWorker's ctx: once done, leases claimed are released
+
+	kickCh chan struct{} // wakes the claimer (buffered 1)
+
+	mu      sync.Mutex
+	failing bool          // the last claim failed: the claimer waits to retry
+	orphans []orphanClaim // claims whose outcome was unknown, to look up and release
+}
+
+// newClaimer returns a claimer of the worker and lease TTL args name, over
+// sl; the caller sets the fields marked "set before run".
+func newClaimer(store claimStore, sl *slots, args ClaimArgs, now func() time.Time, log runLog) *claimer {
+	return &claimer{store: store, slots: sl, args: args, now: now, log: log, kickCh: make(chan struct{}, 1)}
+}
+
+// run claims until ctx ends (nil) or the Store closes (ErrClosed). A claim
+// in flight when ctx ends is answered all the same (it is not cancelled: its
+// outcome would be unknown), and its leases are released; no claim begins
+// after that.
+func (c *claimer) run(ctx context.Context) error {
 	var b backoff
 	for ctx.Err() == nil {
-		w.releaseOrphans()
-		signal := w.s.work.wait() // taken before the claim: no signal is missed
-		if n, gen := w.reserve(); n > 0 {
-			p, err := w.s.claimParams(w.claimArgs(), n)
+		c.releaseOrphans()
+		signal := c.signal() // taken before the claim: no signal is missed
+		if n, gen := c.slots.reserve(); n > 0 {
+			p, err := c.store.claimParams(c.args, n)
 			if err != nil {
-				w.unreserve(n)
+				c.slots.unreserve(n)
 				return err // only ErrClosed: the arguments were validated
 			}
-			leases, next, err := w.s.claimWith(context.WithoutCancel(ctx), p)
-			w.startAll(leases)
-			w.unreserve(n - len(leases))
+			leases, next, err := c.store.claimWith(context.WithoutCancel(ctx), p)
+			c.handOff(leases)
+			c.slots.unreserve(n - len(leases))
 			switch {
 			case err == nil && len(leases) == n:
 				b.reset()
-				w.setClaimFailing(false)
+				c.setFailing(false)
 				continue // there may be more
 			case err == nil:
 				b.reset()
-				w.setClaimFailing(false)
-				if !w.noMoreWork(gen, next) {
+				c.setFailing(false)
+				if !c.slots.noMoreWork(gen, next) {
 					continue
 				}
 			case errors.Is(err, ErrClosed):
 				return err
 			case errors.Is(err, ErrNotRegistered):
-				w.lapsed()
+				c.lapsed()
 			default:
-				w.failedClaim(p, err)
-				w.retryWait(ctx, b.next())
+				c.failedClaim(p, err)
+				c.retryWait(ctx, b.next())
 				continue
 			}
 		}
-		w.idle(ctx, signal)
+		c.idle(ctx, signal)
 	}
 	return nil
+}
+
+// handOff starts a handler for each lease a claim took, unless RunWorker's
+// ctx ended (even while the claim was in flight) or shutdown began: then the
+// lease is released and its slot freed, so that its execution waits again at
+// once without using up an attempt.
+func (c *claimer) handOff(leases []Lease) {
+	for _, l := range leases {
+		if isDone(c.done) || !c.launch(l) {
+			c.slots.unreserve(1)
+			c.release(l)
+		}
+	}
+}
+
+// release gives back a lease claimed but never started, retrying transient
+// failures until the lease would have expired or shutdownGrace passed.
+func (c *claimer) release(l Lease) {
+	deadline := time.Now().Add(shutdownGrace)
+	var b backoff
+	for {
+		err := c.store.ReleaseLease(context.Background(), ReleaseArgs{Lease: l})
+		switch {
+		case err == nil, errors.Is(err, ErrLeaseLost), errors.Is(err, ErrClosed):
+			return
+		case !transient(err) || time.Now().After(deadline) || !c.now().Before(l.ExpiresAt):
+			c.log.warn("roster: worker: releasing an unstarted lease failed; it will expire and be reclaimed", "execution", l.ExecutionID, "err", err)
+			return
+		}
+		time.Sleep(b.next())
+	}
+}
+
+// isDone reports whether a done channel is closed (a nil one never is).
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// batchClaim is a claim made with a batch of outcomes (see settler.write):
+// for n reserved slots, answering the wake-up generation gen.
+type batchClaim struct {
+	params engine.ClaimParams
+	n      int
+	gen    uint64
+}
+
+// prepare reserves the free slots for a claim to make with a batch of
+// outcomes, when claiming is allowed; nil when no claim is to be made.
+func (c *claimer) prepare() *batchClaim {
+	n, gen := c.slots.reserve()
+	if n == 0 {
+		return nil
+	}
+	p, err := c.store.claimParams(c.args, n)
+	if err != nil {
+		c.slots.unreserve(n)
+		return nil
+	}
+	return &batchClaim{params: p, n: n, gen: gen}
+}
+
+// claimed takes the answer to a claim made with a batch of outcomes, as run
+// takes its own: the leases are handed off, the slots the claim did not fill
+// freed, and a short claim, a lapse or a failure recorded.
+func (c *claimer) claimed(bc *batchClaim, leases []Lease, next time.Time, err error) {
+	c.handOff(leases)
+	c.slots.unreserve(bc.n - len(leases))
+	switch {
+	case err == nil && len(leases) < bc.n:
+		c.slots.noMoreWork(bc.gen, next)
+	case err == nil:
+	case errors.Is(err, ErrNotRegistered):
+		c.lapsed()
+	default:
+		c.failedClaim(bc.params, err)
+	}
 }
 
 // idle waits for a reason to claim: a signal of this Store, a change heard
@@ -68,19 +191,16 @@ func (w *runner) claimLoop(ctx context.Context) error {
 // could not be claimed anyway, and watching every commit would cost the
 // worker its speed (a PostgreSQL notification that comes meanwhile stays
 // pending; SQLite's check looks at once, when armed, for changes it missed).
-func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
-	wait := jitter(w.s.cfg.workerPoll)
-	w.mu.Lock()
-	next := w.nextRunAt
-	listen := !w.want && w.free > 0 && w.registered
-	w.mu.Unlock()
+func (c *claimer) idle(ctx context.Context, signal <-chan struct{}) {
+	wait := jitter(c.poll)
+	listen, next := c.slots.whenIdle()
 	if listen {
-		w.sub.Arm()
-		defer w.sub.Disarm()
+		c.sub.Arm()
+		defer c.sub.Disarm()
 		// The RunAt the last short claim saw matters only while the worker
 		// waits for work: busy, it would wake the worker for nothing.
 		if !next.IsZero() {
-			if d := next.Sub(w.s.now(time.Time{})); d < wait {
+			if d := next.Sub(c.now()); d < wait {
 				wait = max(d, time.Millisecond)
 			}
 		}
@@ -90,12 +210,12 @@ func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 	select {
 	case <-ctx.Done():
 	case <-signal:
-		w.wakeUp()
-	case <-w.sub.C():
-		w.wakeUp()
-	case <-w.kick:
+		c.slots.wakeUp()
+	case <-c.sub.C():
+		c.slots.wakeUp()
+	case <-c.kickCh:
 	case <-t.C:
-		w.wakeUp()
+		c.slots.wakeUp()
 	}
 }
 
@@ -109,20 +229,20 @@ func (w *runner) idle(ctx context.Context, signal <-chan struct{}) {
 // (work created here) does not cut it short: it tells of work, which the
 // failed claim knew, not of a database answering. A claim that fails again
 // waits longer.
-func (w *runner) retryWait(ctx context.Context, d time.Duration) {
-	w.setClaimFailing(true)
+func (c *claimer) retryWait(ctx context.Context, d time.Duration) {
+	c.setFailing(true)
 	floor := retryFloor(d)
 	if !sleep(ctx, floor) {
 		return
 	}
-	w.sub.Arm()
-	defer w.sub.Disarm()
+	c.sub.Arm()
+	defer c.sub.Disarm()
 	t := time.NewTimer(d - floor)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-w.sub.C():
-	case <-w.kick:
+	case <-c.sub.C():
+	case <-c.kickCh:
 	case <-t.C:
 	}
 }
@@ -131,109 +251,31 @@ func (w *runner) retryWait(ctx context.Context, d time.Duration) {
 // half of it, at most a quarter of a second.
 func retryFloor(d time.Duration) time.Duration { return min(d/2, 250*time.Millisecond) }
 
-// setClaimFailing records whether the last claim failed (the claimer waits
-// to try again).
-func (w *runner) setClaimFailing(v bool) {
-	w.mu.Lock()
-	w.claimFailing = v
-	w.mu.Unlock()
+// setFailing records whether the last claim failed (the claimer waits to
+// try again).
+func (c *claimer) setFailing(v bool) {
+	c.mu.Lock()
+	c.failing = v
+	c.mu.Unlock()
 }
 
 // answered records that the database answered a write of this worker (a
 // heartbeat, a renewal, a settle): a claimer waiting to retry a failed claim
 // tries again at once.
-func (w *runner) answered() {
-	w.mu.Lock()
-	failing := w.claimFailing
-	w.mu.Unlock()
+func (c *claimer) answered() {
+	c.mu.Lock()
+	failing := c.failing
+	c.mu.Unlock()
 	if failing {
-		w.signalClaimer()
+		c.kick()
 	}
 }
 
-// reserve takes every free slot for a claim, when claiming is allowed: work
-// may be claimable, the worker is registered and not shutting down. It
-// returns the wake-up generation the claim answers (see noMoreWork).
-func (w *runner) reserve() (n int, gen uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.want || !w.registered || w.stopping || w.free == 0 {
-		return 0, w.wantGen
-	}
-	n = w.free
-	w.free = 0
-	return n, w.wantGen
-}
-
-// unreserve gives back slots a claim did not fill.
-func (w *runner) unreserve(n int) {
-	w.mu.Lock()
-	w.free += n
-	w.mu.Unlock()
-}
-
-// wakeUp records a reason to believe work may be claimable.
-func (w *runner) wakeUp() {
-	w.mu.Lock()
-	w.want = true
-	w.wantGen++
-	w.mu.Unlock()
-}
-
-// noMoreWork records a claim that came up short: nothing more is claimable
-// until a wake-up, or until next (the earliest RunAt of scheduled work). A
-// wake-up that came while the claim ran (gen moved on) may announce work the
-// claim could not see: want then stays set, and noMoreWork reports false
-// (claim again).
-func (w *runner) noMoreWork(gen uint64, next time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.nextRunAt = next
-	if w.wantGen != gen {
-		return false
-	}
-	w.want = false
-	return true
-}
-
-// hasFree reports whether a handler slot is free.
-func (w *runner) hasFree() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.free > 0
-}
-
-// signalClaimer wakes the claimer.
-func (w *runner) signalClaimer() {
+// kick wakes the claimer.
+func (c *claimer) kick() {
 	select {
-	case w.kick <- struct{}{}:
+	case c.kickCh <- struct{}{}:
 	default:
-	}
-}
-
-// lapsed stops claims until the heart has registered again.
-func (w *runner) lapsed() {
-	w.mu.Lock()
-	w.registered = false
-	w.mu.Unlock()
-	select {
-	case w.relapse <- struct{}{}:
-	default:
-	}
-}
-
-// setRegistered records the registration; a restored one wakes the claimer.
-func (w *runner) setRegistered(v bool) {
-	w.mu.Lock()
-	was := w.registered
-	w.registered = v
-	if v && !was {
-		w.want = true
-		w.wantGen++
-	}
-	w.mu.Unlock()
-	if v && !was {
-		w.signalClaimer()
 	}
 }
 
@@ -241,19 +283,19 @@ func (w *runner) setRegistered(v bool) {
 // is unknown (the connection broke), remembers its lease ids: the claim may
 // have committed, and a lease nobody runs would use up an attempt when it
 // expires. releaseOrphans releases them once the database answers.
-func (w *runner) failedClaim(p engine.ClaimParams, err error) {
-	w.warn("roster: worker: claiming failed; will retry", "err", err)
+func (c *claimer) failedClaim(p engine.ClaimParams, err error) {
+	c.log.warn("roster: worker: claiming failed; will retry", "err", err)
 	if !errors.Is(err, ErrUnavailable) {
 		return
 	}
-	w.mu.Lock()
-	w.orphans = append(w.orphans, orphanClaim{ids: p.LeaseIDs, expiresAt: msTime(p.ExpiresAtMs)})
-	if len(w.orphans) > maxOrphanClaims {
+	c.mu.Lock()
+	c.orphans = append(c.orphans, orphanClaim{ids: p.LeaseIDs, expiresAt: msTime(p.ExpiresAtMs)})
+	if len(c.orphans) > maxOrphanClaims {
 		// A long outage: most of these never reached the database. The
 		// oldest go unchecked; if they did commit, they expire.
-		w.orphans = w.orphans[len(w.orphans)-maxOrphanClaims:]
+		c.orphans = c.orphans[len(c.orphans)-maxOrphanClaims:]
 	}
-	w.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // maxOrphanClaims bounds the claims of unknown outcome kept to look up.
@@ -268,30 +310,30 @@ type orphanClaim struct {
 // releaseOrphans looks up the leases of claims whose outcome was unknown and
 // releases those that committed. What the database cannot answer yet is kept
 // for the next round, until the leases would have expired anyway.
-func (w *runner) releaseOrphans() {
-	w.mu.Lock()
-	orphans := w.orphans
-	w.orphans = nil
-	w.mu.Unlock()
+func (c *claimer) releaseOrphans() {
+	c.mu.Lock()
+	orphans := c.orphans
+	c.orphans = nil
+	c.mu.Unlock()
 	var keep []orphanClaim
 	for i, o := range orphans {
-		if !w.s.now(time.Time{}).Before(o.expiresAt) {
+		if !c.now().Before(o.expiresAt) {
 			continue
 		}
-		err := w.s.releaseUnknownClaim(engine.WorkerKey{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID}, o.ids)
+		err := c.store.releaseUnknownClaim(engine.WorkerKey{Namespace: c.args.Namespace, InstanceID: c.args.InstanceID}, o.ids)
 		if transient(err) {
 			// The database does not answer yet: look again next time.
 			keep = append(keep, orphans[i:]...)
 			break
 		}
 		if err != nil {
-			w.warn("roster: worker: releasing the leases of a claim whose outcome was unknown failed", "err", err)
+			c.log.warn("roster: worker: releasing the leases of a claim whose outcome was unknown failed", "err", err)
 		}
 	}
 	if len(keep) > 0 {
-		w.mu.Lock()
-		w.orphans = append(w.orphans, keep...)
-		w.mu.Unlock()
+		c.mu.Lock()
+		c.orphans = append(c.orphans, keep...)
+		c.mu.Unlock()
 	}
 }
 

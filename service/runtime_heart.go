@@ -6,13 +6,56 @@ import (
 	"time"
 )
 
-// keepAlive is the heart: it heartbeats at about TTL/3 until stop. A
-// heartbeat (or a claim) that finds the registration lapsed stops claims
-// while it registers again; running handlers go on, since their leases may
-// well hold. Transient failures are retried sooner, with backoff.
-func (w *runner) keepAlive(stop <-chan struct{}) {
-	every := max(w.a.TTL/3, time.Millisecond)
-	wait := jitter(every)
+// heartStore is what the heart needs from the Store.
+type heartStore interface {
+	HeartbeatWorker(ctx context.Context, a HeartbeatWorkerArgs) (time.Time, error)
+	RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (RegisterOutcome, error)
+}
+
+var _ heartStore = (*Store)(nil)
+
+// claimWaker is what the heart needs from the claimer: a kick when the
+// registration is restored, and word that the database answered.
+type claimWaker interface {
+	kick()
+	answered()
+}
+
+var _ claimWaker = (*claimer)(nil)
+
+// heart is RunWorker's heart: it keeps the registration alive. It shares
+// only the slots with the other parts: a lapse holds claims back there until
+// it has registered again.
+type heart struct {
+	store  heartStore
+	reg    RegisterWorkerArgs // the worker's registration
+	every  time.Duration      // between heartbeats (about TTL/3)
+	slots  *slots
+	claims claimWaker
+	log    runLog
+
+	relapse chan struct{} // asks the heart to register again at once (buffered 1)
+}
+
+// newHeart returns the heart of the worker reg registers, heartbeating at
+// about TTL/3.
+func newHeart(store heartStore, reg RegisterWorkerArgs, sl *slots, claims claimWaker, log runLog) *heart {
+	return &heart{store: store, reg: reg, every: max(reg.TTL/3, time.Millisecond), slots: sl, claims: claims, log: log,
+		relapse: make(chan struct{}, 1)}
+}
+
+// register registers the worker (again).
+func (h *heart) register(ctx context.Context) error {
+	_, err := h.store.RegisterWorker(context.WithoutCancel(ctx), h.reg)
+	return err
+}
+
+// run heartbeats at about every until stop. A heartbeat (or a claim) that
+// finds the registration lapsed stops claims while it registers again;
+// running handlers go on, since their leases may well hold. Transient
+// failures are retried sooner, with backoff.
+func (h *heart) run(stop <-chan struct{}) {
+	wait := jitter(h.every)
 	var b backoff
 	for {
 		relapsed := false
@@ -21,38 +64,55 @@ func (w *runner) keepAlive(stop <-chan struct{}) {
 		case <-stop:
 			t.Stop()
 			return
-		case <-w.relapse:
+		case <-h.relapse:
 			relapsed = true
 		case <-t.C:
 		}
 		t.Stop()
 		var err error
 		if !relapsed {
-			_, err = w.s.HeartbeatWorker(context.Background(), HeartbeatWorkerArgs{Namespace: w.a.Namespace, InstanceID: w.a.InstanceID})
+			_, err = h.store.HeartbeatWorker(context.Background(), HeartbeatWorkerArgs{Namespace: h.reg.Namespace, InstanceID: h.reg.InstanceID})
 			if err == nil {
 				// A heartbeat proves the registration, even one whose
 				// register reported a failure it had not (the connection
 				// broke after the commit).
-				w.setRegistered(true)
-				w.answered()
+				h.setRegistered(true)
+				h.claims.answered()
 			}
 		}
 		if relapsed || errors.Is(err, ErrNotRegistered) {
-			w.setRegistered(false)
-			if err = w.register(context.Background()); err == nil {
-				w.log.Info("roster: worker: the registration had lapsed; registered again")
-				w.setRegistered(true)
+			h.setRegistered(false)
+			if err = h.register(context.Background()); err == nil {
+				h.log.Info("roster: worker: the registration had lapsed; registered again")
+				h.setRegistered(true)
 			}
 		}
 		switch {
 		case err == nil:
 			b.reset()
-			wait = jitter(every)
+			wait = jitter(h.every)
 		case errors.Is(err, ErrClosed):
 			return
 		default:
-			w.warn("roster: worker: heartbeat failed; will retry", "err", err)
-			wait = min(every, b.next())
+			h.log.warn("roster: worker: heartbeat failed; will retry", "err", err)
+			wait = min(h.every, b.next())
 		}
+	}
+}
+
+// lapsed stops claims until the heart has registered again (a claim found
+// the registration lapsed).
+func (h *heart) lapsed() {
+	h.slots.setRegistered(false)
+	select {
+	case h.relapse <- struct{}{}:
+	default:
+	}
+}
+
+// setRegistered records the registration; a restored one wakes the claimer.
+func (h *heart) setRegistered(v bool) {
+	if h.slots.setRegistered(v) {
+		h.claims.kick()
 	}
 }

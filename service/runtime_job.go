@@ -16,7 +16,7 @@ import (
 // clock when no renewal succeeded in time (the database away), so that a
 // handler never runs while another worker may hold its execution.
 type job struct {
-	w      *runner
+	k      *keeper
 	lease  Lease
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -29,6 +29,25 @@ type job struct {
 	lost    bool      // the database said the lease is lost, or it expired: the outcome is dropped
 }
 
+// leaseRenewer is what a job's keeper needs from the Store.
+type leaseRenewer interface {
+	RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error)
+}
+
+var _ leaseRenewer = (*Store)(nil)
+
+// keeper is what the keepers of one runner's jobs share: how to renew, by
+// which clock, and whom to tell.
+type keeper struct {
+	renewer  leaseRenewer
+	now      func() time.Time // the Store's clock: leases expire by it
+	leaseTTL time.Duration    // each renewal extends the lease to now + leaseTTL
+	tick     time.Duration    // the longest the keeper sleeps between looks at the clock
+	answered func()           // a renewal succeeded: the database answers
+	log      runLog
+	quit     <-chan struct{} // closed at the very end of RunWorker: keepers stop
+}
+
 // keeperTick bounds the keeper's sleep, so that a jump of the Store's clock
 // past the lease's expiry is noticed within it.
 const keeperTick = time.Second
@@ -36,80 +55,55 @@ const keeperTick = time.Second
 // errLeaseExpired ends a handler's context at the lease's expiry.
 var errLeaseExpired = errors.New("roster: lease expired before it could be renewed")
 
-// startAll starts a handler for each lease.
-func (w *runner) startAll(leases []Lease) {
-	for _, l := range leases {
-		w.start(l)
+// newJob returns the job of a lease whose claim committed; its handler's
+// context is live until the job is settled or its lease lost.
+func (k *keeper) newJob(l Lease) *job {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &job{k: k, lease: l, ctx: ctx, cancel: cancel, settled: make(chan struct{}), expires: l.ExpiresAt}
+}
+
+// launch starts a lease's handler and its keeper, unless shutdown began: then
+// it reports false, and the lease and its slot are the caller's to give back.
+func (w *runner) launch(l Lease) bool {
+	j := w.keeper.newJob(l)
+	started := w.slots.admit(func() {
+		// Under the slots' lock: shutdown's stop comes wholly before this
+		// (nothing starts) or after it (and waits for this handler).
+		w.jobsMu.Lock()
+		w.jobs[j] = struct{}{}
+		w.jobsMu.Unlock()
+		w.handlers.Add(1)
+	})
+	if !started {
+		j.cancel(context.Canceled)
+		return false
 	}
+	go j.keep()
+	go w.runJob(j)
+	return true
 }
 
 // start runs the handler of a lease whose claim committed, unless shutdown
 // began (ctx ended, even while the claim was in flight): then the lease is
 // released, so that its execution waits again at once without using up an
 // attempt.
-func (w *runner) start(l Lease) {
-	w.mu.Lock()
-	if w.stopping || isDone(w.ctxDone) {
-		w.free++
-		w.mu.Unlock()
-		w.release(l)
-		return
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	j := &job{w: w, lease: l, ctx: ctx, cancel: cancel, settled: make(chan struct{}), expires: l.ExpiresAt}
-	w.jobs[j] = struct{}{}
-	w.handlers.Add(1)
-	w.mu.Unlock()
-	go j.keep()
-	go j.run()
-}
+func (w *runner) start(l Lease) { w.claims.handOff([]Lease{l}) }
 
-// isDone reports whether a done channel is closed.
-func isDone(done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
-
-// release gives back a lease claimed but never started, retrying transient
-// failures until the lease would have expired or shutdownGrace passed.
-func (w *runner) release(l Lease) {
-	deadline := time.Now().Add(shutdownGrace)
-	var b backoff
-	for {
-		err := w.s.ReleaseLease(context.Background(), ReleaseArgs{Lease: l})
-		switch {
-		case err == nil, errors.Is(err, ErrLeaseLost), errors.Is(err, ErrClosed):
-			return
-		case !transient(err) || time.Now().After(deadline) || !w.s.now(time.Time{}).Before(l.ExpiresAt):
-			w.warn("roster: worker: releasing an unstarted lease failed; it will expire and be reclaimed", "execution", l.ExecutionID, "err", err)
-			return
-		}
-		time.Sleep(b.next())
-	}
-}
-
-// run calls the handler and hands the outcome to the settler, which frees
+// runJob calls the handler and hands the outcome to the settler, which frees
 // the handler's slot as it writes the outcome (claiming for it in the same
 // write); an outcome dropped because the lease is known lost frees it here.
-func (j *job) run() {
-	w := j.w
+func (w *runner) runJob(j *job) {
 	defer w.handlers.Done()
 	result, herr := w.call(j.ctx, j.lease)
 	lost := j.isLost()
-	w.mu.Lock()
+	w.jobsMu.Lock()
 	delete(w.jobs, j)
+	w.jobsMu.Unlock()
 	if lost {
-		w.free++
-	}
-	w.mu.Unlock()
-	if lost {
+		w.slots.unreserve(1)
 		w.log.Warn("roster: worker: the lease was lost or expired; the handler's outcome is dropped", "execution", j.lease.ExecutionID, "handler_err", herr)
 		j.settle()
-		w.signalClaimer()
+		w.claims.kick()
 		return
 	}
 	w.settler.add(j, result, herr)
@@ -135,6 +129,7 @@ func (j *job) settle() {
 	})
 }
 
+// isSettled reports whether the outcome was written or dropped.
 func (j *job) isSettled() bool {
 	select {
 	case <-j.settled:
@@ -144,21 +139,26 @@ func (j *job) isSettled() bool {
 	}
 }
 
+// isLost reports whether the lease was found lost or expired: the outcome
+// is dropped.
 func (j *job) isLost() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.lost
 }
 
-// lose records that the database found the lease lost, and ends the
-// handler's context.
-func (j *job) lose() {
+// lose records that the lease is lost (cause ErrLeaseLost: the database
+// said so) or expired (errLeaseExpired), and ends the handler's context with
+// that cause.
+func (j *job) lose(cause error) {
 	j.mu.Lock()
 	j.lost = true
 	j.mu.Unlock()
-	j.cancel(ErrLeaseLost)
+	j.cancel(cause)
 }
 
+// expiry is the lease's expiry by the Store's clock, as the last renewal
+// that succeeded set it.
 func (j *job) expiry() time.Time {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -171,10 +171,9 @@ func (j *job) expiry() time.Time {
 // context at its time whatever the database says, or cannot say. A renewal
 // that fails for a transient reason is tried again sooner.
 func (j *job) keep() {
-	w := j.w
-	s := w.s
-	every := max(w.leaseTTL/3, time.Millisecond)
-	nextRenew := s.now(time.Time{}).Add(every)
+	k := j.k
+	every := max(k.leaseTTL/3, time.Millisecond)
+	nextRenew := k.now().Add(every)
 	renewed := make(chan renewal, 1)
 	renewing := false
 	var b backoff
@@ -182,18 +181,15 @@ func (j *job) keep() {
 		if j.isSettled() {
 			return
 		}
-		now := s.now(time.Time{})
+		now := k.now()
 		expires := j.expiry()
 		if !now.Before(expires) {
 			// By the Store's clock the lease is over: another worker may
 			// reclaim the execution. Its outcome is dropped, even if a
 			// renewal still on its way extends the lease in the database.
-			w.log.Warn("roster: worker: the lease expired before it could be renewed; cancelling its handler",
+			k.log.Warn("roster: worker: the lease expired before it could be renewed; cancelling its handler",
 				"execution", j.lease.ExecutionID, "expired_at", expires)
-			j.mu.Lock()
-			j.lost = true
-			j.mu.Unlock()
-			j.cancel(errLeaseExpired)
+			j.lose(errLeaseExpired)
 			return
 		}
 		if !renewing && !now.Before(nextRenew) {
@@ -202,18 +198,18 @@ func (j *job) keep() {
 				// Bounded by the expiry: past it, the answer no longer matters.
 				ctx, cancel := context.WithTimeout(context.Background(), expires.Sub(now))
 				defer cancel()
-				until, err := s.RenewLease(ctx, RenewLeaseArgs{Lease: j.lease, TTL: w.leaseTTL, Now: now})
+				until, err := k.renewer.RenewLease(ctx, RenewLeaseArgs{Lease: j.lease, TTL: k.leaseTTL, Now: now})
 				renewed <- renewal{at: now, until: until, err: err}
 			}()
 		}
-		wait := min(expires.Sub(now), keeperTick)
+		wait := min(expires.Sub(now), k.tick)
 		if !renewing {
 			wait = min(wait, nextRenew.Sub(now))
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-j.settled:
-		case <-w.quit:
+		case <-k.quit:
 			t.Stop()
 			return
 		case r := <-renewed:
@@ -224,13 +220,13 @@ func (j *job) keep() {
 				j.expires = r.until
 				j.mu.Unlock()
 				b.reset()
-				w.answered()
+				k.answered()
 				nextRenew = r.at.Add(every)
 			case j.isSettled():
 				// The outcome was written meanwhile.
 			case errors.Is(r.err, ErrLeaseLost):
-				w.log.Info("roster: worker: lease lost; cancelling its handler", "execution", j.lease.ExecutionID)
-				j.lose()
+				k.log.Info("roster: worker: lease lost; cancelling its handler", "execution", j.lease.ExecutionID)
+				j.lose(ErrLeaseLost)
 				t.Stop()
 				return
 			case errors.Is(r.err, ErrClosed):
@@ -238,8 +234,8 @@ func (j *job) keep() {
 				t.Stop()
 				return
 			default:
-				w.warn("roster: worker: renewing a lease failed; will retry", "execution", j.lease.ExecutionID, "err", r.err)
-				nextRenew = s.now(time.Time{}).Add(min(every, b.next()))
+				k.log.warn("roster: worker: renewing a lease failed; will retry", "execution", j.lease.ExecutionID, "err", r.err)
+				nextRenew = k.now().Add(min(every, b.next()))
 			}
 		case <-t.C:
 		}

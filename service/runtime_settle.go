@@ -44,9 +44,37 @@ type pendingOutcome struct {
 	unknown bool
 }
 
+// settleStore is what the settler needs from the Store: batches written,
+// outcomes of an unknown try looked up, and executions ended by such an
+// outcome recorded.
+type settleStore interface {
+	settle(outcomes []engine.Outcome, held []Lease, unknown []bool, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error)
+	writtenBefore(o engine.Outcome) error
+	endedBefore(l Lease, failed bool)
+}
+
+var _ settleStore = (*Store)(nil)
+
+// settleClaims is what the settler needs from the claimer: a claim for the
+// slots free at a batch's write, to ride on it, and the handling of its
+// answer; a kick when slots stay free; and word that the database answered.
+type settleClaims interface {
+	prepare() *batchClaim
+	claimed(bc *batchClaim, leases []Lease, next time.Time, err error)
+	kick()
+	answered()
+}
+
+var _ settleClaims = (*claimer)(nil)
+
+// settler is RunWorker's settler. It shares only the slots with the other
+// parts: it frees a handler's slot as it writes the outcome.
 type settler struct {
-	w    *runner
-	wake chan struct{} // buffered 1
+	store  settleStore
+	slots  *slots
+	claims settleClaims
+	log    runLog
+	wake   chan struct{} // buffered 1
 
 	mu        sync.Mutex
 	queue     []*pendingOutcome
@@ -55,8 +83,10 @@ type settler struct {
 	closed    bool      // outcomes arriving now are dropped
 }
 
-func newSettler(w *runner) *settler {
-	return &settler{w: w, wake: make(chan struct{}, 1)}
+// newSettler returns a settler writing through store, freeing slots of sl,
+// claiming through claims.
+func newSettler(store settleStore, sl *slots, claims settleClaims, log runLog) *settler {
+	return &settler{store: store, slots: sl, claims: claims, log: log, wake: make(chan struct{}, 1)}
 }
 
 // add queues a finished handler's outcome.
@@ -65,8 +95,8 @@ func (st *settler) add(j *job, result []byte, herr error) {
 	st.mu.Lock()
 	if st.closed {
 		st.mu.Unlock()
-		st.w.log.Warn("roster: worker: a handler returned after shutdown; its outcome is dropped", "execution", j.lease.ExecutionID)
-		st.w.unreserve(1)
+		st.log.Warn("roster: worker: a handler returned after shutdown; its outcome is dropped", "execution", j.lease.ExecutionID)
+		st.slots.unreserve(1)
 		j.settle()
 		return
 	}
@@ -75,6 +105,7 @@ func (st *settler) add(j *job, result []byte, herr error) {
 	st.poke()
 }
 
+// poke wakes the settler.
 func (st *settler) poke() {
 	select {
 	case st.wake <- struct{}{}:
@@ -106,10 +137,7 @@ func (st *settler) linger() {
 		st.mu.Lock()
 		queued, finishing := len(st.queue), st.finishing
 		st.mu.Unlock()
-		w := st.w
-		w.mu.Lock()
-		busy := w.slots - w.free - queued // slots whose handler still runs, or whose claim is out
-		w.mu.Unlock()
+		busy := st.slots.held() - queued // slots whose handler still runs, or whose claim is out
 		left := time.Until(deadline)
 		if queued == 0 || finishing || busy <= 0 || left <= 0 {
 			return
@@ -155,7 +183,7 @@ func (st *settler) take() (batch []*pendingOutcome, wait time.Duration, done boo
 	if st.finishing && (len(st.queue) == 0 || now.After(st.deadline)) {
 		st.closed = true
 		for _, p := range st.queue {
-			st.w.log.Warn("roster: worker: shutdown could not write an outcome in time; its lease will expire and be reclaimed",
+			st.log.Warn("roster: worker: shutdown could not write an outcome in time; its lease will expire and be reclaimed",
 				"execution", p.j.lease.ExecutionID)
 			p.j.settle()
 		}
@@ -209,9 +237,9 @@ func (p *pendingOutcome) retryLater() *pendingOutcome {
 // written settles p, whose outcome is written, and says so at Debug: an
 // operator tracing a run, or a test reconciling what was acknowledged, can
 // see it (the record is built only when enabled).
-func (w *runner) written(p *pendingOutcome) {
-	if w.log.Enabled(context.Background(), slog.LevelDebug) {
-		w.log.Debug("roster: worker: outcome written", "execution", p.j.lease.ExecutionID,
+func (st *settler) written(p *pendingOutcome) {
+	if st.log.Enabled(context.Background(), slog.LevelDebug) {
+		st.log.Debug("roster: worker: outcome written", "execution", p.j.lease.ExecutionID,
 			"epoch", p.j.lease.Epoch, "lease", p.j.lease.LeaseID, "failed", p.outcome.Fail)
 	}
 	p.j.settle()
@@ -221,7 +249,6 @@ func (w *runner) written(p *pendingOutcome) {
 // the batch's handlers among them), and sorts each outcome: written, dropped
 // (lease lost), or kept to be tried again.
 func (st *settler) write(batch []*pendingOutcome) {
-	w := st.w
 	freed := 0
 	for _, p := range batch {
 		if !p.freed {
@@ -229,7 +256,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 			freed++
 		}
 	}
-	w.unreserve(freed)
+	st.slots.unreserve(freed)
 	// An outcome whose lease the keeper found lost or expired while it
 	// waited is dropped (the execution may be another worker's by now),
 	// unless an earlier try that ended without knowing whether it wrote the
@@ -244,24 +271,21 @@ func (st *settler) write(batch []*pendingOutcome) {
 		}
 		err := engine.ErrNoRows
 		if p.unknown {
-			err = w.s.writtenBefore(p.outcome)
+			err = st.store.writtenBefore(p.outcome)
 		}
 		switch {
 		case err == nil:
-			w.s.noteEnded(p.j.lease.Namespace, p.j.lease.Lane, p.outcome.Fail)
-			if p.outcome.Fail {
-				w.s.work.signal() // a retry may be claimable
-			}
-			w.written(p)
+			st.store.endedBefore(p.j.lease, p.outcome.Fail)
+			st.written(p)
 			written = true
 		case errors.Is(err, engine.ErrNoRows):
-			w.warn("roster: worker: the lease was lost before the outcome could be written; dropped", "execution", p.j.lease.ExecutionID)
+			st.log.warn("roster: worker: the lease was lost before the outcome could be written; dropped", "execution", p.j.lease.ExecutionID)
 			p.j.settle()
 		case errors.Is(err, ErrClosed):
 			p.j.settle()
 		default:
 			// The look-up failed: look again later.
-			w.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
+			st.log.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			again = append(again, p.retryLater())
 		}
 	}
@@ -269,21 +293,15 @@ func (st *settler) write(batch []*pendingOutcome) {
 	if len(batch) == 0 {
 		st.requeue(again)
 		if written {
-			w.answered()
+			st.claims.answered()
 		}
-		w.signalClaimer()
+		st.claims.kick()
 		return
 	}
 	var claim *engine.ClaimParams
-	n, gen := w.reserve()
-	if n > 0 {
-		p, err := w.s.claimParams(w.claimArgs(), n)
-		if err != nil {
-			w.unreserve(n)
-			n = 0
-		} else {
-			claim = &p
-		}
+	bc := st.claims.prepare()
+	if bc != nil {
+		claim = &bc.params
 	}
 	outcomes := make([]engine.Outcome, len(batch))
 	held := make([]Lease, len(batch))
@@ -291,15 +309,15 @@ func (st *settler) write(batch []*pendingOutcome) {
 	for i, p := range batch {
 		outcomes[i], held[i], unknown[i] = p.outcome, p.j.lease, p.unknown
 	}
-	errs, leases, next, claimErr := w.s.settle(outcomes, held, unknown, claim)
+	errs, leases, next, claimErr := st.store.settle(outcomes, held, unknown, claim)
 	for i, p := range batch {
 		err := errs[i]
 		switch {
 		case err == nil:
 			written = true
-			w.written(p)
+			st.written(p)
 		case errors.Is(err, ErrLeaseLost):
-			w.warn("roster: worker: the lease was lost before the outcome was written; dropped",
+			st.log.warn("roster: worker: the lease was lost before the outcome was written; dropped",
 				"execution", p.j.lease.ExecutionID, "err", err)
 			p.j.settle()
 		case errors.Is(err, ErrClosed):
@@ -307,46 +325,36 @@ func (st *settler) write(batch []*pendingOutcome) {
 		case transient(err) || (!errors.Is(err, ErrInvalidInput) && p.tries < maxUnknownTries):
 			// Transient, or an error nobody knows: try again (the keeper
 			// goes on renewing the lease meanwhile).
-			w.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
+			st.log.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			p.unknown = p.unknown || outcomeUnknown(err)
 			again = append(again, p.retryLater())
 		case !p.outcome.Fail:
 			// The database refused this result (a rule of its own, or an
 			// error that did not pass): record why, as the attempt's
 			// failure, rather than lose the outcome.
-			w.log.Error("roster: worker: the database refused a result; failing the attempt instead",
+			st.log.Error("roster: worker: the database refused a result; failing the attempt instead",
 				"execution", p.j.lease.ExecutionID, "err", err)
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
 				Reason: failReason(fmt.Errorf("roster: the handler's result could not be written: %w", err))}
 			p.tries, p.due, p.unknown = 0, time.Time{}, false
 			again = append(again, p)
 		default:
-			w.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
+			st.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
 				"execution", p.j.lease.ExecutionID, "err", err)
 			p.j.settle()
 		}
 	}
 	st.requeue(again)
 	if written {
-		w.answered()
+		st.claims.answered()
 	}
-	if claim != nil {
-		w.startAll(leases)
-		w.unreserve(n - len(leases))
-		switch {
-		case claimErr == nil && len(leases) < n:
-			w.noMoreWork(gen, next)
-		case claimErr == nil:
-		case errors.Is(claimErr, ErrNotRegistered):
-			w.lapsed()
-		default:
-			w.failedClaim(*claim, claimErr)
-		}
+	if bc != nil {
+		st.claims.claimed(bc, leases, next, claimErr)
 	}
-	if w.hasFree() {
+	if st.slots.hasFree() {
 		// Slots stay free: the claimer, which may be waiting as a busy
 		// worker waits (deaf to changes), claims or listens for them.
-		w.signalClaimer()
+		st.claims.kick()
 	}
 }
 
@@ -420,6 +428,16 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, 
 	}
 	leases, next, _ = s.claimed(res.Claim, claim.InstanceID)
 	return errs, leases, next, nil
+}
+
+// endedBefore records an execution whose attempt an earlier try of this
+// worker's outcome ended (see writtenBefore): the Observer counts it, and a
+// failed attempt wakes the claimers (a retry may be claimable).
+func (s *Store) endedBefore(l Lease, failed bool) {
+	s.noteEnded(l.Namespace, l.Lane, failed)
+	if failed {
+		s.work.signal()
+	}
 }
 
 // writtenBefore says what became of an outcome whose lease was found ended

@@ -1,0 +1,627 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// Each part of RunWorker built alone, over fakes of what it needs and a fake
+// clock (fakeClock, helpers_test.go): no database.
+
+// partsLog is a runLog that writes nothing.
+func partsLog() runLog {
+	return runLog{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), limit: engine.NewLogLimiter(time.Second)}
+}
+
+// partsLease is a lease of the fake worker expiring at expires.
+func partsLease(expires time.Time) Lease {
+	return Lease{ExecutionID: uuid.New(), LeaseID: uuid.New(), AttemptIndex: 1, Epoch: 1,
+		Namespace: "ns", InstanceID: "i", Lane: "default", ExpiresAt: expires}
+}
+
+// within waits up to 5 s for cond, and fails the test if it never holds.
+func within(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !waitTrue(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// waitTrue waits up to 5 s for cond and reports whether it held (for
+// goroutines other than the test's).
+func waitTrue(cond func() bool) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// errUnavailable is a transient failure, as the Store reports a database away.
+var errUnavailable = fmt.Errorf("%w: connection refused", ErrUnavailable)
+
+// fakeRenewer is a leaseRenewer answering with renew, counting the calls.
+type fakeRenewer struct {
+	calls atomic.Int32
+	renew func(ctx context.Context, a RenewLeaseArgs) (time.Time, error)
+}
+
+// RenewLease counts the call and answers with f.renew.
+func (f *fakeRenewer) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error) {
+	f.calls.Add(1)
+	return f.renew(ctx, a)
+}
+
+// renewOK renews a lease to Now + TTL.
+func renewOK(_ context.Context, a RenewLeaseArgs) (time.Time, error) { return a.Now.Add(a.TTL), nil }
+
+// testKeeper is a keeper over r by clk, renewing a lease of ttl. Its clock
+// counts the keeper's looks at it, so that a test can wait for a keeper to
+// have started before it moves the clock.
+func testKeeper(t *testing.T, r leaseRenewer, clk *fakeClock, ttl time.Duration) (*keeper, *atomic.Int32) {
+	quit := make(chan struct{})
+	t.Cleanup(func() { close(quit) })
+	looks := &atomic.Int32{}
+	now := func() time.Time { looks.Add(1); return clk.Now() }
+	return &keeper{renewer: r, now: now, leaseTTL: ttl, tick: 2 * time.Millisecond, answered: func() {}, log: partsLog(), quit: quit}, looks
+}
+
+// settleCall is one call of fakeSettleStore.settle.
+type settleCall struct {
+	outcomes []engine.Outcome
+	unknown  []bool
+}
+
+// fakeSettleStore is a settleStore answering each outcome with answer.
+type fakeSettleStore struct {
+	answer func(call int, o engine.Outcome) error
+
+	mu      sync.Mutex
+	calls   []settleCall
+	written map[uuid.UUID]int // lease id: times answered nil
+}
+
+// settle records the call and answers each outcome with f.answer.
+func (f *fakeSettleStore) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, claim *engine.ClaimParams) ([]error, []Lease, time.Time, error) {
+	f.mu.Lock()
+	call := len(f.calls)
+	f.calls = append(f.calls, settleCall{outcomes: append([]engine.Outcome(nil), outcomes...), unknown: append([]bool(nil), unknown...)})
+	f.mu.Unlock()
+	errs := make([]error, len(outcomes))
+	for i, o := range outcomes {
+		errs[i] = f.answer(call, o)
+		if errs[i] == nil {
+			f.mu.Lock()
+			if f.written == nil {
+				f.written = map[uuid.UUID]int{}
+			}
+			f.written[o.Lease.LeaseID]++
+			f.mu.Unlock()
+		}
+	}
+	return errs, nil, time.Time{}, nil
+}
+
+// writtenBefore says that no earlier try wrote the outcome.
+func (f *fakeSettleStore) writtenBefore(engine.Outcome) error { return engine.ErrNoRows }
+
+// endedBefore records nothing.
+func (f *fakeSettleStore) endedBefore(Lease, bool) {}
+
+// snapshot returns the calls so far and the times each lease was written.
+func (f *fakeSettleStore) snapshot() ([]settleCall, map[uuid.UUID]int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := map[uuid.UUID]int{}
+	for k, v := range f.written {
+		w[k] = v
+	}
+	return append([]settleCall(nil), f.calls...), w
+}
+
+// noClaims is a settleClaims that never claims.
+type noClaims struct{ kicks, answers atomic.Int32 }
+
+// prepare makes no claim.
+func (*noClaims) prepare() *batchClaim { return nil }
+
+// claimed is never called: no claim is made.
+func (*noClaims) claimed(*batchClaim, []Lease, time.Time, error) {}
+
+// kick counts the kicks.
+func (c *noClaims) kick() { c.kicks.Add(1) }
+
+// answered counts the answers told.
+func (c *noClaims) answered() { c.answers.Add(1) }
+
+// runSettler runs st until the test ends.
+func runSettler(t *testing.T, st *settler) {
+	done := make(chan struct{})
+	go func() { defer close(done); st.run() }()
+	t.Cleanup(func() {
+		st.finish(time.Now())
+		<-done
+	})
+}
+
+// TestSettlerRetriesWhileKeeperRenews: an outcome that fails for a
+// transient reason is tried again, with backoff, while its keeper goes on
+// renewing the lease (by the fake clock); it is written once, when the
+// store answers, and then the keeper stops.
+func TestSettlerRetriesWhileKeeperRenews(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures int
+		err      error
+	}{
+		{"unavailable once", 1, errUnavailable},
+		{"unavailable thrice", 3, errUnavailable},
+		{"storage refusing writes", 2, fmt.Errorf("%w: disk full", engine.ErrStorage)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const ttl = 300 * time.Millisecond
+			clk := newClock()
+			renewer := &fakeRenewer{renew: renewOK}
+			k, looks := testKeeper(t, renewer, clk, ttl)
+			j := k.newJob(partsLease(clk.Now().Add(ttl)))
+			go j.keep()
+			within(t, "the keeper started", func() bool { return looks.Load() > 0 })
+			sl := newSlots(1)
+			sl.reserve() // the handler's slot
+			store := &fakeSettleStore{}
+			store.answer = func(call int, _ engine.Outcome) error {
+				if call >= tc.failures {
+					return nil
+				}
+				// While the outcome waits, the keeper renews: a renewal
+				// is due at every third of the TTL by the clock.
+				before := renewer.calls.Load()
+				clk.Advance(ttl / 3)
+				if !waitTrue(func() bool { return renewer.calls.Load() > before }) {
+					t.Error("no renewal while the outcome was retried")
+				}
+				return tc.err
+			}
+			claims := &noClaims{}
+			st := newSettler(store, sl, claims, partsLog())
+			runSettler(t, st)
+			st.add(j, []byte("done"), nil)
+			within(t, "the outcome settled", j.isSettled)
+
+			calls, written := store.snapshot()
+			if len(calls) != tc.failures+1 {
+				t.Fatalf("settle was called %d times, want %d", len(calls), tc.failures+1)
+			}
+			for i, c := range calls {
+				if len(c.outcomes) != 1 || c.outcomes[0].Lease != leaseRef(j.lease) || string(c.outcomes[0].Result) != "done" {
+					t.Fatalf("call %d wrote %+v, want the job's result", i, c.outcomes)
+				}
+				// ErrUnavailable leaves the try's result unknown: the
+				// next try says so; a storage error does not.
+				wantUnknown := i > 0 && errors.Is(tc.err, ErrUnavailable)
+				if c.unknown[0] != wantUnknown {
+					t.Fatalf("call %d: unknown = %v, want %v", i, c.unknown[0], wantUnknown)
+				}
+			}
+			if n := written[j.lease.LeaseID]; n != 1 {
+				t.Fatalf("the outcome was written %d times, want once", n)
+			}
+			if got := renewer.calls.Load(); got < int32(tc.failures) {
+				t.Fatalf("%d renewals during %d failed tries", got, tc.failures)
+			}
+			if j.isLost() || context.Cause(j.ctx) != context.Canceled {
+				t.Fatalf("the job ended with lost = %v, cause %v; want written (context.Canceled)", j.isLost(), context.Cause(j.ctx))
+			}
+			if sl.held() != 0 || claims.answers.Load() == 0 {
+				t.Fatalf("after the write: %d slots held, %d answers told; want 0 and some", sl.held(), claims.answers.Load())
+			}
+			// Written: the keeper renews no more, however far the clock goes.
+			renewals := renewer.calls.Load()
+			clk.Advance(ttl)
+			time.Sleep(20 * time.Millisecond)
+			if got := renewer.calls.Load(); got != renewals {
+				t.Fatalf("the keeper renewed %d times after the outcome was written", got-renewals)
+			}
+			if calls, _ := store.snapshot(); len(calls) != tc.failures+1 {
+				t.Fatalf("settle was called again after the outcome was written (%d calls)", len(calls))
+			}
+		})
+	}
+}
+
+// TestSettlerBatchLostLease: in a batch, one outcome whose lease is lost
+// (the store says ErrLeaseLost, or its keeper found it lost first) is
+// dropped alone: the others are written in the same call, it is not tried
+// again, and every slot is freed.
+func TestSettlerBatchLostLease(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		keeperLost bool // the keeper found the lease lost before the write
+	}{
+		{"the store finds it lost", false},
+		{"its keeper found it lost first", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
+			jobs := make([]*job, 3)
+			for i := range jobs {
+				jobs[i] = k.newJob(partsLease(clk.Now().Add(time.Minute)))
+			}
+			lost := jobs[1]
+			if tc.keeperLost {
+				lost.lose(ErrLeaseLost)
+			}
+			sl := newSlots(len(jobs))
+			sl.reserve()
+			store := &fakeSettleStore{answer: func(_ int, o engine.Outcome) error {
+				if o.Lease == leaseRef(lost.lease) {
+					return fmt.Errorf("%w: lease %s is not the current, unexpired lease", ErrLeaseLost, o.Lease.LeaseID)
+				}
+				return nil
+			}}
+			st := newSettler(store, sl, &noClaims{}, partsLog())
+			for i, j := range jobs {
+				st.add(j, fmt.Appendf(nil, "result %d", i), nil)
+			}
+			runSettler(t, st) // all three are queued: one batch
+			within(t, "every outcome settled", func() bool {
+				return jobs[0].isSettled() && jobs[1].isSettled() && jobs[2].isSettled()
+			})
+			time.Sleep(30 * time.Millisecond) // a retry would come within this
+
+			calls, written := store.snapshot()
+			if len(calls) != 1 {
+				t.Fatalf("settle was called %d times, want once", len(calls))
+			}
+			wantSent := 3
+			if tc.keeperLost {
+				wantSent = 2 // the lost one is not even sent
+			}
+			if len(calls[0].outcomes) != wantSent {
+				t.Fatalf("the batch carried %d outcomes, want %d", len(calls[0].outcomes), wantSent)
+			}
+			for _, j := range jobs {
+				want := 1
+				if j == lost {
+					want = 0
+				}
+				if written[j.lease.LeaseID] != want {
+					t.Fatalf("lease %s written %d times, want %d", j.lease.LeaseID, written[j.lease.LeaseID], want)
+				}
+			}
+			if sl.held() != 0 {
+				t.Fatalf("%d slots still held after the batch", sl.held())
+			}
+		})
+	}
+}
+
+// fakeClaimStore is a claimStore whose claims answer with claim.
+type fakeClaimStore struct {
+	claim func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error)
+
+	calls    atomic.Int32
+	mu       sync.Mutex
+	released []uuid.UUID // lease ids
+}
+
+// claimParams gives each of n leases a fresh id.
+func (f *fakeClaimStore) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
+	p := engine.ClaimParams{Namespace: a.Namespace, InstanceID: a.InstanceID, LeaseIDs: make([]uuid.UUID, n)}
+	for i := range p.LeaseIDs {
+		p.LeaseIDs[i] = uuid.New()
+	}
+	return p, nil
+}
+
+// claimWith counts the call and answers with f.claim.
+func (f *fakeClaimStore) claimWith(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+	f.calls.Add(1)
+	return f.claim(ctx, p)
+}
+
+// ReleaseLease records the lease released.
+func (f *fakeClaimStore) ReleaseLease(_ context.Context, a ReleaseArgs) error {
+	f.mu.Lock()
+	f.released = append(f.released, a.Lease.LeaseID)
+	f.mu.Unlock()
+	return nil
+}
+
+// releaseUnknownClaim finds nothing to release.
+func (f *fakeClaimStore) releaseUnknownClaim(engine.WorkerKey, []uuid.UUID) error { return nil }
+
+// releasedIDs returns the lease ids released so far.
+func (f *fakeClaimStore) releasedIDs() []uuid.UUID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uuid.UUID(nil), f.released...)
+}
+
+// quietSub is a subscription that never hears a change.
+type quietSub struct{}
+
+// C never delivers.
+func (quietSub) C() <-chan struct{} { return nil }
+
+// Arm does nothing.
+func (quietSub) Arm() {}
+
+// Disarm does nothing.
+func (quietSub) Disarm() {}
+
+// Close does nothing.
+func (quietSub) Close() {}
+
+// TestClaimerNoClaimAfterStop: once ctx ends the claimer begins no claim; a
+// claim in flight then is answered all the same (its context is not
+// cancelled) and its leases are released, not started, their slots freed;
+// after shutdown no claim rides on the settler's writes either.
+func TestClaimerNoClaimAfterStop(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		when string // "before", "in flight", "idle"
+	}{
+		{"stopped before the first claim", "before"},
+		{"stopped while a claim is in flight", "in flight"},
+		{"stopped while idle", "idle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			sl := newSlots(2)
+			entered, answer := make(chan struct{}, 1), make(chan struct{})
+			var claimed []Lease
+			var ctxErr error
+			store := &fakeClaimStore{claim: func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+				if tc.when != "in flight" {
+					return nil, time.Time{}, nil // nothing claimable: the claimer idles
+				}
+				entered <- struct{}{}
+				<-answer
+				ctxErr = ctx.Err()
+				for _, id := range p.LeaseIDs {
+					l := partsLease(clk.Now().Add(time.Minute))
+					l.LeaseID = id
+					claimed = append(claimed, l)
+				}
+				return claimed, time.Time{}, nil
+			}}
+			c := newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, clk.Now, partsLog())
+			var launched atomic.Int32
+			c.poll, c.sub = time.Hour, quietSub{}
+			c.signal = func() <-chan struct{} { return nil }
+			c.launch = func(Lease) bool { launched.Add(1); return true }
+			c.lapsed = func() {}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			c.done = ctx.Done()
+			if tc.when == "before" {
+				cancel()
+			}
+			ran := make(chan error, 1)
+			go func() { ran <- c.run(ctx) }()
+			switch tc.when {
+			case "in flight":
+				<-entered
+				cancel()
+				select {
+				case <-ran:
+					t.Fatal("the claimer returned with its claim in flight")
+				case <-time.After(20 * time.Millisecond):
+				}
+				close(answer)
+			case "idle":
+				within(t, "the first claim", func() bool { return store.calls.Load() == 1 })
+				within(t, "the claimer idle", func() bool { listen, _ := sl.whenIdle(); return listen })
+				cancel()
+			}
+			select {
+			case err := <-ran:
+				if err != nil {
+					t.Fatalf("run = %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the claimer did not return after stop")
+			}
+			calls := store.calls.Load()
+			sl.stop() // the runner's shutdown
+			if bc := c.prepare(); bc != nil {
+				t.Fatal("a claim was prepared for a settler's write after shutdown")
+			}
+			time.Sleep(20 * time.Millisecond)
+			if got := store.calls.Load(); got != calls {
+				t.Fatalf("%d claims began after stop returned", got-calls)
+			}
+			wantCalls := map[string]int32{"before": 0, "in flight": 1, "idle": 1}[tc.when]
+			if calls != wantCalls {
+				t.Fatalf("%d claims, want %d", calls, wantCalls)
+			}
+			if ctxErr != nil {
+				t.Fatalf("the claim in flight saw its context end: %v", ctxErr)
+			}
+			released := store.releasedIDs()
+			if launched.Load() != 0 || len(released) != len(claimed) {
+				t.Fatalf("%d handlers started and %d of %d leases released; want none started, all released", launched.Load(), len(released), len(claimed))
+			}
+			for i, l := range claimed {
+				if released[i] != l.LeaseID {
+					t.Fatalf("released %v, want the claimed leases", released)
+				}
+			}
+			if sl.held() != 0 {
+				t.Fatalf("%d slots held after stop", sl.held())
+			}
+		})
+	}
+}
+
+// TestKeeperEndsAtExpiry: the keeper ends the handler's context at the
+// lease's expiry by the (fake) clock when no renewal got through, with cause
+// errLeaseExpired; not a moment before; not at all when renewals pass; and
+// at once, with ErrLeaseLost, when the store says the lease is lost.
+func TestKeeperEndsAtExpiry(t *testing.T) {
+	blocked := func(ctx context.Context, _ RenewLeaseArgs) (time.Time, error) {
+		<-ctx.Done() // the database does not answer
+		return time.Time{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
+	for _, tc := range []struct {
+		name  string
+		renew func(ctx context.Context, a RenewLeaseArgs) (time.Time, error)
+		want  error // the cause at the expiry; nil: the context is live
+	}{
+		{"renewals block", blocked, errLeaseExpired},
+		{"renewals fail", func(context.Context, RenewLeaseArgs) (time.Time, error) { return time.Time{}, errUnavailable }, errLeaseExpired},
+		{"renewals pass", renewOK, nil},
+		{"the lease is lost", func(context.Context, RenewLeaseArgs) (time.Time, error) { return time.Time{}, ErrLeaseLost }, ErrLeaseLost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const ttl = 300 * time.Millisecond
+			clk := newClock()
+			start := clk.Now()
+			renewer := &fakeRenewer{renew: tc.renew}
+			k, looks := testKeeper(t, renewer, clk, ttl)
+			j := k.newJob(partsLease(start.Add(ttl)))
+			done := make(chan struct{})
+			go func() { defer close(done); j.keep() }()
+			defer func() { j.settle(); <-done }()
+			within(t, "the keeper started", func() bool { return looks.Load() > 0 })
+
+			clk.Advance(ttl / 3) // a renewal is due
+			within(t, "a renewal", func() bool { return renewer.calls.Load() > 0 })
+			if tc.want == ErrLeaseLost {
+				within(t, "the context ended", func() bool { return j.ctx.Err() != nil })
+				if cause := context.Cause(j.ctx); cause != ErrLeaseLost || !j.isLost() {
+					t.Fatalf("cause %v, lost %v; want ErrLeaseLost", cause, j.isLost())
+				}
+				return
+			}
+			clk.Advance(ttl - ttl/3 - time.Millisecond) // just before the expiry
+			time.Sleep(20 * time.Millisecond)           // ten keeper ticks
+			if err := j.ctx.Err(); err != nil {
+				t.Fatalf("the context ended before the lease's expiry: %v", context.Cause(j.ctx))
+			}
+			clk.Advance(time.Millisecond) // the expiry
+			if tc.want == nil {
+				time.Sleep(20 * time.Millisecond)
+				if j.ctx.Err() != nil || !j.expiry().After(start.Add(ttl)) {
+					t.Fatalf("renewed lease: context ended (%v), expiry %v", context.Cause(j.ctx), j.expiry())
+				}
+				return
+			}
+			within(t, "the context ended at the expiry", func() bool { return j.ctx.Err() != nil })
+			if cause := context.Cause(j.ctx); cause != tc.want || !j.isLost() {
+				t.Fatalf("cause %v, lost %v; want %v", cause, j.isLost(), tc.want)
+			}
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the keeper did not stop at the expiry")
+			}
+		})
+	}
+}
+
+// fakeHeartStore is a heartStore: heartbeats answer with beat, registrations
+// wait for a value on register.
+type fakeHeartStore struct {
+	beat      func(n int32) error
+	beats     atomic.Int32
+	registers atomic.Int32
+	register  chan error
+	quit      chan struct{} // closed at the test's end: registrations fail
+}
+
+// HeartbeatWorker counts the heartbeat and answers with f.beat.
+func (f *fakeHeartStore) HeartbeatWorker(context.Context, HeartbeatWorkerArgs) (time.Time, error) {
+	return time.Time{}, f.beat(f.beats.Add(1))
+}
+
+// RegisterWorker counts the call and waits for its answer on f.register.
+func (f *fakeHeartStore) RegisterWorker(context.Context, RegisterWorkerArgs) (RegisterOutcome, error) {
+	f.registers.Add(1)
+	select {
+	case err := <-f.register:
+		return 0, err
+	case <-f.quit:
+		return 0, ErrClosed
+	}
+}
+
+// TestHeartLapseStopsClaims: a lapse (a heartbeat answering
+// ErrNotRegistered, or a claim reporting it) stops claims while the heart
+// registers again, through failed tries; once registered, claims resume
+// (a wake-up, though the last claim had found no work) and the claimer is
+// kicked.
+func TestHeartLapseStopsClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		byClaim   bool // a claim found the lapse, not a heartbeat
+		failTries int  // registrations that fail before one passes
+	}{
+		{"a heartbeat finds it", false, 0},
+		{"a heartbeat finds it, registering fails first", false, 2},
+		{"a claim finds it", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sl := newSlots(2)
+			n, gen := sl.reserve()
+			sl.unreserve(n)
+			sl.noMoreWork(gen, time.Time{}) // the last claim found nothing
+			store := &fakeHeartStore{register: make(chan error), quit: make(chan struct{})}
+			// Heartbeats find the lapse, or (a claim found it) fail for a
+			// transient reason: either way none proves the registration,
+			// and only registering again can restore it.
+			var lapse atomic.Bool
+			lapse.Store(!tc.byClaim)
+			store.beat = func(int32) error {
+				if lapse.Load() {
+					return fmt.Errorf("%w: instance i", ErrNotRegistered)
+				}
+				return errUnavailable
+			}
+			claims := &noClaims{}
+			h := newHeart(store, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", TTL: 15 * time.Millisecond}, sl, claims, partsLog())
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() { defer close(done); h.run(stop) }()
+			defer func() { close(stop); close(store.quit); <-done }()
+			if tc.byClaim {
+				h.lapsed()
+			}
+			for i := range tc.failTries + 1 {
+				within(t, "a registration", func() bool { return store.registers.Load() == int32(i+1) })
+				sl.wakeUp() // work may be claimable: only the lapse holds claims back
+				if n, _ := sl.reserve(); n != 0 {
+					t.Fatalf("a claim took %d slots while the registration had lapsed", n)
+				}
+				if i < tc.failTries {
+					store.register <- errUnavailable
+				}
+			}
+			// Registered again: nothing held back any more, even though
+			// the last claim had found no work.
+			_, gen = sl.reserve()
+			sl.noMoreWork(gen, time.Time{})
+			kicks := claims.kicks.Load()
+			lapse.Store(false)
+			store.register <- nil
+			within(t, "the claimer kicked", func() bool { return claims.kicks.Load() > kicks })
+			if n, _ := sl.reserve(); n != 2 {
+				t.Fatalf("after registering again a claim took %d slots, want 2", n)
+			}
+		})
+	}
+}
