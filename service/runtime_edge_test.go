@@ -5,12 +5,9 @@ package service
 // review.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,8 +19,10 @@ import (
 	"github.com/rosterdb/roster/internal/pgtest"
 )
 
-// startWorker runs RunWorker with ctx under the test's control and waits for
-// Ready.
+// startWorker runs RunWorker with ctx under the test's control and waits
+// until it is ready (a's own Ready, if any, is called first); the channel
+// gets RunWorker's error. Defaults: namespace "ns", worker "w", instance
+// "i", lane "default", TTL 10 s.
 func startWorker(t *testing.T, s *Store, ctx context.Context, a WorkerArgs) <-chan error {
 	t.Helper()
 	if a.Namespace == "" {
@@ -42,13 +41,19 @@ func startWorker(t *testing.T, s *Store, ctx context.Context, a WorkerArgs) <-ch
 		a.TTL = 10 * time.Second
 	}
 	ready := make(chan struct{})
-	a.Ready = func() { close(ready) }
+	userReady := a.Ready
+	a.Ready = func() {
+		if userReady != nil {
+			userReady()
+		}
+		close(ready)
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.RunWorker(ctx, a) }()
 	select {
 	case <-ready:
 	case err := <-done:
-		t.Fatalf("RunWorker returned before Ready: %v", err)
+		t.Fatalf("RunWorker returned before it was ready: %v", err)
 	}
 	return done
 }
@@ -243,106 +248,6 @@ func TestRunWorkerLockedShutdownReturns(t *testing.T) {
 			t.Fatalf("RunWorker has not returned %v after ctx ended; its only handler returned %v after ctx ended", time.Since(began), at.Sub(began))
 		}
 	})
-}
-
-// tmpfsDir mounts a small tmpfs for the test (skips where not permitted).
-func tmpfsDir(t *testing.T, size string) string {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run the full-disk tests, but mounting a tmpfs failed: %v", err)
-		}
-		t.Skipf("mounting a tmpfs is not permitted here (%v): full-disk test skipped", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-func fillUp(t *testing.T, path string) {
-	f, err := os.Create(path)
-	must(t, err)
-	defer f.Close()
-	block := make([]byte, 4<<10)
-	for {
-		if _, err := f.Write(block); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return
-			}
-			t.Fatal(err)
-		}
-	}
-}
-
-func sentinel(err error) bool {
-	for _, s := range []error{ErrInvalidInput, ErrNotFound, ErrNotRegistered, ErrConflict, ErrInvalidTransition, ErrLeaseLost,
-		ErrNoWork, ErrOverloaded, ErrUnavailable, ErrStorage, ErrClosed, ErrReadOnly, ErrSchemaTooNew, ErrSchemaOutdated} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// ErrStorage is "the storage refused the write (disk full ...)", and no
-// driver error leaks raw: on a full disk, writes that share a group
-// commit (SQLite rolls the whole transaction back) all return ErrStorage.
-func TestDiskFullErrorsAreSentinels(t *testing.T) {
-	dir := tmpfsDir(t, "16m")
-	s, _ := backends()[1].open(t, filepath.Join(dir, "roster.db"), WithClock(time.Now))
-	create(t, s, CreateExecutionArgs{})
-	fillUp(t, filepath.Join(dir, "filler"))
-	big := make([]byte, 3<<20)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	raw := map[string]int{}
-	for i := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := big
-			if i%2 == 1 {
-				p = []byte("small")
-			}
-			_, err := s.CreateExecution(context.Background(), CreateExecutionArgs{Namespace: "ns", Lane: "default", Payload: p})
-			if err != nil && !sentinel(err) {
-				mu.Lock()
-				raw[err.Error()]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	for msg, n := range raw {
-		t.Errorf("%d× a raw error on a full disk: %s", n, msg)
-	}
-}
-
-// "An outcome is written or its lease is truly lost ... retried through
-// every transient error"; a full disk is ErrStorage (transient). A
-// handler's result that meets a full disk must be written once space returns,
-// not turned into a failure.
-func TestRunWorkerDiskFullKeepsResult(t *testing.T) {
-	dir := tmpfsDir(t, "16m")
-	s, _ := backends()[1].open(t, filepath.Join(dir, "roster.db"), WithClock(time.Now))
-	id := create(t, s, CreateExecutionArgs{})
-	started, finish := make(chan struct{}), make(chan struct{})
-	result := bytes.Repeat([]byte("r"), 3<<20)
-	stop := runWorker(t, s, WorkerArgs{TTL: time.Minute, LeaseTTL: time.Minute, Handler: func(context.Context, Lease) ([]byte, error) {
-		close(started)
-		<-finish
-		return result, nil
-	}})
-	<-started
-	filler := filepath.Join(dir, "filler")
-	fillUp(t, filler)
-	close(finish)
-	time.Sleep(1500 * time.Millisecond) // the settler meets the full disk
-	must(t, os.Remove(filler))
-	eventually(t, "the outcome", func() bool { return getExecution(t, s, id).State != ExecutionRunning })
-	must(t, stop())
-	if e := getExecution(t, s, id); e.State != ExecutionCompleted || !bytes.Equal(e.Result, result) {
-		t.Fatalf("after a full disk: state %s, attempts %d, last error %q, result %d bytes", e.State, e.Attempts, e.LastError, len(e.Result))
-	}
 }
 
 // Work starts in milliseconds across processes, on SQLite by a cheap change

@@ -42,41 +42,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// runWorker starts RunWorker and returns a stop function that ends it and
-// returns its error.
+// runWorker is startWorker with a context of its own and a TTL of 3 s by
+// default: it returns a stop function that ends RunWorker and returns its
+// error (called again at the test's end).
 func runWorker(t *testing.T, s *Store, a WorkerArgs) (stop func() error) {
 	t.Helper()
-	if a.Namespace == "" {
-		a.Namespace = "ns"
-	}
-	if a.WorkerID == "" {
-		a.WorkerID = "w"
-	}
-	if a.InstanceID == "" {
-		a.InstanceID = "i"
-	}
-	if a.Lanes == nil {
-		a.Lanes = []string{"default"}
-	}
 	if a.TTL == 0 {
 		a.TTL = 3 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	userReady := a.Ready
-	a.Ready = func() {
-		if userReady != nil {
-			userReady()
-		}
-		close(ready)
-	}
-	go func() { done <- s.RunWorker(ctx, a) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("RunWorker returned before it was ready: %v", err)
-	}
+	done := startWorker(t, s, ctx, a)
 	var once sync.Once
 	var err error
 	stop = func() error {
