@@ -93,7 +93,7 @@ type AgentPage struct {
 // StateChangedAt takes the Store's clock). A taken id, a provider session held
 // by a live agent, or a reused (owner, idempotency key) is ErrConflict.
 func (s *Store) InsertAgent(ctx context.Context, a Agent) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	a, err := s.prepareAgent(a)
@@ -110,7 +110,7 @@ func (s *Store) InsertAgent(ctx context.Context, a Agent) error {
 // agent with created=false and another fingerprint is ErrConflict. Without a
 // key it is a plain insert.
 func (s *Store) SpawnAgent(ctx context.Context, a Agent) (Agent, bool, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return Agent{}, false, err
 	}
 	a, err := s.prepareAgent(a)
@@ -147,7 +147,7 @@ func (s *Store) SpawnAgent(ctx context.Context, a Agent) (Agent, bool, error) {
 
 // GetAgent returns one agent, or ErrNotFound.
 func (s *Store) GetAgent(ctx context.Context, id string) (Agent, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return Agent{}, err
 	}
 	if err := validIdentifier("ID", id); err != nil {
@@ -170,7 +170,7 @@ const casAttempts = 5
 // reason must fit the state (ErrInvalidInput), the agent must exist
 // (ErrNotFound), ExpectState must match (ErrConflict), then the transition.
 func (s *Store) UpdateAgentState(ctx context.Context, a UpdateAgentStateArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validIdentifier("ID", a.ID); err != nil {
@@ -234,7 +234,7 @@ func transition(from, to AgentState) (bool, error) {
 // SetAgentCheckpoint records an agent's checkpoint: its session ("" = none)
 // and cursor. A missing agent is ErrNotFound.
 func (s *Store) SetAgentCheckpoint(ctx context.Context, id, sessionID string, cursor int64) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validIdentifier("ID", id); err != nil {
@@ -255,7 +255,7 @@ func (s *Store) SetAgentCheckpoint(ctx context.Context, id, sessionID string, cu
 // FindAgentByIdempotencyKey returns the agent an owner actor spawned under a
 // key, or ErrNotFound.
 func (s *Store) FindAgentByIdempotencyKey(ctx context.Context, ownerActor, key string) (Agent, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return Agent{}, err
 	}
 	if err := validIdentifier("OwnerActor", ownerActor); err != nil {
@@ -272,7 +272,7 @@ func (s *Store) FindAgentByIdempotencyKey(ctx context.Context, ownerActor, key s
 // FindLiveAgentByProviderSession returns the live agent holding a provider
 // session, or ErrNotFound.
 func (s *Store) FindLiveAgentByProviderSession(ctx context.Context, provider, sessionID string) (Agent, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return Agent{}, err
 	}
 	if err := validIdentifier("Provider", provider); err != nil {
@@ -302,7 +302,7 @@ func (s *Store) findAgent(ctx context.Context, find func(ctx context.Context, q 
 // TerminateLiveAgents is the boot scan after a host restart: every live agent
 // becomes terminal with reason host_restart at at. It returns how many.
 func (s *Store) TerminateLiveAgents(ctx context.Context, at time.Time) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return 0, err
 	}
 	atMs, err := s.at("at", at)
@@ -328,7 +328,7 @@ func (s *Store) TerminateLiveAgents(ctx context.Context, at time.Time) (int, err
 // many hosts share: every live agent whose Host is host becomes terminal with
 // reason host_restart at at; no other agent is touched. It returns how many.
 func (s *Store) TerminateLiveAgentsOnHost(ctx context.Context, host string, at time.Time) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return 0, err
 	}
 	if err := validIdentifier("host", host); err != nil {
@@ -358,7 +358,7 @@ const agentsCursor = "agents"
 // ListAgents pages agents in id order, filtered by state, owner actor and a
 // namespace they are visible in.
 func (s *Store) ListAgents(ctx context.Context, a ListAgentsArgs) (AgentPage, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return AgentPage{}, err
 	}
 	if a.State != "" && !a.State.known() {

@@ -39,7 +39,7 @@ func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) 
 // when their payloads would add up to more than 64 MiB (a claim always
 // takes the best one), and ErrNoWork when none is.
 func (s *Store) ClaimExecutions(ctx context.Context, a ClaimArgs, max int) ([]Lease, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return nil, err
 	}
 	if max < 1 || max > maxClaimBatch {
@@ -67,7 +67,7 @@ func (s *Store) claim(ctx context.Context, a ClaimArgs, n int) ([]Lease, error) 
 // claimParams validates a claim for n executions and gives each a fresh
 // lease id.
 func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return engine.ClaimParams{}, err
 	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
@@ -99,12 +99,12 @@ func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
 // and, when it took fewer than asked, the earliest RunAt of the worker's
 // scheduled work (zero: none). A claim that finds nothing writes nothing.
 func (s *Store) claimWith(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return nil, time.Time{}, err
 	}
 	res, err := s.eng.Claim(ctx, p)
 	if err != nil {
-		return nil, time.Time{}, s.observe(claimError(err, p))
+		return nil, time.Time{}, s.fromWrite(claimError(err, p))
 	}
 	return s.claimed(res, p.InstanceID)
 }

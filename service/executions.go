@@ -107,7 +107,7 @@ const maxCreateBatch = 10000
 // With a UniqueKey that a live (or, within its UniqueFor, any) execution of
 // the namespace holds, it writes nothing and returns that execution's id.
 func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uuid.UUID, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return uuid.Nil, err
 	}
 	row, err := s.executionRow(a, "")
@@ -139,7 +139,7 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 // one transaction). Items whose UniqueKey is held (by a stored execution or
 // an earlier item of the batch) get the holder's id and write nothing.
 func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) ([]uuid.UUID, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return nil, err
 	}
 	if len(as) == 0 || len(as) > maxCreateBatch {
@@ -277,7 +277,7 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 
 // GetExecution returns one execution, or ErrNotFound.
 func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (Execution, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return Execution{}, err
 	}
 	var e Execution
@@ -298,7 +298,7 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (Execution, erro
 // a no-op; a completed or failed one is ErrConflict; an unknown id
 // ErrNotFound.
 func (s *Store) CancelExecution(ctx context.Context, a CancelExecutionArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validFreeText("Reason", a.Reason, maxFailReasonBytes); err != nil {
@@ -334,7 +334,7 @@ const (
 // ListExecutions pages executions in id (creation) order, filtered by
 // namespace ("" = all), lane and state, each optional.
 func (s *Store) ListExecutions(ctx context.Context, a ListExecutionsArgs) (ExecutionPage, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return ExecutionPage{}, err
 	}
 	if err := validOptionalIdentifier("Namespace", a.Namespace); err != nil {
@@ -441,7 +441,7 @@ type RetryExecutionArgs struct {
 // ErrConflict, and so is one whose UniqueKey another live execution holds
 // now; an unknown id is ErrNotFound.
 func (s *Store) RetryExecution(ctx context.Context, a RetryExecutionArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	now, err := s.at("Now", a.Now)

@@ -31,7 +31,7 @@ const ShutdownReason = "shutdown"
 // when the worker cannot be registered at all (ErrInvalidInput, ErrConflict)
 // or the Store is closed. Transient failures are logged and retried.
 func (s *Store) KeepAlive(ctx context.Context, a KeepAliveArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validTTL("TTL", a.TTL); err != nil {

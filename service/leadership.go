@@ -17,7 +17,7 @@ const maintenanceRole = "maintenance"
 // Leader says which RunSweeper instance holds the maintenance leadership and
 // until when; "" and a zero time when none does.
 func (s *Store) Leader(ctx context.Context) (instanceID string, until time.Time, err error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return "", time.Time{}, err
 	}
 	now := s.now(time.Time{}).UnixMilli()

@@ -84,7 +84,7 @@ type ExpiredLeasePage struct {
 // RenewLease extends the current lease to Now + TTL and returns the new
 // expiry. A stale, expired or ended lease is ErrLeaseLost.
 func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return time.Time{}, err
 	}
 	if err := validTTL("TTL", a.TTL); err != nil {
@@ -107,7 +107,7 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 // CompleteExecution ends the execution of the current lease as completed with
 // its result. A stale, expired or ended lease is ErrLeaseLost.
 func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validPayload("Result", a.Result); err != nil {
@@ -130,7 +130,7 @@ func (s *Store) CompleteExecution(ctx context.Context, a CompleteArgs) error {
 // at most 4 KiB): the execution returns to waiting while attempts remain, else
 // ends failed. A stale, expired or ended lease is ErrLeaseLost.
 func (s *Store) FailExecution(ctx context.Context, a FailArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validFreeText("Reason", a.Reason, maxFailReasonBytes); err != nil {
@@ -162,7 +162,7 @@ type ReleaseArgs struct {
 // increased (the released lease is fenced). A stale, expired or ended lease
 // is ErrLeaseLost.
 func (s *Store) ReleaseLease(ctx context.Context, a ReleaseArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	now, err := s.at("Now", a.Now)
@@ -205,7 +205,7 @@ const leasesCursor = "leases"
 // ListExpiredLeases pages the running leases with ExpiresAt <= AsOf, ordered
 // by (ExpiresAt, ExecutionID), of one namespace or of all.
 func (s *Store) ListExpiredLeases(ctx context.Context, a ListExpiredLeasesArgs) (ExpiredLeasePage, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return ExpiredLeasePage{}, err
 	}
 	if err := validOptionalIdentifier("Namespace", a.Namespace); err != nil {

@@ -57,7 +57,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, a SweeperArgs) (SweepR
 // sweep is Sweep with each write fenced by term when it is set (a leader's
 // run, RunSweeper's).
 func (s *Store) sweep(ctx context.Context, now time.Time, a SweeperArgs, term *fence) (SweepReport, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return SweepReport{}, err
 	}
 	if err := validTime("now", now); err != nil {

@@ -12,7 +12,7 @@ import (
 // oldest first), and returns how many it deleted. Live executions are never
 // touched; the cost does not grow with them.
 func (s *Store) PruneExecutions(ctx context.Context, before time.Time) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return 0, err
 	}
 	beforeMs, err := s.at("before", before)

@@ -13,7 +13,7 @@ import (
 // holders are fenced: their lease calls get ErrLeaseLost. It works in bounded
 // batches, one transaction each.
 func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return 0, err
 	}
 	if limit < 0 {

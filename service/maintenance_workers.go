@@ -16,7 +16,7 @@ const sweepBatchSize = 256
 // returns how many it swept. It works in bounded batches, one transaction
 // each, so that it never holds the writer for long.
 func (s *Store) SweepExpiredWorkers(ctx context.Context, now time.Time) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return 0, err
 	}
 	nowMs, err := s.at("now", now)
@@ -59,7 +59,7 @@ func (m maintenance) sweepWorkers(ctx context.Context, nowMs int64) (int, error)
 // PruneWorkerEvents deletes the events with At < before, in bounded batches,
 // and returns how many it deleted.
 func (s *Store) PruneWorkerEvents(ctx context.Context, before time.Time) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return 0, err
 	}
 	beforeMs, err := s.at("before", before)

@@ -85,7 +85,7 @@ const (
 // reason "shutdown" and returns nil once every handler has returned, or 5 s
 // after cancelling the stragglers.
 func (s *Store) RunWorker(ctx context.Context, a WorkerArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	w, err := newRunner(s, a)

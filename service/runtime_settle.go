@@ -390,7 +390,7 @@ func outcomeUnknown(err error) bool {
 // whether that try wrote it before calling the lease lost.
 func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error) {
 	errs = make([]error, len(outcomes))
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
@@ -414,7 +414,7 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, 
 			errs[i] = fmt.Errorf("%w: lease %s (execution %s, epoch %d) is not the current, unexpired lease",
 				ErrLeaseLost, o.Lease.LeaseID, o.Lease.ExecutionID, o.Lease.Epoch)
 		default:
-			errs[i] = s.observe(err)
+			errs[i] = s.fromWrite(err)
 		}
 	}
 	if requeued {
@@ -424,7 +424,7 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, 
 		return errs, nil, time.Time{}, nil
 	}
 	if res.ClaimErr != nil {
-		return errs, nil, time.Time{}, s.observe(claimError(res.ClaimErr, *claim))
+		return errs, nil, time.Time{}, s.fromWrite(claimError(res.ClaimErr, *claim))
 	}
 	leases, next, _ = s.claimed(res.Claim, claim.InstanceID)
 	return errs, leases, next, nil

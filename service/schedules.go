@@ -165,7 +165,7 @@ func (p period) latest(from, now time.Time) time.Time {
 // Every or Cron (one that never fires included), or a Template that
 // CreateExecution would refuse, is ErrInvalidInput and writes nothing.
 func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validIdentifier("Namespace", sc.Namespace); err != nil {
@@ -204,7 +204,7 @@ func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
 // DeleteSchedule removes a schedule (its past runs stay); an absent one is
 // ErrNotFound.
 func (s *Store) DeleteSchedule(ctx context.Context, namespace, name string) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validIdentifier("namespace", namespace); err != nil {
@@ -225,7 +225,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, namespace, name string) erro
 // ListSchedules returns the schedules of a namespace ("" = every namespace),
 // ordered by (Namespace, Name).
 func (s *Store) ListSchedules(ctx context.Context, namespace string) ([]Schedule, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return nil, err
 	}
 	if namespace != "" {

@@ -41,7 +41,7 @@ type LaneStats struct {
 // history: finished executions are out of its indexes, and agents are counted
 // per state by the schema itself.
 func (s *Store) Stats(ctx context.Context, at time.Time) (Stats, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return Stats{}, err
 	}
 	if err := validTime("at", at); err != nil {

@@ -276,9 +276,10 @@ func (s *Store) Close() error {
 	return s.eng.Close()
 }
 
-// check is the first step of every method: a closed Store answers ErrClosed
-// whatever the arguments.
-func (s *Store) check() error {
+// notClosed is the first step of every method: a closed Store answers
+// ErrClosed whatever the arguments. (Check, exported, is the integrity
+// check.)
+func (s *Store) notClosed() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -305,7 +306,7 @@ func (s *Store) at(field string, t time.Time) (int64, error) {
 
 // read runs fn with the engine's read queries.
 func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	return s.eng.Read(ctx, fn)
@@ -313,7 +314,7 @@ func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q engine.
 
 // snapshot runs fn in one read-only transaction.
 func (s *Store) snapshot(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	return s.eng.Snapshot(ctx, fn)
@@ -322,17 +323,18 @@ func (s *Store) snapshot(ctx context.Context, fn func(ctx context.Context, q eng
 // write runs fn in a transaction (or a savepoint of a shared one) and returns
 // once it committed (nil) or was rolled back (fn's error).
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
-	return s.observe(s.eng.Write(ctx, fn))
+	return s.fromWrite(s.eng.Write(ctx, fn))
 }
 
-// observe tells the Observer of a refused write, and says what a schema rule
-// that an operation did not map itself means to a caller: a uniqueness rule
-// is ErrConflict, any other rule (a CHECK, a trigger that refuses the row)
-// ErrInvalidInput. No driver error leaves the Store raw.
-func (s *Store) observe(err error) error {
+// fromWrite is what a write's error means to a caller: it tells the
+// Observer of a refused write, and maps a schema rule that an operation did
+// not map itself (a uniqueness rule is ErrConflict, any other rule, a CHECK
+// or a trigger that refuses the row, ErrInvalidInput). No driver error
+// leaves the Store raw.
+func (s *Store) fromWrite(err error) error {
 	var ce *engine.ConstraintError
 	switch {
 	case errors.Is(err, ErrOverloaded):
@@ -349,10 +351,10 @@ func (s *Store) observe(err error) error {
 // writeOne is write for an fn that runs one statement (see
 // engine.Engine.WriteOne).
 func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
-	return s.observe(s.eng.WriteOne(ctx, fn))
+	return s.fromWrite(s.eng.WriteOne(ctx, fn))
 }
 
 // Check looks for damage in the database: the engine's own integrity check
@@ -362,7 +364,7 @@ func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q eng
 // each worker's lane rows match its lanes, the agent counts match the
 // agents). It returns one line per problem; none means sound.
 func (s *Store) Check(ctx context.Context) ([]string, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return nil, err
 	}
 	return s.eng.Check(ctx)

@@ -109,7 +109,7 @@ type ListWorkerEventsArgs struct {
 // under the same worker id. An instance alive under another worker id is
 // ErrConflict.
 func (s *Store) RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (RegisterOutcome, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return 0, err
 	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
@@ -183,7 +183,7 @@ func (s *Store) RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (Regis
 // the new expiry (now + TTL) is returned. An absent or lapsed instance is
 // ErrNotRegistered.
 func (s *Store) HeartbeatWorker(ctx context.Context, a HeartbeatWorkerArgs) (time.Time, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return time.Time{}, err
 	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
@@ -213,7 +213,7 @@ func (s *Store) HeartbeatWorker(ctx context.Context, a HeartbeatWorkerArgs) (tim
 // every running lease it holds at now, for good. An absent instance is
 // ErrNotRegistered.
 func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return err
 	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
@@ -245,7 +245,7 @@ func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error 
 // GetWorker returns one worker, alive or lapsed but not yet swept (compare
 // ExpiresAt). An absent instance is ErrNotRegistered.
 func (s *Store) GetWorker(ctx context.Context, namespace, instanceID string) (Worker, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return Worker{}, err
 	}
 	if err := validWorkerKey(namespace, instanceID); err != nil {
@@ -269,7 +269,7 @@ const workersCursor = "workers"
 // ListWorkers pages workers in (namespace, instance id) order, of one
 // namespace or of all.
 func (s *Store) ListWorkers(ctx context.Context, a ListWorkersArgs) (WorkerPage, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return WorkerPage{}, err
 	}
 	if err := validOptionalIdentifier("Namespace", a.Namespace); err != nil {
@@ -311,7 +311,7 @@ func (s *Store) ListWorkers(ctx context.Context, a ListWorkersArgs) (WorkerPage,
 // ListWorkerEvents reads the audit log in Seq order: events with Seq >
 // AfterSeq, optionally of one namespace and one instance.
 func (s *Store) ListWorkerEvents(ctx context.Context, a ListWorkerEventsArgs) ([]WorkerEvent, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return nil, err
 	}
 	if err := validOptionalIdentifier("Namespace", a.Namespace); err != nil {
@@ -349,7 +349,7 @@ func (s *Store) ListWorkerEvents(ctx context.Context, a ListWorkerEventsArgs) ([
 // lists), newest first, of one namespace ("" = every namespace): the tail a
 // status page shows.
 func (s *Store) LatestWorkerEvents(ctx context.Context, namespace string, limit int) ([]WorkerEvent, error) {
-	if err := s.check(); err != nil {
+	if err := s.notClosed(); err != nil {
 		return nil, err
 	}
 	if err := validOptionalIdentifier("Namespace", namespace); err != nil {
