@@ -27,7 +27,7 @@ type ClaimArgs struct {
 // a new epoch and a new lease id. A worker that is not alive is
 // ErrNotRegistered; nothing to claim is ErrNoWork.
 func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) {
-	leases, err := s.claim(ctx, a, 1)
+	leases, err := s.ClaimExecutions(ctx, a, 1)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -39,21 +39,11 @@ func (s *Store) ClaimExecution(ctx context.Context, a ClaimArgs) (Lease, error) 
 // when their payloads would add up to more than 64 MiB (a claim always
 // takes the best one), and ErrNoWork when none is.
 func (s *Store) ClaimExecutions(ctx context.Context, a ClaimArgs, max int) ([]Lease, error) {
-	if err := s.notClosed(); err != nil {
-		return nil, err
-	}
-	if max < 1 || max > maxClaimBatch {
-		return nil, invalid("max", "%d is outside 1..%d", max, maxClaimBatch)
-	}
-	return s.claim(ctx, a, max)
-}
-
-func (s *Store) claim(ctx context.Context, a ClaimArgs, n int) ([]Lease, error) {
-	p, err := s.claimParams(a, n)
+	p, err := s.claimParams(a, max)
 	if err != nil {
 		return nil, err
 	}
-	leases, _, err := s.claimWith(ctx, p)
+	leases, _, err := s.executionClaim(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -64,11 +54,15 @@ func (s *Store) claim(ctx context.Context, a ClaimArgs, n int) ([]Lease, error) 
 	return leases, nil
 }
 
-// claimParams validates a claim for n executions and gives each a fresh
-// lease id.
+// claimParams checks a claim's arguments (the Store open, the worker's key,
+// LeaseTTL, Now, and n as ClaimExecutions' max) and makes the claim of n
+// (newClaim).
 func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	if err := s.notClosed(); err != nil {
 		return engine.ClaimParams{}, err
+	}
+	if n < 1 || n > maxClaimBatch {
+		return engine.ClaimParams{}, invalid("max", "%d is outside 1..%d", n, maxClaimBatch)
 	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return engine.ClaimParams{}, err
@@ -76,10 +70,17 @@ func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	if err := validTTL("LeaseTTL", a.LeaseTTL); err != nil {
 		return engine.ClaimParams{}, err
 	}
-	now, err := s.at("Now", a.Now)
-	if err != nil {
+	if err := validTime("Now", a.Now); err != nil {
 		return engine.ClaimParams{}, err
 	}
+	return s.newClaim(a, n)
+}
+
+// newClaim makes the claim of n executions for a, whose arguments are
+// valid (RunWorker checks its own once), at a.Now (zero: the Store's
+// clock), each lease with a fresh id.
+func (s *Store) newClaim(a ClaimArgs, n int) (engine.ClaimParams, error) {
+	now := s.now(a.Now).UnixMilli()
 	p := engine.ClaimParams{
 		Namespace: a.Namespace, InstanceID: a.InstanceID,
 		NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: make([]uuid.UUID, n),
@@ -95,25 +96,28 @@ func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	return p, nil
 }
 
-// claimWith runs a claim: the leases it took (none is not an error here)
-// and, when it took fewer than asked, the earliest RunAt of the worker's
-// scheduled work (zero: none). A claim that finds nothing writes nothing.
-func (s *Store) claimWith(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
-	if err := s.notClosed(); err != nil {
-		return nil, time.Time{}, err
-	}
-	res, err := s.eng.Claim(ctx, p)
-	if err != nil {
-		return nil, time.Time{}, s.fromWrite(claimError(err, p))
-	}
-	return s.claimed(res, p.InstanceID)
+// executionClaim runs a claim (the engine's ExecutionClaim): the leases it
+// took (none is not an error here) and, when it took fewer than asked, the
+// earliest RunAt of the worker's scheduled work (zero: none). A claim that
+// finds nothing writes nothing.
+func (s *Store) executionClaim(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+	res, err := s.eng.ExecutionClaim(ctx, p)
+	return s.claimResult(res, err, p)
 }
 
-// claimed maps what a claim took to leases and tells the Observer.
-func (s *Store) claimed(res engine.ClaimResult, instanceID string) ([]Lease, time.Time, error) {
+// claimResult is what a claim (its own, or the one of a settle) means to the
+// caller: the leases it took, told to the Observer, and the next RunAt; or
+// its error, ErrNoRows meaning the worker is not alive.
+func (s *Store) claimResult(res engine.ClaimResult, err error, p engine.ClaimParams) ([]Lease, time.Time, error) {
+	if errors.Is(err, engine.ErrNoRows) {
+		err = notRegistered(engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID})
+	}
+	if err != nil {
+		return nil, time.Time{}, s.fromWrite(err)
+	}
 	leases := make([]Lease, len(res.Leases))
 	for i, c := range res.Leases {
-		leases[i] = leaseFromRow(c, instanceID)
+		leases[i] = leaseFromRow(c, p.InstanceID)
 	}
 	if len(leases) > 0 {
 		s.noteClaimed(leases)
@@ -123,14 +127,6 @@ func (s *Store) claimed(res engine.ClaimResult, instanceID string) ([]Lease, tim
 		next = msTime(res.NextRunAtMs)
 	}
 	return leases, next, nil
-}
-
-// claimError says what a claim's ErrNoRows means: the worker is not alive.
-func claimError(err error, p engine.ClaimParams) error {
-	if errors.Is(err, engine.ErrNoRows) {
-		return notRegistered(engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID})
-	}
-	return err
 }
 
 func leaseFromRow(r engine.ClaimedLease, instanceID string) Lease {

@@ -90,12 +90,18 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 	if err := validTTL("TTL", a.TTL); err != nil {
 		return time.Time{}, err
 	}
-	now, err := s.at("Now", a.Now)
-	if err != nil {
+	if err := validTime("Now", a.Now); err != nil {
 		return time.Time{}, err
 	}
+	return s.renewLease(ctx, a)
+}
+
+// renewLease is RenewLease for arguments known valid (the keeper's, whose
+// LeaseTTL RunWorker checked once).
+func (s *Store) renewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error) {
+	now := s.now(a.Now).UnixMilli()
 	expires := now + a.TTL.Milliseconds()
-	err = s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
+	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
 		return leaseError(q.LeaseRenew(ctx, leaseRef(a.Lease), now, expires), a.Lease)
 	})
 	if err != nil {

@@ -20,8 +20,8 @@ import (
 // claimStore is what the claimer needs from the Store: claims, and the
 // release of leases nobody will run.
 type claimStore interface {
-	claimParams(a ClaimArgs, n int) (engine.ClaimParams, error)
-	claimWith(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error)
+	newClaim(a ClaimArgs, n int) (engine.ClaimParams, error)
+	executionClaim(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error)
 	ReleaseLease(ctx context.Context, a ReleaseArgs) error
 	releaseUnknownClaim(k engine.WorkerKey, leaseIDs []uuid.UUID) error
 }
@@ -69,12 +69,12 @@ func (c *claimer) run(ctx context.Context) error {
 		c.releaseOrphans()
 		signal := c.signal() // taken before the claim: no signal is missed
 		if n, gen := c.slots.reserve(); n > 0 {
-			p, err := c.store.claimParams(c.args, n)
+			p, err := c.store.newClaim(c.args, n)
 			if err != nil {
 				c.slots.unreserve(n)
 				return err // only ErrClosed: the arguments were validated
 			}
-			leases, next, err := c.store.claimWith(context.WithoutCancel(ctx), p)
+			leases, next, err := c.store.executionClaim(context.WithoutCancel(ctx), p)
 			c.handOff(leases)
 			c.slots.unreserve(n - len(leases))
 			switch {
@@ -159,7 +159,7 @@ func (c *claimer) prepare() *batchClaim {
 	if n == 0 {
 		return nil
 	}
-	p, err := c.store.claimParams(c.args, n)
+	p, err := c.store.newClaim(c.args, n)
 	if err != nil {
 		c.slots.unreserve(n)
 		return nil

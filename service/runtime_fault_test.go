@@ -54,12 +54,12 @@ type outageEngine struct {
 	reconnect  chan struct{}
 }
 
-func (o *outageEngine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+func (o *outageEngine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	if o.down.Load() {
 		o.claimFails.Add(1)
 		return engine.ClaimResult{}, engine.ErrUnavailable
 	}
-	return o.Engine.Claim(ctx, p)
+	return o.Engine.ExecutionClaim(ctx, p)
 }
 
 func (o *outageEngine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
@@ -585,9 +585,9 @@ type claimCounter struct {
 	claims atomic.Int64
 }
 
-func (c *claimCounter) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+func (c *claimCounter) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	c.claims.Add(1)
-	return c.Engine.Claim(ctx, p)
+	return c.Engine.ExecutionClaim(ctx, p)
 }
 
 // countingObserver counts commits.

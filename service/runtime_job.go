@@ -31,7 +31,7 @@ type job struct {
 
 // leaseRenewer is what a job's keeper needs from the Store.
 type leaseRenewer interface {
-	RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error)
+	renewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error)
 }
 
 var _ leaseRenewer = (*Store)(nil)
@@ -198,7 +198,7 @@ func (j *job) keep() {
 				// Bounded by the expiry: past it, the answer no longer matters.
 				ctx, cancel := context.WithTimeout(context.Background(), expires.Sub(now))
 				defer cancel()
-				until, err := k.renewer.RenewLease(ctx, RenewLeaseArgs{Lease: j.lease, TTL: k.leaseTTL, Now: now})
+				until, err := k.renewer.renewLease(ctx, RenewLeaseArgs{Lease: j.lease, TTL: k.leaseTTL, Now: now})
 				renewed <- renewal{at: now, until: until, err: err}
 			}()
 		}

@@ -59,8 +59,8 @@ type fakeRenewer struct {
 	renew func(ctx context.Context, a RenewLeaseArgs) (time.Time, error)
 }
 
-// RenewLease counts the call and answers with f.renew.
-func (f *fakeRenewer) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error) {
+// renewLease counts the call and answers with f.renew.
+func (f *fakeRenewer) renewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error) {
 	f.calls.Add(1)
 	return f.renew(ctx, a)
 }
@@ -319,8 +319,8 @@ type fakeClaimStore struct {
 	released []uuid.UUID // lease ids
 }
 
-// claimParams gives each of n leases a fresh id.
-func (f *fakeClaimStore) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
+// newClaim gives each of n leases a fresh id.
+func (f *fakeClaimStore) newClaim(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	p := engine.ClaimParams{Namespace: a.Namespace, InstanceID: a.InstanceID, LeaseIDs: make([]uuid.UUID, n)}
 	for i := range p.LeaseIDs {
 		p.LeaseIDs[i] = uuid.New()
@@ -328,8 +328,8 @@ func (f *fakeClaimStore) claimParams(a ClaimArgs, n int) (engine.ClaimParams, er
 	return p, nil
 }
 
-// claimWith counts the call and answers with f.claim.
-func (f *fakeClaimStore) claimWith(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+// executionClaim counts the call and answers with f.claim.
+func (f *fakeClaimStore) executionClaim(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
 	f.calls.Add(1)
 	return f.claim(ctx, p)
 }

@@ -423,11 +423,8 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, 
 	if claim == nil {
 		return errs, nil, time.Time{}, nil
 	}
-	if res.ClaimErr != nil {
-		return errs, nil, time.Time{}, s.fromWrite(claimError(res.ClaimErr, *claim))
-	}
-	leases, next, _ = s.claimed(res.Claim, claim.InstanceID)
-	return errs, leases, next, nil
+	leases, next, claimErr = s.claimResult(res.Claim, res.ClaimErr, *claim)
+	return errs, leases, next, claimErr
 }
 
 // endedBefore records an execution whose attempt an earlier try of this

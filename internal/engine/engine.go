@@ -42,13 +42,18 @@ type Engine interface {
 	// one, and the consistency rules the operations keep. It returns one
 	// line per problem (none: sound).
 	Check(ctx context.Context) ([]string, error)
-	// Claim moves up to len(p.LeaseIDs) of the best claimable executions for
-	// an alive worker to running under new attempts, best first, as
-	// Queries.ExecutionClaim does, and returns them only once their claim
-	// committed. A claim that finds nothing claimable writes nothing: it is
-	// a read (on PostgreSQL it takes no transaction id). A worker that is
-	// not alive is ErrNoRows.
-	Claim(ctx context.Context, p ClaimParams) (ClaimResult, error)
+	// ExecutionClaim (the claim: queries ExecutionClaim on PostgreSQL, its
+	// pieces on SQLite) moves up to len(p.LeaseIDs) of the best claimable
+	// executions for an alive worker to running under new leases, best
+	// first (none: no leases; fewer when their payloads would exceed
+	// p.Bytes()), and when it took fewer than asked reads the worker's
+	// NextRunAtMs. Scheduled executions that are due are made ready first,
+	// so that they compete (up to a thousand at a time). It returns the
+	// leases only once their claim committed. A claim that finds nothing
+	// claimable writes nothing: it is a read (on PostgreSQL it takes no
+	// transaction id). Two claims never take the same execution. A worker
+	// that is not alive is ErrNoRows.
+	ExecutionClaim(ctx context.Context, p ClaimParams) (ClaimResult, error)
 	// Settle writes finished handlers' outcomes at now, each fenced on its
 	// own lease, then (claim not nil) claims as Claim does, each engine in its
 	// cheapest way. One outcome's lost lease or error never drops, fails or

@@ -52,16 +52,6 @@ type Queries interface {
 	ExecutionInsertMany(ctx context.Context, es []Execution) error
 	// ExecutionGet reads an execution.
 	ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error)
-	// ExecutionClaim moves up to len(p.LeaseIDs) of the best claimable
-	// executions for an alive worker to running under new leases, best first
-	// (none: no leases; fewer when their payloads would exceed
-	// p.Bytes()), and when it took fewer than asked reads the
-	// worker's NextRunAtMs. Scheduled executions that are due are made ready
-	// first, so that they compete (up to a thousand at a time). A worker that
-	// is not alive is ErrNoRows. Two claims never take the same execution,
-	// on any engine. Its writes are one statement where the engine can
-	// (WriteOne).
-	ExecutionClaim(ctx context.Context, p ClaimParams) (ClaimResult, error)
 	// LeaseRenew extends the current, unexpired, unrevoked lease, or ErrNoRows.
 	LeaseRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) error
 	// LeaseComplete ends the current, unexpired, unrevoked lease and its

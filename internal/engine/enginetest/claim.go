@@ -11,21 +11,14 @@ import (
 	"github.com/rosterdb/roster/internal/engine"
 )
 
-// claimTests are the tests of claiming (Engine.Claim, Queries.ExecutionClaim)
-// and of settling outcomes with a claim (Engine.Settle).
+// claimTests are the tests of claiming (Engine.ExecutionClaim) and of
+// settling outcomes with a claim (Engine.Settle, whose claim is the same).
 func claimTests() map[string]methodTest {
 	return map[string]methodTest{
-		"Claim": func(t *testing.T, h Harness) {
-			testClaims(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) { return v.e.Claim(v.ctx, p) })
+		"ExecutionClaim": func(t *testing.T, h Harness) {
+			testClaims(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) { return v.e.ExecutionClaim(v.ctx, p) })
 			t.Run("NextRunAt", func(t *testing.T) { testClaimNextRunAt(t, h.Open(t, h.Fresh(t))) })
 			t.Run("NoExecutionTwice", func(t *testing.T) { testClaimNoExecutionTwice(t, h) })
-		},
-		"ExecutionClaim": func(t *testing.T, h Harness) {
-			testClaims(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) {
-				return tryWrite(v, func(ctx context.Context, q engine.Queries) (engine.ClaimResult, error) {
-					return q.ExecutionClaim(ctx, p)
-				})
-			})
 		},
 		"Settle": testSettle,
 	}
@@ -182,7 +175,7 @@ func testClaimNoExecutionTwice(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			for {
-				res, err := e.Claim(context.Background(), params("ns", inst, 3, 10, 100000))
+				res, err := e.ExecutionClaim(context.Background(), params("ns", inst, 3, 10, 100000))
 				if err != nil {
 					errs <- err
 					return

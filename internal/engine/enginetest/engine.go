@@ -183,11 +183,11 @@ func testClose(t *testing.T, h Harness) {
 	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error { return q.AgentInsert(ctx, agent("a")) }))
 	must(t, e.Close())
 	noop := func(ctx context.Context, q engine.Queries) error { return nil }
-	_, claimErr := e.Claim(ctx, params("ns", "i", 1, 1, 2))
+	_, claimErr := e.ExecutionClaim(ctx, params("ns", "i", 1, 1, 2))
 	_, checkErr := e.Check(ctx)
 	for what, err := range map[string]error{
 		"Read": e.Read(ctx, noop), "Snapshot": e.Snapshot(ctx, noop), "Write": e.Write(ctx, noop),
-		"WriteOne": e.WriteOne(ctx, noop), "Claim": claimErr, "Check": checkErr, "Close": e.Close(),
+		"WriteOne": e.WriteOne(ctx, noop), "ExecutionClaim": claimErr, "Check": checkErr, "Close": e.Close(),
 	} {
 		if !errors.Is(err, engine.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", what, err)

@@ -125,7 +125,7 @@ func claimParams(n int, now int64) engine.ClaimParams {
 
 func claim(t *testing.T, e engine.Engine, n int, now int64) []engine.ClaimedLease {
 	t.Helper()
-	res, err := e.Claim(context.Background(), claimParams(n, now))
+	res, err := e.ExecutionClaim(context.Background(), claimParams(n, now))
 	must(t, err)
 	return res.Leases
 }
@@ -344,17 +344,17 @@ func testClaimNextRunAt(t *testing.T, e engine.Engine) {
 		}
 		return nil
 	}))
-	res, err := e.Claim(ctx, claimParams(3, 2))
+	res, err := e.ExecutionClaim(ctx, claimParams(3, 2))
 	must(t, err)
 	if len(res.Leases) != 1 || res.NextRunAtMs != 5000 {
 		t.Fatalf("claimed %d, next %d; want 1 and 5000", len(res.Leases), res.NextRunAtMs)
 	}
-	res, err = e.Claim(ctx, claimParams(1, 3))
+	res, err = e.ExecutionClaim(ctx, claimParams(1, 3))
 	must(t, err)
 	if len(res.Leases) != 0 || res.NextRunAtMs != 5000 {
 		t.Fatalf("idle claim: %d leases, next %d", len(res.Leases), res.NextRunAtMs)
 	}
-	if _, err := e.Claim(ctx, claimParams(1, 200000)); !errors.Is(err, engine.ErrNoRows) {
+	if _, err := e.ExecutionClaim(ctx, claimParams(1, 200000)); !errors.Is(err, engine.ErrNoRows) {
 		t.Fatalf("claim by a lapsed worker: %v, want ErrNoRows", err)
 	}
 }

@@ -83,7 +83,7 @@ func params(ns, inst string, n int, now, expires int64) engine.ClaimParams {
 // expiring at expires.
 func (v *env) claimAt(ns, inst string, n int, now, expires int64) []engine.ClaimedLease {
 	v.t.Helper()
-	res, err := v.e.Claim(v.ctx, params(ns, inst, n, now, expires))
+	res, err := v.e.ExecutionClaim(v.ctx, params(ns, inst, n, now, expires))
 	if err != nil {
 		v.t.Fatal(err)
 	}

@@ -10,12 +10,12 @@ import (
 
 // Claims and leases.
 
-// ExecutionClaim is one statement: the check for due scheduled work, the
+// executionClaim is one statement: the check for due scheduled work, the
 // pick (FOR UPDATE SKIP LOCKED), the worker's liveness, the start and the
 // next RunAt. When it found due scheduled work it claimed nothing: that work
 // is made ready (ExecutionPromoteDue) and the claim runs again, so that the
 // best of all claimable work wins.
-func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	for try := 1; ; try++ {
 		r, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
 			LeaseIds: p.LeaseIDs, Namespace: p.Namespace, Now: p.NowMs, InstanceID: p.InstanceID,

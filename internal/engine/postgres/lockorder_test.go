@@ -163,7 +163,7 @@ func TestConcurrentOutcomesNeverDeadlock(t *testing.T) {
 			for range perRound / workers {
 				p.LeaseIDs = append(p.LeaseIDs, uuid.New())
 			}
-			res, err := e.Claim(ctx, p)
+			res, err := e.ExecutionClaim(ctx, p)
 			must(t, err)
 			held[i] = res.Leases
 		}

@@ -250,7 +250,7 @@ func (e *Engine) Snapshot(ctx context.Context, fn func(ctx context.Context, q en
 // without BEGIN and COMMIT: a single statement is atomic by itself. The
 // admission time and the retries are Write's.
 func (e *Engine) WriteOne(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
-	return e.write(ctx, fn, false)
+	return e.write(ctx, func(ctx context.Context, q queries) error { return fn(ctx, q) }, false)
 }
 
 // Write runs fn in a transaction of its own and returns once it committed
@@ -259,10 +259,12 @@ func (e *Engine) WriteOne(ctx context.Context, fn func(ctx context.Context, q en
 // write runs to its end even if ctx ends. A serialization failure or a
 // deadlock runs fn again, a bounded number of times.
 func (e *Engine) Write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
-	return e.write(ctx, fn, true)
+	return e.write(ctx, func(ctx context.Context, q queries) error { return fn(ctx, q) }, true)
 }
 
-func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error, inTx bool) error {
+// write is Write (inTx) or WriteOne for the engine's own code, with its
+// queries' type.
+func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q queries) error, inTx bool) error {
 	return e.onConn(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if !inTx {
 			began := time.Now()

@@ -13,18 +13,6 @@ import (
 	"github.com/rosterdb/roster/internal/engine"
 )
 
-// Claim runs the claim statement in autocommit: when nothing is claimable it
-// locks nothing, so it takes no transaction id and writes no WAL.
-func (e *Engine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
-	var res engine.ClaimResult
-	err := e.WriteOne(ctx, func(ctx context.Context, q engine.Queries) error {
-		var err error
-		res, err = q.ExecutionClaim(ctx, p)
-		return err
-	})
-	return res, err
-}
-
 // Settle sends the outcomes (the completions in one statement, each failure
 // in one) and the claim in one pipeline: one round trip, one transaction,
 // one commit. Each lease is fenced in its own statement's WHERE, so a lost
@@ -35,7 +23,7 @@ func (e *Engine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimR
 func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) engine.SettleResult {
 	if len(outcomes) == 0 && claim != nil {
 		res := engine.SettleResult{}
-		res.Claim, res.ClaimErr = e.Claim(ctx, *claim)
+		res.Claim, res.ClaimErr = e.ExecutionClaim(ctx, *claim)
 		return res
 	}
 	var res engine.SettleResult
@@ -49,7 +37,7 @@ func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 		if claim != nil && res.ClaimErr == errDue {
 			// Due scheduled work waits to be made ready: claim alone, which
 			// does that first.
-			res.Claim, res.ClaimErr = e.Claim(ctx, *claim)
+			res.Claim, res.ClaimErr = e.ExecutionClaim(ctx, *claim)
 		}
 		return res
 	case engine.Transient(err) || errors.Is(err, engine.ErrClosed) || errors.Is(err, context.Canceled):
@@ -209,14 +197,14 @@ func (e *Engine) settleApart(ctx context.Context, nowMs int64, outcomes []engine
 	if len(completes) > 0 {
 		var done []engine.LeaseRef
 		lockWorkers := e.lockWorkers(outcomes, claim)
-		err := e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
-			if err := lockWorkers(ctx, q.(queries).q); err != nil {
+		err := e.write(ctx, func(ctx context.Context, q queries) error {
+			if err := lockWorkers(ctx, q.q); err != nil {
 				return translate(err)
 			}
 			var err error
 			done, err = q.LeaseCompleteMany(ctx, refs, results, nowMs)
 			return err
-		})
+		}, true)
 		switch {
 		case err == nil:
 			written := make(map[engine.LeaseRef]bool, len(done))
@@ -249,7 +237,7 @@ func (e *Engine) settleApart(ctx context.Context, nowMs int64, outcomes []engine
 		}
 	}
 	if claim != nil {
-		res.Claim, res.ClaimErr = e.Claim(ctx, *claim)
+		res.Claim, res.ClaimErr = e.ExecutionClaim(ctx, *claim)
 	}
 	return res
 }

@@ -554,7 +554,7 @@ func TestIdleClaimWritesNothing(t *testing.T) {
 	}
 	before, commitsBefore := version(), commits.n.Load()
 	for range 100 {
-		res, err := e.Claim(ctx, engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}})
+		res, err := e.ExecutionClaim(ctx, engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}})
 		must(t, err)
 		if len(res.Leases) != 0 {
 			t.Fatal("claimed from an empty queue")

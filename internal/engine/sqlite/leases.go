@@ -10,12 +10,12 @@ import (
 
 // Claims and leases.
 
-// ExecutionClaim makes the namespace's due scheduled executions ready (up to
+// executionClaim makes the namespace's due scheduled executions ready (up to
 // promoteBatch), picks the best candidates (pick), and starts each with a
 // conditional UPDATE (state = 'waiting' in the statement that writes). The
 // single writer runs the whole claim in one transaction, so no other claim
 // can take a candidate between the pick and the start.
-func (x queries) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	if _, err := x.q.ExecutionPromoteDue(ctx, sqlitedb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs, BatchSize: promoteBatch}); err != nil {
 		return engine.ClaimResult{}, translate(err)
 	}

@@ -5,49 +5,8 @@ import (
 	"database/sql"
 	"errors"
 
-	sqlitedb "github.com/rosterdb/roster/db/sqlite"
 	"github.com/rosterdb/roster/internal/engine"
 )
-
-// Claim looks on the read pool first: a claim that finds nothing claimable
-// (nothing ready, nothing scheduled that is due) writes nothing (no BEGIN
-// IMMEDIATE, no commit). Only when there is something to claim or to make
-// ready does it queue a write, which looks again under the write lock.
-func (e *Engine) Claim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
-	if e.closed.Load() {
-		return engine.ClaimResult{}, engine.ErrClosed
-	}
-	if e.writer == nil {
-		return engine.ClaimResult{}, engine.ErrReadOnly
-	}
-	var found bool
-	var next int64
-	err := e.Read(ctx, func(ctx context.Context, q engine.Queries) error {
-		x := q.(queries)
-		due, err := x.q.ExecutionDueExists(ctx, sqlitedb.ExecutionDueExistsParams{Namespace: p.Namespace, Now: p.NowMs})
-		if err != nil || due {
-			found = due
-			return translate(err)
-		}
-		w, cands, err := x.pick(ctx, p, 1)
-		if err != nil || len(cands) > 0 {
-			found = len(cands) > 0
-			return err
-		}
-		next, err = x.nextRunAt(ctx, p.Namespace, p.InstanceID, w, p.NowMs)
-		return err
-	})
-	if err != nil || !found {
-		return engine.ClaimResult{NextRunAtMs: next}, err
-	}
-	var res engine.ClaimResult
-	err = e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
-		var err error
-		res, err = q.ExecutionClaim(ctx, p)
-		return err
-	})
-	return res, err
-}
 
 // Settle writes every outcome and the claim in one write (one commit, shared
 // with the writes queued beside it). An outcome whose lease is lost writes
@@ -109,7 +68,7 @@ func (e *Engine) settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 		var claimed engine.ClaimResult
 		itemErr, fatal := part(ctx, tx, func() error {
 			var err error
-			claimed, err = q.ExecutionClaim(ctx, *claim)
+			claimed, err = q.executionClaim(ctx, *claim)
 			return err
 		})
 		if fatal != nil {

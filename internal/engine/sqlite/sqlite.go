@@ -296,6 +296,11 @@ func retryBusy(ctx context.Context, timeout time.Duration, fn func() error) erro
 
 // Read runs fn on the read-only pool.
 func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
+	return e.readWith(ctx, func(ctx context.Context, q queries) error { return fn(ctx, q) })
+}
+
+// readWith is Read for the engine's own code, with its queries' type.
+func (e *Engine) readWith(ctx context.Context, fn func(ctx context.Context, q queries) error) error {
 	if e.closed.Load() {
 		return engine.ErrClosed
 	}
