@@ -163,7 +163,7 @@ func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) 
 		}
 		return s.createUnique(ctx, rows, until)
 	}
-	chunks := byPayloadBytes(rows)
+	chunks := s.byPayloadBytes(rows)
 	insert := func(ctx context.Context, q engine.Queries) error {
 		for _, chunk := range chunks {
 			if err := q.ExecutionInsertMany(ctx, chunk); err != nil {
@@ -191,12 +191,17 @@ func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) 
 const maxStatementPayload = 64 << 20
 
 // byPayloadBytes cuts a batch into consecutive chunks whose payloads add up
-// to at most maxStatementPayload each (a chunk holds at least one row).
-func byPayloadBytes(rows []engine.Execution) [][]engine.Execution {
+// to at most maxStatementPayload each (a chunk holds at least one row;
+// tests lower the bound).
+func (s *Store) byPayloadBytes(rows []engine.Execution) [][]engine.Execution {
+	bound := maxStatementPayload
+	if s.cfg.statementBytes > 0 {
+		bound = s.cfg.statementBytes
+	}
 	var chunks [][]engine.Execution
 	start, size := 0, 0
 	for i, row := range rows {
-		if i > start && size+len(row.Payload) > maxStatementPayload {
+		if i > start && size+len(row.Payload) > bound {
 			chunks = append(chunks, rows[start:i])
 			start, size = i, 0
 		}

@@ -23,6 +23,11 @@ func withWorkerPoll(d time.Duration) Option { return func(c *config) { c.workerP
 // withClaimBytes lowers the bound on a claim's payloads (0: the default).
 func withClaimBytes(n int64) Option { return func(c *config) { c.claimBytes = n } }
 
+// withStatementBytes lowers the bound on a create statement's payloads, so
+// that the conformance suite splits batches without moving 64 MiB through
+// every backend.
+func withStatementBytes(n int) Option { return func(c *config) { c.statementBytes = n } }
+
 // realStore is a Store on the wall clock: RunWorker's timers are real.
 func realStore(t *testing.T, b backend, opts ...Option) *Store {
 	t.Helper()

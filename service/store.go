@@ -48,22 +48,23 @@ func (d Durability) String() string {
 type Option func(*config)
 
 type config struct {
-	now           func() time.Time
-	logger        *slog.Logger
-	durability    Durability
-	readConns     int
-	queueCapacity int
-	admission     time.Duration
-	busyTimeout   time.Duration
-	migrate       bool
-	readOnly      bool
-	heartbeatLog  bool
-	migrations    fs.FS // nil: the engine's own; tests substitute theirs
-	clockSet      bool
-	localClock    func() time.Time // the local clock an engine compares with its own (tests skew it)
-	workerPoll    time.Duration    // RunWorker's poll interval (tests lengthen it)
-	claimBytes    int64            // the bound on a claim's payloads (0: the engine's 64 MiB; tests lower it)
-	observer      Observer
+	now            func() time.Time
+	logger         *slog.Logger
+	durability     Durability
+	readConns      int
+	queueCapacity  int
+	admission      time.Duration
+	busyTimeout    time.Duration
+	migrate        bool
+	readOnly       bool
+	heartbeatLog   bool
+	migrations     fs.FS // nil: the engine's own; tests substitute theirs
+	clockSet       bool
+	localClock     func() time.Time // the local clock an engine compares with its own (tests skew it)
+	workerPoll     time.Duration    // RunWorker's poll interval (tests lengthen it)
+	claimBytes     int64            // the bound on a claim's payloads (0: the engine's 64 MiB; tests lower it)
+	statementBytes int              // the bound on a create statement's payloads (0: 64 MiB; tests lower it)
+	observer       Observer
 	// Executions created with MaxAttempts 0 or RetryBackoff 0 get these
 	// (WithExecutionDefaults).
 	defaultMaxAttempts  int

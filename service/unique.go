@@ -62,7 +62,7 @@ func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until
 			return err
 		}
 		got := make([]uuid.UUID, 0, len(batch))
-		for _, chunk := range byPayloadBytes(batch) {
+		for _, chunk := range s.byPayloadBytes(batch) {
 			from := len(got)
 			part, err := q.ExecutionInsertManyUnique(ctx, chunk, batchUntil[from:from+len(chunk)])
 			if err != nil {
