@@ -72,7 +72,7 @@ func (c *claimer) run(ctx context.Context) error {
 			p, err := c.store.newClaim(c.args, n)
 			if err != nil {
 				c.slots.unreserve(n)
-				return err // only ErrClosed: the arguments were validated
+				return err // only a lease id that could not be made: RunWorker checked the arguments
 			}
 			leases, next, err := c.store.executionClaim(context.WithoutCancel(ctx), p)
 			c.handOff(leases)
