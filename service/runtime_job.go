@@ -234,7 +234,12 @@ func (j *job) keep() {
 				t.Stop()
 				return
 			default:
-				k.log.warn("roster: worker: renewing a lease failed; will retry", "execution", j.lease.ExecutionID, "err", r.err)
+				// A renewal cut by its own bound (the lease's expiry by the
+				// wall clock) is no failure of the database's: the expiry
+				// says so, at the loop's top, by the Store's clock.
+				if !errors.Is(r.err, context.DeadlineExceeded) {
+					k.log.warn("roster: worker: renewing a lease failed; will retry", "execution", j.lease.ExecutionID, "err", r.err)
+				}
 				nextRenew = k.now().Add(min(every, b.next()))
 			}
 		case <-t.C:

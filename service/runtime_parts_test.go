@@ -1,11 +1,13 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -532,6 +534,46 @@ func TestKeeperEndsAtExpiry(t *testing.T) {
 				t.Fatal("the keeper did not stop at the expiry")
 			}
 		})
+	}
+}
+
+// TestKeeperRenewalCutAtTheExpiry: a renewal that its own bound (the
+// lease's expiry) cut, answering the context's raw error as an engine does,
+// is no failure to log: the fault suite counts a raw error in a worker's log
+// as a leak ("renewing a lease failed; will retry": context deadline
+// exceeded, seen after a server restart).
+func TestKeeperRenewalCutAtTheExpiry(t *testing.T) {
+	const ttl = 150 * time.Millisecond
+	clk := newClock()
+	start := clk.Now()
+	var returned atomic.Int32
+	renewer := &fakeRenewer{renew: func(ctx context.Context, _ RenewLeaseArgs) (time.Time, error) {
+		<-ctx.Done() // the database does not answer
+		defer returned.Add(1)
+		return time.Time{}, ctx.Err()
+	}}
+	var log bytes.Buffer
+	var logMu sync.Mutex
+	k, looks := testKeeper(t, renewer, clk, ttl)
+	k.log = runLog{Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil)), limit: engine.NewLogLimiter(time.Second)}
+	j := k.newJob(partsLease(start.Add(ttl)))
+	done := make(chan struct{})
+	go func() { defer close(done); j.keep() }()
+	defer func() { j.settle(); <-done }()
+	within(t, "the keeper started", func() bool { return looks.Load() > 0 })
+	clk.Advance(ttl / 3) // a renewal is due; its bound is the rest of the lease, by the wall clock
+	within(t, "the renewal cut at its bound", func() bool { return returned.Load() > 0 })
+	time.Sleep(20 * time.Millisecond) // ten keeper ticks
+	logMu.Lock()
+	text := log.String()
+	logMu.Unlock()
+	if strings.Contains(text, "renewing a lease failed") {
+		t.Fatalf("a renewal cut at the lease's expiry was logged as a failure:\n%s", text)
+	}
+	clk.Advance(ttl) // the expiry by the Store's clock ends the handler, as always
+	within(t, "the context ended at the expiry", func() bool { return j.ctx.Err() != nil })
+	if cause := context.Cause(j.ctx); cause != errLeaseExpired {
+		t.Fatalf("cause %v, want errLeaseExpired", cause)
 	}
 }
 
