@@ -217,6 +217,12 @@ func (c *claimer) idle(ctx context.Context, signal <-chan struct{}) {
 	case <-t.C:
 		c.slots.wakeUp()
 	}
+	// When several cases were ready at once, select took one at random: a
+	// signal that lost to a kick is still a wake-up. The next round takes a
+	// fresh signal, so this one would be missed for good.
+	if isDone(signal) {
+		c.slots.wakeUp()
+	}
 }
 
 // retryWait waits d after a failed claim, cut short as soon as the database
