@@ -124,6 +124,10 @@ func configure(pcfg *pgxpool.Config, bouncer bool, cfg engine.Config, urlQuery u
 	}
 	cc.DialFunc = dialer.DialContext
 
+	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		registerUUID(conn.TypeMap())
+		return nil
+	}
 	if !bouncer {
 		// Every statement is prepared once per connection and its plan
 		// kept: they are index seeks whose best plan does not depend on the
@@ -146,6 +150,7 @@ func configure(pcfg *pgxpool.Config, bouncer bool, cfg engine.Config, urlQuery u
 	// say which PostgreSQL type roster's UUIDs are.
 	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		m := conn.TypeMap()
+		registerUUID(m)
 		m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
 		m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
 		return nil
