@@ -65,12 +65,11 @@ type Engine struct {
 
 	logs *engine.LogLimiter
 	// The listening connection (listen.go), open while someone subscribes.
-	hub          engine.Hub
-	listenMu     sync.Mutex
-	listenCancel context.CancelFunc
-	listenDone   chan struct{}
-	lingering    *time.Timer // stops the listener when nobody subscribed again
-	bouncerOnce  sync.Once   // says once that LISTEN cannot work behind PgBouncer
+	hub         engine.Hub
+	listenMu    sync.Mutex
+	listener    engine.Loop
+	lingering   *time.Timer // stops the listener when nobody subscribed again
+	bouncerOnce sync.Once   // says once that LISTEN cannot work behind PgBouncer
 }
 
 var (

@@ -48,11 +48,9 @@ type Engine struct {
 	logs       *engine.LogLimiter // a failing disk fails every commit: log it now and then
 
 	// The change check (watch.go), running while someone subscribes.
-	path      string
-	hub       engine.Hub
-	watchMu   sync.Mutex
-	watchStop chan struct{}
-	watchDone chan struct{}
+	path    string
+	hub     engine.Hub
+	watcher engine.Loop
 	// Kept across watches by the watch goroutine (one at a time).
 	watchDB   *sql.DB
 	watchStmt *sql.Stmt
