@@ -216,10 +216,7 @@ func (x queries) executionList(ctx context.Context, p engine.ExecutionListParams
 
 func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error) {
 	_, err := x.q.ExecutionCancel(ctx, pgdb.ExecutionCancelParams{Reason: reason, ID: id, Now: nowMs})
-	if err = translate(err); err == engine.ErrNoRows {
-		return false, nil
-	}
-	return err == nil, err
+	return engine.Found(translate(err))
 }
 
 func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {

@@ -224,10 +224,7 @@ func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason strin
 		return false, translate(err)
 	}
 	_, err := x.q.ExecutionCancel(ctx, sqlitedb.ExecutionCancelParams{Reason: reason, Now: nowMs, ID: id})
-	if err = translate(err); err == engine.ErrNoRows {
-		return false, nil
-	}
-	return err == nil, err
+	return engine.Found(translate(err))
 }
 
 func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
