@@ -103,3 +103,12 @@ const (
 	// UniqueOther is a uniqueness rule without a constant of its own.
 	UniqueOther Constraint = "unique"
 )
+
+// Found reports whether a statement that addresses one row found it, from
+// its translated error: ErrNoRows is false, not a failure.
+func Found(err error) (bool, error) {
+	if err == ErrNoRows {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -20,14 +20,56 @@ const MigrationsTable = "schema_migrations"
 
 // MigrationTx is one open transaction of an engine, holding the engine's
 // cross-process migration lock (SQLite: BEGIN IMMEDIATE; PostgreSQL:
-// pg_advisory_xact_lock) and a MigrationsTable that exists.
-type MigrationTx interface {
-	// Exec runs one migration file, or a statement of its own.
-	Exec(ctx context.Context, query string) error
-	// Version reads the recorded version (database.NilVersion when none).
-	Version(ctx context.Context) (version int, dirty bool, err error)
-	// SetVersion replaces the recorded version.
-	SetVersion(ctx context.Context, version int, dirty bool) error
+// pg_advisory_xact_lock) and a MigrationsTable that exists, through the
+// engine's own calls.
+type MigrationTx struct {
+	// Exec runs one migration file (no args), or a statement of its own.
+	Exec func(ctx context.Context, query string, args ...any) error
+	// Scan reads the first row of query into dest, or returns NoRows.
+	Scan   func(ctx context.Context, query string, dest ...any) error
+	NoRows error
+	// Values is the VALUES of an INSERT of (version, dirty) in the engine's
+	// placeholders.
+	Values string
+	// Commit commits the transaction.
+	Commit func() error
+}
+
+// Version reads the recorded version (database.NilVersion when none).
+func (t MigrationTx) Version(ctx context.Context) (version int, dirty bool, err error) {
+	var v int64
+	err = t.Scan(ctx, "SELECT version, dirty FROM "+MigrationsTable+" LIMIT 1", &v, &dirty)
+	if errors.Is(err, t.NoRows) {
+		return database.NilVersion, false, nil
+	}
+	return int(v), dirty, err
+}
+
+// SetVersion replaces the recorded version.
+func (t MigrationTx) SetVersion(ctx context.Context, version int, dirty bool) error {
+	if err := t.Exec(ctx, "DELETE FROM "+MigrationsTable); err != nil {
+		return err
+	}
+	if version >= 0 || (version == database.NilVersion && dirty) {
+		return t.Exec(ctx, "INSERT INTO "+MigrationsTable+" (version, dirty) VALUES "+t.Values, int64(version), dirty)
+	}
+	return nil
+}
+
+// Migrate runs fn with golang-migrate bound to tx (the migrations of fsys),
+// then commits tx when fn succeeds.
+func Migrate(ctx context.Context, tx MigrationTx, fsys fs.FS, fn func(g *Migrator) error) error {
+	g, err := NewMigrator(ctx, tx, fsys)
+	if err != nil {
+		return err
+	}
+	if err := fn(g); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("roster: migrate: commit: %w", err)
+	}
+	return nil
 }
 
 // txDriver is a golang-migrate database driver that runs on one open

@@ -82,16 +82,16 @@ func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]eng
 	var rows []pgdb.Agent
 	var err error
 	n := int32(p.Limit)
-	switch {
-	case p.VisibleIn != "":
+	switch p.Route() {
+	case engine.AgentListVisibleIn:
 		rows, err = x.q.AgentListVisibleIn(ctx, pgdb.AgentListVisibleInParams{
 			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor, MaxRows: n,
 		})
-	case p.OwnerActor != "":
+	case engine.AgentListByOwner:
 		rows, err = x.q.AgentListByOwner(ctx, pgdb.AgentListByOwnerParams{
 			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State, MaxRows: n,
 		})
-	case p.State != "":
+	case engine.AgentListByState:
 		rows, err = x.q.AgentListByState(ctx, pgdb.AgentListByStateParams{State: p.State, AfterID: p.AfterID, MaxRows: n})
 	default:
 		rows, err = x.q.AgentList(ctx, pgdb.AgentListParams{AfterID: p.AfterID, MaxRows: n})

@@ -51,10 +51,7 @@ func (x queries) ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, bat
 
 func (x queries) ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs int64, atOnce bool) (bool, error) {
 	_, err := x.q.ExecutionRetry(ctx, pgdb.ExecutionRetryParams{RunAt: runAtMs, Ready: atOnce, ID: id})
-	if err = translate(err); err == engine.ErrNoRows {
-		return false, nil
-	}
-	return err == nil, err
+	return engine.Found(translate(err))
 }
 
 func (x queries) LeaderTake(ctx context.Context, name, holder string, epoch, nowMs, expiresAtMs int64) (int64, error) {

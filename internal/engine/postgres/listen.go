@@ -58,7 +58,7 @@ func (e *Engine) startListening() {
 		e.lingering.Stop()
 		e.lingering = nil
 	}
-	if e.closed.Load() || e.listenCancel != nil {
+	if e.closed.Load() || e.listener.Running() {
 		return
 	}
 	if e.sess.bouncer {
@@ -69,13 +69,7 @@ func (e *Engine) startListening() {
 		})
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	e.listenCancel, e.listenDone = cancel, done
-	go func() {
-		defer close(done)
-		e.listen(ctx)
-	}()
+	e.listener.Start(e.closed.Load, e.listen)
 }
 
 // lingerListening stops the listener listenLinger from now unless someone
@@ -101,12 +95,7 @@ func (e *Engine) stopListening() {
 		e.lingering.Stop()
 		e.lingering = nil
 	}
-	if e.listenCancel == nil {
-		return
-	}
-	e.listenCancel()
-	<-e.listenDone
-	e.listenCancel, e.listenDone = nil, nil
+	e.listener.Stop()
 }
 
 // listen keeps one listening connection until ctx ends, opening it again

@@ -13,38 +13,6 @@ import (
 
 const migrationsTable = engine.MigrationsTable
 
-// migrationTx is an engine.MigrationTx on one transaction that holds the
-// schema's migration advisory lock until it ends.
-type migrationTx struct{ tx pgx.Tx }
-
-func (m migrationTx) Exec(ctx context.Context, query string) error {
-	// Without arguments pgx uses the simple protocol: a file may hold many
-	// statements.
-	_, err := m.tx.Exec(ctx, query)
-	return err
-}
-
-func (m migrationTx) Version(ctx context.Context) (int, bool, error) {
-	var version int64
-	var dirty bool
-	err := m.tx.QueryRow(ctx, "SELECT version, dirty FROM "+migrationsTable+" LIMIT 1").Scan(&version, &dirty)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return database.NilVersion, false, nil
-	}
-	return int(version), dirty, err
-}
-
-func (m migrationTx) SetVersion(ctx context.Context, version int, dirty bool) error {
-	if _, err := m.tx.Exec(ctx, "DELETE FROM "+migrationsTable); err != nil {
-		return err
-	}
-	if version >= 0 || (version == database.NilVersion && dirty) {
-		_, err := m.tx.Exec(ctx, "INSERT INTO "+migrationsTable+" (version, dirty) VALUES ($1, $2)", int64(version), dirty)
-		return err
-	}
-	return nil
-}
-
 // lockMigrations takes the migration lock of the current schema: many
 // processes opening one new database at once run their migrations one after
 // the other, each seeing the work of those before. A transaction-scoped lock,
@@ -79,17 +47,18 @@ func (e *Engine) withMigrator(ctx context.Context, fn func(g *engine.Migrator) e
 			return fmt.Errorf("roster: migrate: %w", translate(err))
 		}
 	}
-	g, err := engine.NewMigrator(ctx, migrationTx{tx}, e.cfg.Migrations)
-	if err != nil {
-		return err
-	}
-	if err := fn(g); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("roster: migrate: commit: %w", translate(err))
-	}
-	return nil
+	return engine.Migrate(ctx, engine.MigrationTx{
+		// Without arguments pgx uses the simple protocol: a file may hold
+		// many statements.
+		Exec: func(ctx context.Context, query string, args ...any) error {
+			_, err := tx.Exec(ctx, query, args...)
+			return err
+		},
+		Scan: func(ctx context.Context, query string, dest ...any) error {
+			return tx.QueryRow(ctx, query).Scan(dest...)
+		},
+		NoRows: pgx.ErrNoRows, Values: "($1, $2)", Commit: func() error { return translate(tx.Commit(ctx)) },
+	}, e.cfg.Migrations, fn)
 }
 
 // verifyCurrent checks, without writing anything, that the schema is exactly

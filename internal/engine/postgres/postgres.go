@@ -65,12 +65,11 @@ type Engine struct {
 
 	logs *engine.LogLimiter
 	// The listening connection (listen.go), open while someone subscribes.
-	hub          engine.Hub
-	listenMu     sync.Mutex
-	listenCancel context.CancelFunc
-	listenDone   chan struct{}
-	lingering    *time.Timer // stops the listener when nobody subscribed again
-	bouncerOnce  sync.Once   // says once that LISTEN cannot work behind PgBouncer
+	hub         engine.Hub
+	listenMu    sync.Mutex
+	listener    engine.Loop
+	lingering   *time.Timer // stops the listener when nobody subscribed again
+	bouncerOnce sync.Once   // says once that LISTEN cannot work behind PgBouncer
 }
 
 var (
@@ -215,19 +214,11 @@ func (e *Engine) Close() error {
 
 // Read runs fn with queries on the pool, bounded by the client's timeout.
 func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine.Queries) error) error {
-	if e.closed.Load() {
-		return engine.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.sess.opTimeout())
-	defer cancel()
-	err := fn(ctx, queries{e.q})
-	if err != nil && e.closed.Load() {
-		return engine.ErrClosed
-	}
-	return err
+	return engine.Guard(ctx, e.closed.Load, func() error {
+		ctx, cancel := context.WithTimeout(ctx, e.sess.opTimeout())
+		defer cancel()
+		return fn(ctx, queries{e.q})
+	})
 }
 
 // Snapshot runs fn in one REPEATABLE READ, READ ONLY transaction: every

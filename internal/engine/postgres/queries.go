@@ -96,24 +96,20 @@ func (x queries) WorkerEventAppendSwept(ctx context.Context, keys []engine.Worke
 }
 
 func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListParams) ([]engine.WorkerEvent, error) {
+	n := int32(p.Limit)
 	var rows []pgdb.WorkerEvent
 	var err error
-	switch {
-	case p.InstanceID != "":
+	switch p.Route() {
+	case engine.WorkerEventListByInstance:
 		rows, err = x.q.WorkerEventListByInstance(ctx, pgdb.WorkerEventListByInstanceParams{
-			InstanceID: p.InstanceID, Namespace: p.Namespace, AfterSeq: p.AfterSeq, MaxRows: int32(p.Limit),
+			InstanceID: p.InstanceID, Namespace: p.Namespace, AfterSeq: p.AfterSeq, MaxRows: n,
 		})
-	case p.Namespace != "":
-		rows, err = x.q.WorkerEventListByNamespace(ctx, pgdb.WorkerEventListByNamespaceParams{
-			Namespace: p.Namespace, AfterSeq: p.AfterSeq, MaxRows: int32(p.Limit),
-		})
+	case engine.WorkerEventListByNamespace:
+		rows, err = x.q.WorkerEventListByNamespace(ctx, pgdb.WorkerEventListByNamespaceParams{Namespace: p.Namespace, AfterSeq: p.AfterSeq, MaxRows: n})
 	default:
-		rows, err = x.q.WorkerEventList(ctx, pgdb.WorkerEventListParams{AfterSeq: p.AfterSeq, MaxRows: int32(p.Limit)})
+		rows, err = x.q.WorkerEventList(ctx, pgdb.WorkerEventListParams{AfterSeq: p.AfterSeq, MaxRows: n})
 	}
-	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerEvent {
-		r := rows[i]
-		return engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
-	})
+	return engine.WorkerEvents(rows, err, translate)
 }
 
 func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int) ([]engine.WorkerEvent, error) {
@@ -124,10 +120,7 @@ func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int)
 	} else {
 		rows, err = x.q.WorkerEventListLatestByNamespace(ctx, pgdb.WorkerEventListLatestByNamespaceParams{Namespace: namespace, MaxRows: int32(n)})
 	}
-	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerEvent {
-		r := rows[i]
-		return engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
-	})
+	return engine.WorkerEvents(rows, err, translate)
 }
 
 func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
@@ -184,40 +177,46 @@ func executionFromRow(r pgdb.Execution) engine.Execution {
 	}
 }
 
-// ExecutionList runs the query of its leading filter (namespace, else
-// state, else lane), each walking an index in id order (running executions:
-// the live rows of the running index, sorted); the other filters are applied
-// along the way.
+// ExecutionList runs the query of p's route (engine.ExecutionListParams.Route).
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
-	if p.Newest {
-		return x.executionListNewest(ctx, p)
-	}
+	rows, err := x.executionList(ctx, p)
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Execution { return executionFromRow(rows[i]) })
+}
+
+// executionList maps a route to its query: oldest first after p.AfterID,
+// newest first below it.
+func (x queries) executionList(ctx context.Context, p engine.ExecutionListParams) ([]pgdb.Execution, error) {
 	n := int32(p.Limit)
-	var rows []pgdb.Execution
-	var err error
-	switch {
-	case p.Namespace != "":
-		rows, err = x.q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{
+	switch p.Route() {
+	case engine.ExecutionListByNamespace:
+		return x.q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{
 			Namespace: p.Namespace, AfterID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
 		})
-	case p.State == "running":
-		rows, err = x.q.ExecutionListRunning(ctx, pgdb.ExecutionListRunningParams{AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
-	case p.State != "":
-		rows, err = x.q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
-	case p.Lane != "":
-		rows, err = x.q.ExecutionListByLane(ctx, pgdb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, MaxRows: n})
-	default:
-		rows, err = x.q.ExecutionList(ctx, pgdb.ExecutionListParams{AfterID: p.AfterID, MaxRows: n})
+	case engine.ExecutionListRunning:
+		return x.q.ExecutionListRunning(ctx, pgdb.ExecutionListRunningParams{AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
+	case engine.ExecutionListByState:
+		return x.q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
+	case engine.ExecutionListByLane:
+		return x.q.ExecutionListByLane(ctx, pgdb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, MaxRows: n})
+	case engine.ExecutionListNewest:
+		return x.q.ExecutionListNewest(ctx, pgdb.ExecutionListNewestParams{BeforeID: p.AfterID, MaxRows: n})
+	case engine.ExecutionListByNamespaceNewest:
+		return x.q.ExecutionListByNamespaceNewest(ctx, pgdb.ExecutionListByNamespaceNewestParams{
+			Namespace: p.Namespace, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
+		})
+	case engine.ExecutionListRunningNewest:
+		return x.q.ExecutionListRunningNewest(ctx, pgdb.ExecutionListRunningNewestParams{BeforeID: p.AfterID, Lane: p.Lane, MaxRows: n})
+	case engine.ExecutionListByStateNewest:
+		return x.q.ExecutionListByStateNewest(ctx, pgdb.ExecutionListByStateNewestParams{State: p.State, BeforeID: p.AfterID, Lane: p.Lane, MaxRows: n})
+	case engine.ExecutionListByLaneNewest:
+		return x.q.ExecutionListByLaneNewest(ctx, pgdb.ExecutionListByLaneNewestParams{Lane: p.Lane, BeforeID: p.AfterID, MaxRows: n})
 	}
-	return engine.Rows(len(rows), err, translate, func(i int) engine.Execution { return executionFromRow(rows[i]) })
+	return x.q.ExecutionList(ctx, pgdb.ExecutionListParams{AfterID: p.AfterID, MaxRows: n})
 }
 
 func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error) {
 	_, err := x.q.ExecutionCancel(ctx, pgdb.ExecutionCancelParams{Reason: reason, ID: id, Now: nowMs})
-	if err = translate(err); err == engine.ErrNoRows {
-		return false, nil
-	}
-	return err == nil, err
+	return engine.Found(translate(err))
 }
 
 func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
@@ -238,39 +237,7 @@ const maxPromotions = 4
 
 // Stats reads the four aggregates of Stats.
 func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error) {
-	var out engine.StatsRows
-	workers, err := x.q.StatsWorkers(ctx, atMs)
-	if err != nil {
-		return out, translate(err)
-	}
-	for _, r := range workers {
-		out.Workers = append(out.Workers, engine.NamespaceWorkers{Namespace: r.Namespace, Alive: r.Alive, Lapsed: r.Lapsed})
-	}
-	expired, err := x.q.StatsExpiredLeases(ctx, atMs)
-	if err != nil {
-		return out, translate(err)
-	}
-	for _, r := range expired {
-		out.ExpiredLeases = append(out.ExpiredLeases, engine.NamespaceCount{Namespace: r.Namespace, N: r.Expired})
-	}
-	lanes, err := x.q.StatsLanes(ctx, atMs)
-	if err != nil {
-		return out, translate(err)
-	}
-	for _, r := range lanes {
-		out.Lanes = append(out.Lanes, engine.LaneCounts{
-			Namespace: r.Namespace, Lane: r.Lane, Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, OldestReadyMs: r.OldestReadyMs,
-		})
-	}
-	agents, err := x.q.StatsAgents(ctx)
-	if err != nil {
-		return out, translate(err)
-	}
-	out.Agents = make(map[string]int64, len(agents))
-	for _, r := range agents {
-		out.Agents[r.State] = r.N
-	}
-	return out, nil
+	return engine.ReadStats(ctx, atMs, translate, x.q.StatsWorkers, x.q.StatsExpiredLeases, x.q.StatsLanes, x.q.StatsAgents)
 }
 
 // Row mapping.

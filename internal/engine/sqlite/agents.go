@@ -83,16 +83,16 @@ func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]eng
 	var rows []sqlitedb.Agent
 	var err error
 	n := int64(p.Limit)
-	switch {
-	case p.VisibleIn != "":
+	switch p.Route() {
+	case engine.AgentListVisibleIn:
 		rows, err = x.q.AgentListVisibleIn(ctx, sqlitedb.AgentListVisibleInParams{
 			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor, Limit: n,
 		})
-	case p.OwnerActor != "":
+	case engine.AgentListByOwner:
 		rows, err = x.q.AgentListByOwner(ctx, sqlitedb.AgentListByOwnerParams{
 			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State, Limit: n,
 		})
-	case p.State != "":
+	case engine.AgentListByState:
 		rows, err = x.q.AgentListByState(ctx, sqlitedb.AgentListByStateParams{State: p.State, AfterID: p.AfterID, Limit: n})
 	default:
 		rows, err = x.q.AgentList(ctx, sqlitedb.AgentListParams{AfterID: p.AfterID, Limit: n})

@@ -55,10 +55,7 @@ func (x queries) ExecutionKeyPruneBatch(ctx context.Context, beforeMs int64, bat
 
 func (x queries) ExecutionRetry(ctx context.Context, id uuid.UUID, runAtMs int64, atOnce bool) (bool, error) {
 	_, err := x.q.ExecutionRetry(ctx, sqlitedb.ExecutionRetryParams{RunAt: runAtMs, Ready: sqliteBool(atOnce), ID: id})
-	if err = translate(err); err == engine.ErrNoRows {
-		return false, nil
-	}
-	return err == nil, err
+	return engine.Found(translate(err))
 }
 
 // LeaderTake renews or takes over the lease, else creates it: the single

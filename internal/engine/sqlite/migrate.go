@@ -17,36 +17,6 @@ import (
 
 const migrationsTable = engine.MigrationsTable
 
-// migrationTx is an engine.MigrationTx on one BEGIN IMMEDIATE transaction,
-// which holds SQLite's write lock across processes until it ends.
-type migrationTx struct{ tx *sql.Tx }
-
-func (m migrationTx) Exec(ctx context.Context, query string) error {
-	_, err := m.tx.ExecContext(ctx, query)
-	return err
-}
-
-func (m migrationTx) Version(ctx context.Context) (int, bool, error) {
-	var version int
-	var dirty bool
-	err := m.tx.QueryRowContext(ctx, "SELECT version, dirty FROM "+migrationsTable+" LIMIT 1").Scan(&version, &dirty)
-	if errors.Is(err, sql.ErrNoRows) {
-		return database.NilVersion, false, nil
-	}
-	return version, dirty, err
-}
-
-func (m migrationTx) SetVersion(ctx context.Context, version int, dirty bool) error {
-	if _, err := m.tx.ExecContext(ctx, "DELETE FROM "+migrationsTable); err != nil {
-		return err
-	}
-	if version >= 0 || (version == database.NilVersion && dirty) {
-		_, err := m.tx.ExecContext(ctx, "INSERT INTO "+migrationsTable+" (version, dirty) VALUES (?, ?)", version, dirty)
-		return err
-	}
-	return nil
-}
-
 // withMigrator runs fn with golang-migrate bound to one BEGIN IMMEDIATE
 // transaction, committing when fn succeeds.
 func withMigrator(ctx context.Context, w *sql.DB, migrations fs.FS, fn func(g *engine.Migrator) error) error {
@@ -61,17 +31,18 @@ func withMigrator(ctx context.Context, w *sql.DB, migrations fs.FS, fn func(g *e
 		migrationsTable+" (version)"); err != nil {
 		return fmt.Errorf("roster: migrate: %w", err)
 	}
-	g, err := engine.NewMigrator(ctx, migrationTx{tx}, migrations)
-	if err != nil {
-		return err
-	}
-	if err := fn(g); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("roster: migrate: commit: %w", err)
-	}
-	return nil
+	// One BEGIN IMMEDIATE transaction holds SQLite's write lock across
+	// processes until it ends.
+	return engine.Migrate(ctx, engine.MigrationTx{
+		Exec: func(ctx context.Context, query string, args ...any) error {
+			_, err := tx.ExecContext(ctx, query, args...)
+			return err
+		},
+		Scan: func(ctx context.Context, query string, dest ...any) error {
+			return tx.QueryRowContext(ctx, query).Scan(dest...)
+		},
+		NoRows: sql.ErrNoRows, Values: "(?, ?)", Commit: tx.Commit,
+	}, migrations, fn)
 }
 
 // migrateSchema brings the schema up to date (or, with apply false, verifies

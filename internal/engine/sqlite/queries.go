@@ -100,24 +100,20 @@ func (x queries) WorkerEventAppendSwept(ctx context.Context, keys []engine.Worke
 }
 
 func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListParams) ([]engine.WorkerEvent, error) {
+	n := int64(p.Limit)
 	var rows []sqlitedb.WorkerEvent
 	var err error
-	switch {
-	case p.InstanceID != "":
+	switch p.Route() {
+	case engine.WorkerEventListByInstance:
 		rows, err = x.q.WorkerEventListByInstance(ctx, sqlitedb.WorkerEventListByInstanceParams{
-			InstanceID: p.InstanceID, Namespace: p.Namespace, AfterSeq: p.AfterSeq, Limit: int64(p.Limit),
+			InstanceID: p.InstanceID, Namespace: p.Namespace, AfterSeq: p.AfterSeq, Limit: n,
 		})
-	case p.Namespace != "":
-		rows, err = x.q.WorkerEventListByNamespace(ctx, sqlitedb.WorkerEventListByNamespaceParams{
-			Namespace: p.Namespace, AfterSeq: p.AfterSeq, Limit: int64(p.Limit),
-		})
+	case engine.WorkerEventListByNamespace:
+		rows, err = x.q.WorkerEventListByNamespace(ctx, sqlitedb.WorkerEventListByNamespaceParams{Namespace: p.Namespace, AfterSeq: p.AfterSeq, Limit: n})
 	default:
-		rows, err = x.q.WorkerEventList(ctx, sqlitedb.WorkerEventListParams{AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
+		rows, err = x.q.WorkerEventList(ctx, sqlitedb.WorkerEventListParams{AfterSeq: p.AfterSeq, Limit: n})
 	}
-	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerEvent {
-		r := rows[i]
-		return engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
-	})
+	return engine.WorkerEvents(rows, err, translate)
 }
 
 func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int) ([]engine.WorkerEvent, error) {
@@ -128,10 +124,7 @@ func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int)
 	} else {
 		rows, err = x.q.WorkerEventListLatestByNamespace(ctx, sqlitedb.WorkerEventListLatestByNamespaceParams{Namespace: namespace, Limit: int64(n)})
 	}
-	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerEvent {
-		r := rows[i]
-		return engine.WorkerEvent{Seq: r.Seq, Namespace: r.Namespace, InstanceID: r.InstanceID, Kind: r.Kind, AtMs: r.AtMs, Reason: r.Reason}
-	})
+	return engine.WorkerEvents(rows, err, translate)
 }
 
 func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
@@ -187,32 +180,41 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 	}, nil
 }
 
-// ExecutionList runs the query of its leading filter (namespace, else
-// state, else lane), each walking an index in id order (running executions:
-// the live rows of the running index, sorted); the other filters are applied
-// along the way.
+// ExecutionList runs the query of p's route (engine.ExecutionListParams.Route).
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
-	if p.Newest {
-		return x.executionListNewest(ctx, p)
-	}
+	rows, err := x.executionList(ctx, p)
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Execution, error) { return executionFromRow(rows[i]) })
+}
+
+// executionList maps a route to its query: oldest first after p.AfterID,
+// newest first below it.
+func (x queries) executionList(ctx context.Context, p engine.ExecutionListParams) ([]sqlitedb.Execution, error) {
 	n := int64(p.Limit)
-	var rows []sqlitedb.Execution
-	var err error
-	switch {
-	case p.Namespace != "":
-		rows, err = x.q.ExecutionListByNamespace(ctx, sqlitedb.ExecutionListByNamespaceParams{
+	switch p.Route() {
+	case engine.ExecutionListByNamespace:
+		return x.q.ExecutionListByNamespace(ctx, sqlitedb.ExecutionListByNamespaceParams{
 			Namespace: p.Namespace, AfterID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
 		})
-	case p.State == "running":
-		rows, err = x.q.ExecutionListRunning(ctx, sqlitedb.ExecutionListRunningParams{AfterID: p.AfterID, Lane: p.Lane, Limit: n})
-	case p.State != "":
-		rows, err = x.q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, Limit: n})
-	case p.Lane != "":
-		rows, err = x.q.ExecutionListByLane(ctx, sqlitedb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, Limit: n})
-	default:
-		rows, err = x.q.ExecutionList(ctx, sqlitedb.ExecutionListParams{AfterID: p.AfterID, Limit: n})
+	case engine.ExecutionListRunning:
+		return x.q.ExecutionListRunning(ctx, sqlitedb.ExecutionListRunningParams{AfterID: p.AfterID, Lane: p.Lane, Limit: n})
+	case engine.ExecutionListByState:
+		return x.q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, Limit: n})
+	case engine.ExecutionListByLane:
+		return x.q.ExecutionListByLane(ctx, sqlitedb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, Limit: n})
+	case engine.ExecutionListNewest:
+		return x.q.ExecutionListNewest(ctx, sqlitedb.ExecutionListNewestParams{BeforeID: p.AfterID, Limit: n})
+	case engine.ExecutionListByNamespaceNewest:
+		return x.q.ExecutionListByNamespaceNewest(ctx, sqlitedb.ExecutionListByNamespaceNewestParams{
+			Namespace: p.Namespace, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
+		})
+	case engine.ExecutionListRunningNewest:
+		return x.q.ExecutionListRunningNewest(ctx, sqlitedb.ExecutionListRunningNewestParams{BeforeID: p.AfterID, Lane: p.Lane, Limit: n})
+	case engine.ExecutionListByStateNewest:
+		return x.q.ExecutionListByStateNewest(ctx, sqlitedb.ExecutionListByStateNewestParams{State: p.State, BeforeID: p.AfterID, Lane: p.Lane, Limit: n})
+	case engine.ExecutionListByLaneNewest:
+		return x.q.ExecutionListByLaneNewest(ctx, sqlitedb.ExecutionListByLaneNewestParams{Lane: p.Lane, BeforeID: p.AfterID, Limit: n})
 	}
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Execution, error) { return executionFromRow(rows[i]) })
+	return x.q.ExecutionList(ctx, sqlitedb.ExecutionListParams{AfterID: p.AfterID, Limit: n})
 }
 
 // ExecutionCancel records a running execution's attempt as cancelled, then
@@ -222,10 +224,7 @@ func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason strin
 		return false, translate(err)
 	}
 	_, err := x.q.ExecutionCancel(ctx, sqlitedb.ExecutionCancelParams{Reason: reason, Now: nowMs, ID: id})
-	if err = translate(err); err == engine.ErrNoRows {
-		return false, nil
-	}
-	return err == nil, err
+	return engine.Found(translate(err))
 }
 
 func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, error) {
@@ -263,39 +262,10 @@ type ended struct {
 
 // Stats reads the four aggregates of Stats.
 func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error) {
-	var out engine.StatsRows
-	workers, err := x.q.StatsWorkers(ctx, atMs)
-	if err != nil {
-		return out, translate(err)
-	}
-	for _, r := range workers {
-		out.Workers = append(out.Workers, engine.NamespaceWorkers{Namespace: r.Namespace, Alive: r.Alive, Lapsed: r.Lapsed})
-	}
-	expired, err := x.q.StatsExpiredLeases(ctx, atMs)
-	if err != nil {
-		return out, translate(err)
-	}
-	for _, r := range expired {
-		out.ExpiredLeases = append(out.ExpiredLeases, engine.NamespaceCount{Namespace: r.Namespace, N: r.Expired})
-	}
-	lanes, err := x.q.StatsLanes(ctx, atMs)
-	if err != nil {
-		return out, translate(err)
-	}
-	for _, r := range lanes {
-		out.Lanes = append(out.Lanes, engine.LaneCounts{
-			Namespace: r.Namespace, Lane: r.Lane, Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, OldestReadyMs: r.OldestReadyMs,
-		})
-	}
-	agents, err := x.q.StatsAgents(ctx)
-	if err != nil {
-		return out, translate(err)
-	}
-	out.Agents = make(map[string]int64, len(agents))
-	for _, r := range agents {
-		out.Agents[r.State] = r.N
-	}
-	return out, nil
+	// sqlc types StatsLanes' @at as interface{} (it is only compared within
+	// expressions), hence the closure.
+	lanes := func(ctx context.Context, at int64) ([]sqlitedb.StatsLanesRow, error) { return x.q.StatsLanes(ctx, at) }
+	return engine.ReadStats(ctx, atMs, translate, x.q.StatsWorkers, x.q.StatsExpiredLeases, lanes, x.q.StatsAgents)
 }
 
 // Row mapping.

@@ -48,11 +48,9 @@ type Engine struct {
 	logs       *engine.LogLimiter // a failing disk fails every commit: log it now and then
 
 	// The change check (watch.go), running while someone subscribes.
-	path      string
-	hub       engine.Hub
-	watchMu   sync.Mutex
-	watchStop chan struct{}
-	watchDone chan struct{}
+	path    string
+	hub     engine.Hub
+	watcher engine.Loop
 	// Kept across watches by the watch goroutine (one at a time).
 	watchDB   *sql.DB
 	watchStmt *sql.Stmt
@@ -301,17 +299,7 @@ func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine
 
 // readWith is Read for the engine's own code, with its queries' type.
 func (e *Engine) readWith(ctx context.Context, fn func(ctx context.Context, q queries) error) error {
-	if e.closed.Load() {
-		return engine.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	err := fn(ctx, queries{e.rq})
-	if err != nil && e.closed.Load() {
-		return engine.ErrClosed
-	}
-	return err
+	return engine.Guard(ctx, e.closed.Load, func() error { return fn(ctx, queries{e.rq}) })
 }
 
 // Snapshot runs fn in one read transaction on the read pool: under WAL, every

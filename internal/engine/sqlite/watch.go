@@ -41,30 +41,11 @@ func (e *Engine) Subscribe(namespace string) engine.Subscription {
 // startWatching runs the change check until stopWatching (the hub calls
 // both, around each time some subscription is armed).
 func (e *Engine) startWatching() {
-	e.watchMu.Lock()
-	defer e.watchMu.Unlock()
-	if e.closed.Load() || e.watchStop != nil {
-		return
-	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	e.watchStop, e.watchDone = stop, done
-	go func() {
-		defer close(done)
-		e.watch(stop)
-	}()
+	e.watcher.Start(e.closed.Load, func(ctx context.Context) { e.watch(ctx.Done()) })
 }
 
 // stopWatching ends the change check and waits for it.
-func (e *Engine) stopWatching() {
-	e.watchMu.Lock()
-	defer e.watchMu.Unlock()
-	if e.watchStop == nil {
-		return
-	}
-	close(e.watchStop)
-	<-e.watchDone
-	e.watchStop, e.watchDone = nil, nil
-}
+func (e *Engine) stopWatching() { e.watcher.Stop() }
 
 // watch signals the hub whenever PRAGMA data_version, which changes with
 // every commit of another connection, has changed: it looks at once (a

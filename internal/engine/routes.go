@@ -1,0 +1,95 @@
+package engine
+
+// A list operation is served by one of several generated queries, each
+// walking the index of its leading filter; the others are applied along the
+// way. Which query serves a page is decided here, once for both engines:
+// each engine maps a route to its own generated query of the same name
+// (queries/ENGINE).
+
+// ExecutionRoute is the query that serves an ExecutionList page.
+type ExecutionRoute int
+
+// The routes of ExecutionList, by leading filter (namespace, else state,
+// running executions apart, else lane, else none), oldest or newest first.
+const (
+	ExecutionListAll ExecutionRoute = iota
+	ExecutionListByNamespace
+	ExecutionListRunning
+	ExecutionListByState
+	ExecutionListByLane
+	ExecutionListNewest
+	ExecutionListByNamespaceNewest
+	ExecutionListRunningNewest
+	ExecutionListByStateNewest
+	ExecutionListByLaneNewest
+)
+
+// Route is the query of p's leading filter (namespace, else state, else
+// lane), each walking an index in id order (running executions: the live rows
+// of the running index, sorted), the other way when p.Newest.
+func (p ExecutionListParams) Route() ExecutionRoute {
+	var r ExecutionRoute
+	switch {
+	case p.Namespace != "":
+		r = ExecutionListByNamespace
+	case p.State == "running":
+		r = ExecutionListRunning
+	case p.State != "":
+		r = ExecutionListByState
+	case p.Lane != "":
+		r = ExecutionListByLane
+	default:
+		r = ExecutionListAll
+	}
+	if p.Newest {
+		r += ExecutionListNewest
+	}
+	return r
+}
+
+// AgentRoute is the query that serves an AgentList page.
+type AgentRoute int
+
+// The routes of AgentList, by leading filter.
+const (
+	AgentList AgentRoute = iota
+	AgentListVisibleIn
+	AgentListByOwner
+	AgentListByState
+)
+
+// Route is the query of p's leading filter: the namespace agents are visible
+// in, else the owner, else the state.
+func (p AgentListParams) Route() AgentRoute {
+	switch {
+	case p.VisibleIn != "":
+		return AgentListVisibleIn
+	case p.OwnerActor != "":
+		return AgentListByOwner
+	case p.State != "":
+		return AgentListByState
+	}
+	return AgentList
+}
+
+// WorkerEventRoute is the query that serves a WorkerEventList page.
+type WorkerEventRoute int
+
+// The routes of WorkerEventList, by leading filter.
+const (
+	WorkerEventList WorkerEventRoute = iota
+	WorkerEventListByInstance
+	WorkerEventListByNamespace
+)
+
+// Route is the query of p's leading filter: the instance (within its
+// namespace), else the namespace.
+func (p WorkerEventListParams) Route() WorkerEventRoute {
+	switch {
+	case p.InstanceID != "":
+		return WorkerEventListByInstance
+	case p.Namespace != "":
+		return WorkerEventListByNamespace
+	}
+	return WorkerEventList
+}
