@@ -24,9 +24,10 @@ type job struct {
 	settled    chan struct{} // closed once the outcome was written or dropped
 	settleOnce sync.Once
 
-	mu      sync.Mutex
-	expires time.Time // by the Store's clock: the last renewal that succeeded
-	lost    bool      // the database said the lease is lost, or it expired: the outcome is dropped
+	mu        sync.Mutex
+	keepTimer *time.Timer // starts the keeper (see startKeeper)
+	expires   time.Time   // by the Store's clock: the last renewal that succeeded
+	lost      bool        // the database said the lease is lost, or it expired: the outcome is dropped
 }
 
 // leaseRenewer is what a job's keeper needs from the Store.
@@ -78,7 +79,7 @@ func (w *runner) launch(l Lease) bool {
 		j.cancel(context.Canceled)
 		return false
 	}
-	go j.keep()
+	j.startKeeper()
 	go w.runJob(j)
 	return true
 }
@@ -126,6 +127,11 @@ func (j *job) settle() {
 	j.settleOnce.Do(func() {
 		close(j.settled)
 		j.cancel(context.Canceled)
+		j.mu.Lock()
+		if j.keepTimer != nil {
+			j.keepTimer.Stop() // the keeper had not started: it need not
+		}
+		j.mu.Unlock()
 	})
 }
 
@@ -171,9 +177,36 @@ func (j *job) expiry() time.Time {
 // context at its time whatever the database says, or cannot say. A renewal
 // that fails for a transient reason is tried again sooner.
 func (j *job) keep() {
+	j.keepFrom(j.k.now().Add(max(j.k.leaseTTL/3, time.Millisecond)))
+}
+
+// startKeeper starts the job's keeper at its first look: until then (the
+// first renewal, the expiry or the keeper's tick, whichever comes first) it
+// has nothing to do, so a timer waits in its place, and a job that ends
+// sooner costs no goroutine of its own (at 64 handlers of short jobs, a
+// keeper's goroutine per job was as many goroutines to schedule as the
+// handlers themselves).
+func (j *job) startKeeper() {
+	k := j.k
+	now := k.now()
+	every := max(k.leaseTTL/3, time.Millisecond)
+	nextRenew := now.Add(every)
+	first := max(min(j.expiry().Sub(now), k.tick, every), 0)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.keepTimer = time.AfterFunc(first, func() {
+		select {
+		case <-k.quit:
+		default:
+			j.keepFrom(nextRenew)
+		}
+	})
+}
+
+// keepFrom is keep with the first renewal due at nextRenew.
+func (j *job) keepFrom(nextRenew time.Time) {
 	k := j.k
 	every := max(k.leaseTTL/3, time.Millisecond)
-	nextRenew := k.now().Add(every)
 	renewed := make(chan renewal, 1)
 	renewing := false
 	var b backoff

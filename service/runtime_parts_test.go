@@ -697,3 +697,52 @@ func TestClaimerIdleKeepsASignalThatLostTheRace(t *testing.T) {
 		}
 	}
 }
+
+// TestKeeperStartsAtItsFirstLook: a job settled before its keeper's first
+// look (a renewal, the expiry or the tick) never runs a keeper: no renewal,
+// not another look at the clock; a job that lives on is renewed when its
+// renewal falls due, and ended at its expiry when renewals fail.
+func TestKeeperStartsAtItsFirstLook(t *testing.T) {
+	t.Run("settled first", func(t *testing.T) {
+		clk := newClock()
+		renewer := &fakeRenewer{renew: renewOK}
+		k, looks := testKeeper(t, renewer, clk, 30*time.Second)
+		k.tick = time.Hour // the first look would be the renewal's, by the fake clock
+		j := k.newJob(partsLease(clk.Now().Add(30 * time.Second)))
+		j.startKeeper()
+		before := looks.Load()
+		j.settle()
+		clk.Advance(time.Minute)
+		time.Sleep(30 * time.Millisecond)
+		if renewer.calls.Load() != 0 || looks.Load() != before {
+			t.Fatalf("%d renewals and %d looks at the clock after the job settled; want none", renewer.calls.Load(), looks.Load()-before)
+		}
+	})
+	t.Run("renewed when due", func(t *testing.T) {
+		clk := newClock()
+		renewer := &fakeRenewer{renew: renewOK}
+		k, _ := testKeeper(t, renewer, clk, 30*time.Second)
+		j := k.newJob(partsLease(clk.Now().Add(30 * time.Second)))
+		j.startKeeper()
+		defer j.settle()
+		time.Sleep(10 * time.Millisecond) // a few ticks: nothing due yet
+		if n := renewer.calls.Load(); n != 0 {
+			t.Fatalf("%d renewals before one was due", n)
+		}
+		clk.Advance(10*time.Second + time.Millisecond) // LeaseTTL/3
+		within(t, "the renewal due at LeaseTTL/3", func() bool { return renewer.calls.Load() == 1 })
+	})
+	t.Run("ended at expiry", func(t *testing.T) {
+		clk := newClock()
+		renewer := &fakeRenewer{renew: func(context.Context, RenewLeaseArgs) (time.Time, error) { return time.Time{}, errUnavailable }}
+		k, _ := testKeeper(t, renewer, clk, 30*time.Second)
+		j := k.newJob(partsLease(clk.Now().Add(30 * time.Second)))
+		j.startKeeper()
+		defer j.settle()
+		clk.Advance(31 * time.Second)
+		within(t, "the handler's context ended", func() bool { return j.ctx.Err() != nil })
+		if !errors.Is(context.Cause(j.ctx), errLeaseExpired) || !j.isLost() {
+			t.Fatalf("cause %v, lost %v; want errLeaseExpired, lost", context.Cause(j.ctx), j.isLost())
+		}
+	})
+}
