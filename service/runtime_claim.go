@@ -65,9 +65,19 @@ func newClaimer(store claimStore, sl *slots, args ClaimArgs, now func() time.Tim
 // after that.
 func (c *claimer) run(ctx context.Context) error {
 	var b backoff
+	var prev <-chan struct{} // the signal of the round before
 	for ctx.Err() == nil {
 		c.releaseOrphans()
 		signal := c.signal() // taken before the claim: no signal is missed
+		// A signal of the round before is a wake-up whether or not a wait
+		// took it: it may have come while idle took a kick instead, during
+		// retryWait (which does not listen for it), after a claim that
+		// filled every slot, or between rounds. The channel stays the same
+		// until a signal closes it, so none falls between two rounds.
+		if prev != nil && isDone(prev) {
+			c.slots.wakeUp()
+		}
+		prev = signal
 		if n, gen := c.slots.reserve(); n > 0 {
 			p, err := c.store.newClaim(c.args, n)
 			if err != nil {
@@ -215,12 +225,6 @@ func (c *claimer) idle(ctx context.Context, signal <-chan struct{}) {
 		c.slots.wakeUp()
 	case <-c.kickCh:
 	case <-t.C:
-		c.slots.wakeUp()
-	}
-	// When several cases were ready at once, select took one at random: a
-	// signal that lost to a kick is still a wake-up. The next round takes a
-	// fresh signal, so this one would be missed for good.
-	if isDone(signal) {
 		c.slots.wakeUp()
 	}
 }

@@ -668,36 +668,6 @@ func TestHeartLapseStopsClaims(t *testing.T) {
 	}
 }
 
-// TestClaimerIdleKeepsASignalThatLostTheRace: a Store's work signal that
-// comes together with a kick (a settle freeing a slot, say) still wakes the
-// claimer for work, whichever of the two its wait took. Each round begins
-// with no work believed claimable, the signal closed and a kick pending.
-func TestClaimerIdleKeepsASignalThatLostTheRace(t *testing.T) {
-	sl := newSlots(1)
-	c := newClaimer(&fakeClaimStore{}, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, newClock().Now, partsLog())
-	c.poll, c.sub = time.Hour, quietSub{}
-	for round := range 64 {
-		_, gen := sl.reserve() // a claim that found nothing
-		sl.unreserve(1)
-		if !sl.noMoreWork(gen, time.Time{}) {
-			t.Fatal("noMoreWork kept want set with no wake-up meanwhile")
-		}
-		signal := make(chan struct{})
-		close(signal)
-		c.kick()
-		c.idle(context.Background(), signal)
-		n, _ := sl.reserve()
-		if n == 0 {
-			t.Fatalf("round %d: the signal was lost: the claimer would wait for the poll", round)
-		}
-		sl.unreserve(n)
-		select { // a kick the wait did not take
-		case <-c.kickCh:
-		default:
-		}
-	}
-}
-
 // TestKeeperStartsAtItsFirstLook: a job settled before its keeper's first
 // look (a renewal, the expiry or the tick) never runs a keeper: no renewal,
 // not another look at the clock; a job that lives on is renewed when its

@@ -61,9 +61,9 @@ func (p uuidScanPlan) Scan(src []byte, target any) error {
 // uuidTarget is a uuid.UUID that pgx's uuid codec scans into directly.
 type uuidTarget uuid.UUID
 
-// ScanUUID stores v; a NULL as the nil UUID, as uuid.UUID's own Scan does.
+// ScanUUID stores v; a NULL leaves u as it was, as uuid.UUID's own Scan
+// does.
 func (u *uuidTarget) ScanUUID(v pgtype.UUID) error {
-	*u = uuidTarget(uuid.Nil)
 	if v.Valid {
 		*u = v.Bytes
 	}
