@@ -171,15 +171,6 @@ func (j *job) expiry() time.Time {
 	return j.expires
 }
 
-// keep renews the lease at about LeaseTTL/3 until the outcome is settled.
-// Renewals run apart (a renewal the database does not answer must not hold
-// the keeper): the lease's expiry by the Store's clock ends the handler's
-// context at its time whatever the database says, or cannot say. A renewal
-// that fails for a transient reason is tried again sooner.
-func (j *job) keep() {
-	j.keepFrom(j.k.now().Add(max(j.k.leaseTTL/3, time.Millisecond)))
-}
-
 // startKeeper starts the job's keeper at its first look: until then (the
 // first renewal, the expiry or the keeper's tick, whichever comes first) it
 // has nothing to do, so a timer waits in its place, and a job that ends
@@ -189,24 +180,31 @@ func (j *job) keep() {
 func (j *job) startKeeper() {
 	k := j.k
 	now := k.now()
-	every := max(k.leaseTTL/3, time.Millisecond)
-	nextRenew := now.Add(every)
-	first := max(min(j.expiry().Sub(now), k.tick, every), 0)
+	nextRenew := now.Add(k.every())
+	first := max(min(j.expiry().Sub(now), k.tick, k.every()), 0)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.keepTimer = time.AfterFunc(first, func() {
 		select {
 		case <-k.quit:
 		default:
-			j.keepFrom(nextRenew)
+			j.keep(nextRenew)
 		}
 	})
 }
 
-// keepFrom is keep with the first renewal due at nextRenew.
-func (j *job) keepFrom(nextRenew time.Time) {
+// every is how often a keeper renews: about LeaseTTL/3.
+func (k *keeper) every() time.Duration { return max(k.leaseTTL/3, time.Millisecond) }
+
+// keep renews the lease every k.every(), the first time at nextRenew, until
+// the outcome is settled. Renewals run apart (a renewal the database does
+// not answer must not hold the keeper): the lease's expiry by the Store's
+// clock ends the handler's context at its time whatever the database says,
+// or cannot say. A renewal that fails for a transient reason is tried again
+// sooner.
+func (j *job) keep(nextRenew time.Time) {
 	k := j.k
-	every := max(k.leaseTTL/3, time.Millisecond)
+	every := k.every()
 	renewed := make(chan renewal, 1)
 	renewing := false
 	var b backoff

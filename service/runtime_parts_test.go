@@ -179,7 +179,7 @@ func TestSettlerRetriesWhileKeeperRenews(t *testing.T) {
 			renewer := &fakeRenewer{renew: renewOK}
 			k, looks := testKeeper(t, renewer, clk, ttl)
 			j := k.newJob(partsLease(clk.Now().Add(ttl)))
-			go j.keep()
+			j.startKeeper()
 			within(t, "the keeper started", func() bool { return looks.Load() > 0 })
 			sl := newSlots(1)
 			sl.reserve() // the handler's slot
@@ -498,7 +498,7 @@ func TestKeeperEndsAtExpiry(t *testing.T) {
 			k, looks := testKeeper(t, renewer, clk, ttl)
 			j := k.newJob(partsLease(start.Add(ttl)))
 			done := make(chan struct{})
-			go func() { defer close(done); j.keep() }()
+			go func() { defer close(done); j.keep(j.k.now().Add(j.k.every())) }()
 			defer func() { j.settle(); <-done }()
 			within(t, "the keeper started", func() bool { return looks.Load() > 0 })
 
@@ -558,7 +558,7 @@ func TestKeeperRenewalCutAtTheExpiry(t *testing.T) {
 	k.log = runLog{Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil)), limit: engine.NewLogLimiter(time.Second)}
 	j := k.newJob(partsLease(start.Add(ttl)))
 	done := make(chan struct{})
-	go func() { defer close(done); j.keep() }()
+	go func() { defer close(done); j.keep(j.k.now().Add(j.k.every())) }()
 	defer func() { j.settle(); <-done }()
 	within(t, "the keeper started", func() bool { return looks.Load() > 0 })
 	clk.Advance(ttl / 3) // a renewal is due; its bound is the rest of the lease, by the wall clock

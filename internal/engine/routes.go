@@ -10,7 +10,9 @@ package engine
 type ExecutionRoute int
 
 // The routes of ExecutionList, by leading filter (namespace, else state,
-// running executions apart, else lane, else none), oldest or newest first.
+// running executions apart, else lane, else none), oldest or newest first:
+// each newest-first route is its oldest-first one plus ExecutionListNewest,
+// in the same order.
 const (
 	ExecutionListAll ExecutionRoute = iota
 	ExecutionListByNamespace

@@ -125,7 +125,14 @@ func configure(pcfg *pgxpool.Config, bouncer bool, cfg engine.Config, urlQuery u
 	cc.DialFunc = dialer.DialContext
 
 	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
-		registerUUID(conn.TypeMap())
+		m := conn.TypeMap()
+		registerUUID(m)
+		if bouncer {
+			// Sent without a description, parameters are typed by their
+			// Go type: say which PostgreSQL type roster's UUIDs are.
+			m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
+			m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
+		}
 		return nil
 	}
 	if !bouncer {
@@ -145,15 +152,6 @@ func configure(pcfg *pgxpool.Config, bouncer bool, cfg engine.Config, urlQuery u
 	// transaction.
 	if !urlQuery.Has("default_query_exec_mode") {
 		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
-	}
-	// Sent without a description, parameters are typed by their Go type:
-	// say which PostgreSQL type roster's UUIDs are.
-	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
-		m := conn.TypeMap()
-		registerUUID(m)
-		m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
-		m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
-		return nil
 	}
 	var keys []string
 	for k := range params {
