@@ -122,6 +122,12 @@ func (s *Store) claimResult(res engine.ClaimResult, err error, p engine.ClaimPar
 	if len(leases) > 0 {
 		s.noteClaimed(leases)
 	}
+	if res.Held > 0 {
+		s.held.Store(true)
+		if o, ok := s.cfg.observer.(FlowObserver); ok {
+			o.ClaimHeld(p.Namespace, res.Held)
+		}
+	}
 	var next time.Time
 	if res.NextRunAtMs != 0 {
 		next = msTime(res.NextRunAtMs)

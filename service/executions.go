@@ -49,7 +49,12 @@ type CreateExecutionArgs struct {
 	// UniqueFor (0 to 30 days) keeps the key held for that long after the
 	// creation, even once the execution ended; 0: only while it is live.
 	UniqueFor time.Duration
-	Now       time.Time
+	// Group (optional, an identifier) puts the execution in a group of its
+	// lane: at equal priority the lane's groups take turns (executions
+	// without a group form one group of their own), and the lane's
+	// MaxRunningPerGroup caps each group (see LaneLimits).
+	Group string
+	Now   time.Time
 }
 
 // Execution is one unit of work.
@@ -67,6 +72,7 @@ type Execution struct {
 	RetryBackoff                        time.Duration
 	FinishedAt                          time.Time // when it became completed, failed or cancelled; zero while live
 	UniqueKey                           string    // "" when created without one
+	Group                               string    // "" when created without one
 	// The current lease while running, else the last one (zero: never
 	// claimed): its holder, when it was claimed and when it expires (or
 	// expired).
@@ -114,6 +120,9 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 	if err != nil {
 		return uuid.Nil, err
 	}
+	if err := s.touchGroups(ctx, []engine.Execution{row}); err != nil {
+		return uuid.Nil, err
+	}
 	if row.UniqueKey != "" {
 		ids, err := s.createUnique(ctx, []engine.Execution{row}, []int64{uniqueUntil(row, a.UniqueFor)})
 		if err != nil {
@@ -155,6 +164,9 @@ func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) 
 		}
 		rows[i], ids[i] = row, row.ID
 		keyed = keyed || row.UniqueKey != ""
+	}
+	if err := s.touchGroups(ctx, rows); err != nil {
+		return nil, err
 	}
 	if keyed {
 		until := make([]int64, len(as))
@@ -231,6 +243,9 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 			return engine.Execution{}, err
 		}
 	}
+	if err := validOptionalIdentifier(prefix+"Group", a.Group); err != nil {
+		return engine.Execution{}, err
+	}
 	if a.UniqueFor < 0 || a.UniqueFor > maxUniqueFor {
 		return engine.Execution{}, invalid(prefix+"UniqueFor", "%v is outside 0..30 days", a.UniqueFor)
 	}
@@ -277,6 +292,7 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 		RunAtMs:              runAt,
 		RetryBackoffMs:       backoff.Milliseconds(),
 		UniqueKey:            a.UniqueKey,
+		Group:                a.Group,
 	}, nil
 }
 
@@ -418,6 +434,7 @@ func executionFromRow(r engine.Execution) Execution {
 		RetryBackoff:         time.Duration(r.RetryBackoffMs) * time.Millisecond,
 		FinishedAt:           optionalTime(r.FinishedAtMs),
 		UniqueKey:            r.UniqueKey,
+		Group:                r.Group,
 		Holder:               r.Holder,
 		ClaimedAt:            optionalTime(r.ClaimedAtMs),
 		LeaseExpiresAt:       optionalTime(r.ExpiresAtMs),

@@ -41,6 +41,15 @@ type LabeledObserver interface {
 	FailedIn(namespace, lane string)
 }
 
+// FlowObserver is an Observer that also counts the claims that found ready
+// work a lane's cap, rate or pause held back.
+type FlowObserver interface {
+	Observer
+	// ClaimHeld counts a claim of a namespace's worker that found lanes
+	// whose ready work a cap, a rate or a pause held back.
+	ClaimHeld(namespace string, lanes int)
+}
+
 // noteClaimed tells the Observer of claimed leases.
 func (s *Store) noteClaimed(leases []Lease) {
 	o, ok := s.cfg.observer.(LabeledObserver)
@@ -54,8 +63,12 @@ func (s *Store) noteClaimed(leases []Lease) {
 }
 
 // noteEnded tells the Observer that an attempt of the namespace's lane
-// completed or failed.
+// completed or failed, and wakes this Store's claimers when a claim found
+// a lane at its cap (the end may have freed room).
 func (s *Store) noteEnded(namespace, lane string, failed bool) {
+	if s.held.Load() && s.held.Swap(false) {
+		s.work.signal()
+	}
 	o, ok := s.cfg.observer.(LabeledObserver)
 	switch {
 	case ok && failed:

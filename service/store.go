@@ -202,8 +202,12 @@ type Store struct {
 	closed atomic.Bool
 	// work is signalled whenever this Store may have made work claimable:
 	// a create, a failure or reclaim that requeues, a release, a redrive, a
-	// schedule's run.
+	// schedule's run, a change of lane limits, and an end of a run while a
+	// claim of this Store found its lane at a cap (held).
 	work notifier
+	// held says a claim found ready work that a lane's cap, rate or pause
+	// held back: the next end of a run signals work (it may free room).
+	held atomic.Bool
 }
 
 // notifier wakes every waiter once per signal: waiters take the current

@@ -52,7 +52,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions WHERE id = $1
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions WHERE id = $1
 `
 
 // ExecutionGet reads one execution by id.
@@ -84,6 +84,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.RevokedAtMs,
 		&i.FinishedAtMs,
 		&i.UniqueKey,
+		&i.GroupKey,
 	)
 	return i, err
 }
@@ -105,10 +106,10 @@ const executionInsert = `-- name: ExecutionInsert :exec
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready
+        run_at_ms, retry_backoff_ms, ready, group_key
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11
+        $9, $10, $11, $12
     )
     RETURNING namespace
 )
@@ -127,6 +128,7 @@ type ExecutionInsertParams struct {
 	RunAtMs              int64
 	RetryBackoffMs       int64
 	Ready                bool
+	GroupKey             string
 }
 
 // Executions: create, read, list, cancel, and prune finished history.
@@ -187,6 +189,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 		arg.RunAtMs,
 		arg.RetryBackoffMs,
 		arg.Ready,
+		arg.GroupKey,
 	)
 	return err
 }
@@ -198,15 +201,15 @@ WITH input AS (
            unnest($5::bytea[]) AS payload, unnest($6::text[]) AS caps,
            unnest($7::bigint[]) AS max_attempts, unnest($8::bigint[]) AS run_at_ms,
            unnest($9::bigint[]) AS retry_backoff_ms, unnest($10::boolean[]) AS ready,
-           unnest($11::bigint[]) AS created_at_ms
+           unnest($11::bigint[]) AS created_at_ms, unnest($12::text[]) AS group_key
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready
+        run_at_ms, retry_backoff_ms, ready, group_key
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
-           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key
     FROM input AS i
     RETURNING namespace
 )
@@ -225,6 +228,7 @@ type ExecutionInsertManyParams struct {
 	RetryBackoffMs []int64
 	Ready          []bool
 	CreatedAtMs    []int64
+	GroupKeys      []string
 }
 
 // ExecutionInsertMany creates many waiting executions in one statement (the
@@ -244,12 +248,13 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, arg ExecutionInsertMa
 		arg.RetryBackoffMs,
 		arg.Ready,
 		arg.CreatedAtMs,
+		arg.GroupKeys,
 	)
 	return err
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
 WHERE id > $1
 ORDER BY id
 LIMIT $2
@@ -295,6 +300,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.GroupKey,
 		); err != nil {
 			return nil, err
 		}
@@ -307,7 +313,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 }
 
 const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
 WHERE lane = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -355,6 +361,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.GroupKey,
 		); err != nil {
 			return nil, err
 		}
@@ -367,7 +374,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 }
 
 const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
 WHERE namespace = $1 AND id > $2
   AND ($3::text = '' OR lane = $3) AND ($4::text = '' OR state = $4)
 ORDER BY id
@@ -424,6 +431,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.GroupKey,
 		); err != nil {
 			return nil, err
 		}
@@ -436,7 +444,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
 WHERE state = $1 AND state <> 'running' AND id > $2
   AND ($3::text = '' OR lane = $3)
 ORDER BY id
@@ -491,6 +499,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.GroupKey,
 		); err != nil {
 			return nil, err
 		}
@@ -503,7 +512,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionListRunning = `-- name: ExecutionListRunning :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
 WHERE state = 'running' AND id > $1
   AND ($2::text = '' OR lane = $2)
 ORDER BY id
@@ -553,6 +562,7 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.GroupKey,
 		); err != nil {
 			return nil, err
 		}

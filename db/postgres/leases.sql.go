@@ -24,10 +24,17 @@ WITH w AS (
       AND s.run_at_ms <= $3::bigint
     ORDER BY s.run_at_ms
     LIMIT 1
+), flow AS (
+    SELECT 1 AS flow FROM lane_limits AS m
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND m.namespace = $2 AND m.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
+    UNION ALL
+    SELECT 1 FROM lane_groups AS g
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND g.namespace = $2 AND g.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
+    LIMIT 1
 ), one_lane AS (
     SELECT e.id, e.priority, e.run_at_ms, octet_length(e.payload) AS payload_bytes FROM executions AS e
-    WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) = 1
-      AND e.namespace = $2 AND e.lane = (SELECT w.lanes[1] FROM w)
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND NOT EXISTS (SELECT 1 FROM flow) AND (SELECT cardinality(w.lanes) FROM w) = 1
+      AND e.namespace = $2 AND e.lane = (SELECT w.lanes[1] FROM w) AND e.group_key = ''
       AND e.state = 'waiting' AND e.ready
       AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
     ORDER BY e.priority DESC, e.run_at_ms, e.id
@@ -35,7 +42,7 @@ WITH w AS (
     FOR UPDATE OF e SKIP LOCKED
 ), many_lanes AS (
     SELECT e.id, e.priority, e.run_at_ms, octet_length(e.payload) AS payload_bytes FROM executions AS e
-    WHERE NOT EXISTS (SELECT 1 FROM due) AND (SELECT cardinality(w.lanes) FROM w) > 1
+    WHERE NOT EXISTS (SELECT 1 FROM due) AND NOT EXISTS (SELECT 1 FROM flow) AND (SELECT cardinality(w.lanes) FROM w) > 1
       AND e.namespace = $2 AND e.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
       AND e.state = 'waiting' AND e.ready
       AND e.required_capabilities <@ (SELECT w.capabilities FROM w)
@@ -68,17 +75,18 @@ WITH w AS (
 SELECT
     EXISTS (SELECT 1 FROM w) AS alive,
     EXISTS (SELECT 1 FROM due) AS due,
+    EXISTS (SELECT 1 FROM flow) AS flow,
     EXISTS (SELECT 1 FROM ranked AS r WHERE r.n > 1 AND r.bytes > $1::bigint) AS bounded,
     CAST(coalesce((
         SELECT s.run_at_ms FROM executions AS s
-        WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) = 1
+        WHERE EXISTS (SELECT 1 FROM short) AND NOT EXISTS (SELECT 1 FROM flow) AND (SELECT cardinality(w.lanes) FROM w) = 1
           AND s.namespace = $2 AND s.lane = (SELECT w.lanes[1] FROM w)
           AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $3::bigint
         ORDER BY s.run_at_ms
         LIMIT 1
     ), (
         SELECT s.run_at_ms FROM executions AS s
-        WHERE EXISTS (SELECT 1 FROM short) AND (SELECT cardinality(w.lanes) FROM w) > 1
+        WHERE EXISTS (SELECT 1 FROM short) AND NOT EXISTS (SELECT 1 FROM flow) AND (SELECT cardinality(w.lanes) FROM w) > 1
           AND s.namespace = $2 AND s.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
           AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms > $3::bigint
         ORDER BY s.run_at_ms
@@ -106,6 +114,7 @@ type ExecutionClaimParams struct {
 type ExecutionClaimRow struct {
 	Alive       bool
 	Due         bool
+	Flow        bool
 	Bounded     bool
 	NextRunAtMs int64
 	Ids         []uuid.UUID
@@ -135,6 +144,8 @@ type ExecutionClaimRow struct {
 //     nothing and says due, so that the caller makes them ready
 //     (ExecutionPromoteDue) and claims again, and the best of all claimable
 //     work wins.
+//   - Else, when one of the worker's lanes has limits or groups (flow), it
+//     claims nothing and says flow: the caller claims through FlowClaim.
 //   - Else it reads the ready index of the worker's one lane (a worker of
 //     several lanes: the namespace's, lanes filtered) best first (a ready
 //     execution is claimable whatever its RunAt says by this worker's
@@ -175,6 +186,7 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 	err := row.Scan(
 		&i.Alive,
 		&i.Due,
+		&i.Flow,
 		&i.Bounded,
 		&i.NextRunAtMs,
 		&i.Ids,

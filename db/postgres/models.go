@@ -77,6 +77,7 @@ type Execution struct {
 	RevokedAtMs          pgtype.Int8
 	FinishedAtMs         pgtype.Int8
 	UniqueKey            pgtype.Text
+	GroupKey             string
 }
 
 type ExecutionKey struct {
@@ -84,6 +85,25 @@ type ExecutionKey struct {
 	UniqueKey   string
 	ExecutionID uuid.UUID
 	UntilMs     int64
+}
+
+type LaneGroup struct {
+	Namespace string
+	Lane      string
+	GroupKey  string
+	ServedSeq int64
+}
+
+type LaneLimit struct {
+	Namespace          string
+	Lane               string
+	MaxRunning         int64
+	MaxRunningPerGroup int64
+	Rate               int64
+	RatePeriodMs       int64
+	Paused             bool
+	WindowStartMs      int64
+	WindowClaims       int64
 }
 
 type Leader struct {

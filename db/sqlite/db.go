@@ -144,6 +144,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionNextRunAtOneLaneStmt, err = db.PrepareContext(ctx, executionNextRunAtOneLane); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionNextRunAtOneLane: %w", err)
 	}
+	if q.executionPickGroupStmt, err = db.PrepareContext(ctx, executionPickGroup); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionPickGroup: %w", err)
+	}
 	if q.executionPickManyLanesStmt, err = db.PrepareContext(ctx, executionPickManyLanes); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionPickManyLanes: %w", err)
 	}
@@ -161,6 +164,33 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.executionStartStmt, err = db.PrepareContext(ctx, executionStart); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionStart: %w", err)
+	}
+	if q.laneFlowExistsStmt, err = db.PrepareContext(ctx, laneFlowExists); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneFlowExists: %w", err)
+	}
+	if q.laneFlowReadStmt, err = db.PrepareContext(ctx, laneFlowRead); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneFlowRead: %w", err)
+	}
+	if q.laneGroupServeStmt, err = db.PrepareContext(ctx, laneGroupServe); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneGroupServe: %w", err)
+	}
+	if q.laneGroupTouchStmt, err = db.PrepareContext(ctx, laneGroupTouch); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneGroupTouch: %w", err)
+	}
+	if q.laneGroupsReadStmt, err = db.PrepareContext(ctx, laneGroupsRead); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneGroupsRead: %w", err)
+	}
+	if q.laneLimitsDeleteStmt, err = db.PrepareContext(ctx, laneLimitsDelete); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneLimitsDelete: %w", err)
+	}
+	if q.laneLimitsListStmt, err = db.PrepareContext(ctx, laneLimitsList); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneLimitsList: %w", err)
+	}
+	if q.laneLimitsPutStmt, err = db.PrepareContext(ctx, laneLimitsPut); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneLimitsPut: %w", err)
+	}
+	if q.laneRateCountStmt, err = db.PrepareContext(ctx, laneRateCount); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneRateCount: %w", err)
 	}
 	if q.leaderGetStmt, err = db.PrepareContext(ctx, leaderGet); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaderGet: %w", err)
@@ -272,6 +302,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.workerHeartbeatStmt, err = db.PrepareContext(ctx, workerHeartbeat); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerHeartbeat: %w", err)
+	}
+	if q.workerLanesListStmt, err = db.PrepareContext(ctx, workerLanesList); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerLanesList: %w", err)
 	}
 	if q.workerListAllStmt, err = db.PrepareContext(ctx, workerListAll); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerListAll: %w", err)
@@ -493,6 +526,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionNextRunAtOneLaneStmt: %w", cerr)
 		}
 	}
+	if q.executionPickGroupStmt != nil {
+		if cerr := q.executionPickGroupStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionPickGroupStmt: %w", cerr)
+		}
+	}
 	if q.executionPickManyLanesStmt != nil {
 		if cerr := q.executionPickManyLanesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionPickManyLanesStmt: %w", cerr)
@@ -521,6 +559,51 @@ func (q *Queries) Close() error {
 	if q.executionStartStmt != nil {
 		if cerr := q.executionStartStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionStartStmt: %w", cerr)
+		}
+	}
+	if q.laneFlowExistsStmt != nil {
+		if cerr := q.laneFlowExistsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneFlowExistsStmt: %w", cerr)
+		}
+	}
+	if q.laneFlowReadStmt != nil {
+		if cerr := q.laneFlowReadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneFlowReadStmt: %w", cerr)
+		}
+	}
+	if q.laneGroupServeStmt != nil {
+		if cerr := q.laneGroupServeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneGroupServeStmt: %w", cerr)
+		}
+	}
+	if q.laneGroupTouchStmt != nil {
+		if cerr := q.laneGroupTouchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneGroupTouchStmt: %w", cerr)
+		}
+	}
+	if q.laneGroupsReadStmt != nil {
+		if cerr := q.laneGroupsReadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneGroupsReadStmt: %w", cerr)
+		}
+	}
+	if q.laneLimitsDeleteStmt != nil {
+		if cerr := q.laneLimitsDeleteStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneLimitsDeleteStmt: %w", cerr)
+		}
+	}
+	if q.laneLimitsListStmt != nil {
+		if cerr := q.laneLimitsListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneLimitsListStmt: %w", cerr)
+		}
+	}
+	if q.laneLimitsPutStmt != nil {
+		if cerr := q.laneLimitsPutStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneLimitsPutStmt: %w", cerr)
+		}
+	}
+	if q.laneRateCountStmt != nil {
+		if cerr := q.laneRateCountStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneRateCountStmt: %w", cerr)
 		}
 	}
 	if q.leaderGetStmt != nil {
@@ -708,6 +791,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing workerHeartbeatStmt: %w", cerr)
 		}
 	}
+	if q.workerLanesListStmt != nil {
+		if cerr := q.workerLanesListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerLanesListStmt: %w", cerr)
+		}
+	}
 	if q.workerListAllStmt != nil {
 		if cerr := q.workerListAllStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing workerListAllStmt: %w", cerr)
@@ -812,12 +900,22 @@ type Queries struct {
 	executionListRunningNewestStmt       *sql.Stmt
 	executionNextRunAtManyLanesStmt      *sql.Stmt
 	executionNextRunAtOneLaneStmt        *sql.Stmt
+	executionPickGroupStmt               *sql.Stmt
 	executionPickManyLanesStmt           *sql.Stmt
 	executionPickOneLaneStmt             *sql.Stmt
 	executionPromoteDueStmt              *sql.Stmt
 	executionPruneBatchStmt              *sql.Stmt
 	executionRetryStmt                   *sql.Stmt
 	executionStartStmt                   *sql.Stmt
+	laneFlowExistsStmt                   *sql.Stmt
+	laneFlowReadStmt                     *sql.Stmt
+	laneGroupServeStmt                   *sql.Stmt
+	laneGroupTouchStmt                   *sql.Stmt
+	laneGroupsReadStmt                   *sql.Stmt
+	laneLimitsDeleteStmt                 *sql.Stmt
+	laneLimitsListStmt                   *sql.Stmt
+	laneLimitsPutStmt                    *sql.Stmt
+	laneRateCountStmt                    *sql.Stmt
 	leaderGetStmt                        *sql.Stmt
 	leaderHoldsStmt                      *sql.Stmt
 	leaderInsertStmt                     *sql.Stmt
@@ -855,6 +953,7 @@ type Queries struct {
 	workerGetAliveStmt                   *sql.Stmt
 	workerGetClaimerStmt                 *sql.Stmt
 	workerHeartbeatStmt                  *sql.Stmt
+	workerLanesListStmt                  *sql.Stmt
 	workerListAllStmt                    *sql.Stmt
 	workerListByNamespaceStmt            *sql.Stmt
 	workerRefreshStmt                    *sql.Stmt
@@ -906,12 +1005,22 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionListRunningNewestStmt:       q.executionListRunningNewestStmt,
 		executionNextRunAtManyLanesStmt:      q.executionNextRunAtManyLanesStmt,
 		executionNextRunAtOneLaneStmt:        q.executionNextRunAtOneLaneStmt,
+		executionPickGroupStmt:               q.executionPickGroupStmt,
 		executionPickManyLanesStmt:           q.executionPickManyLanesStmt,
 		executionPickOneLaneStmt:             q.executionPickOneLaneStmt,
 		executionPromoteDueStmt:              q.executionPromoteDueStmt,
 		executionPruneBatchStmt:              q.executionPruneBatchStmt,
 		executionRetryStmt:                   q.executionRetryStmt,
 		executionStartStmt:                   q.executionStartStmt,
+		laneFlowExistsStmt:                   q.laneFlowExistsStmt,
+		laneFlowReadStmt:                     q.laneFlowReadStmt,
+		laneGroupServeStmt:                   q.laneGroupServeStmt,
+		laneGroupTouchStmt:                   q.laneGroupTouchStmt,
+		laneGroupsReadStmt:                   q.laneGroupsReadStmt,
+		laneLimitsDeleteStmt:                 q.laneLimitsDeleteStmt,
+		laneLimitsListStmt:                   q.laneLimitsListStmt,
+		laneLimitsPutStmt:                    q.laneLimitsPutStmt,
+		laneRateCountStmt:                    q.laneRateCountStmt,
 		leaderGetStmt:                        q.leaderGetStmt,
 		leaderHoldsStmt:                      q.leaderHoldsStmt,
 		leaderInsertStmt:                     q.leaderInsertStmt,
@@ -949,6 +1058,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		workerGetAliveStmt:                   q.workerGetAliveStmt,
 		workerGetClaimerStmt:                 q.workerGetClaimerStmt,
 		workerHeartbeatStmt:                  q.workerHeartbeatStmt,
+		workerLanesListStmt:                  q.workerLanesListStmt,
 		workerListAllStmt:                    q.workerListAllStmt,
 		workerListByNamespaceStmt:            q.workerListByNamespaceStmt,
 		workerRefreshStmt:                    q.workerRefreshStmt,

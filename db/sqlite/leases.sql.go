@@ -214,7 +214,7 @@ func (q *Queries) ExecutionPickManyLanes(ctx context.Context, arg ExecutionPickM
 
 const executionPickOneLane = `-- name: ExecutionPickOneLane :many
 SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
-WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
+WHERE e.namespace = ?1 AND e.lane = ?2 AND e.group_key = '' AND e.state = 'waiting' AND e.ready = 1
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
       WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?3 AS TEXT)) AS c)

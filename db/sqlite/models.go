@@ -78,6 +78,7 @@ type Execution struct {
 	Payload              []byte
 	Result               []byte
 	UniqueKey            sql.NullString
+	GroupKey             string
 }
 
 type ExecutionKey struct {
@@ -85,6 +86,25 @@ type ExecutionKey struct {
 	UniqueKey   string
 	ExecutionID string
 	UntilMs     int64
+}
+
+type LaneGroup struct {
+	Namespace string
+	Lane      string
+	GroupKey  string
+	ServedSeq int64
+}
+
+type LaneLimit struct {
+	Namespace          string
+	Lane               string
+	MaxRunning         int64
+	MaxRunningPerGroup int64
+	Rate               int64
+	RatePeriodMs       int64
+	Paused             int64
+	WindowStartMs      int64
+	WindowClaims       int64
 }
 
 type Leader struct {

@@ -89,6 +89,9 @@ type ClaimResult struct {
 	// latest; now itself when the claim stopped at its bound on payload
 	// bytes with work left.
 	NextRunAtMs int64
+	// Held counts the worker's lanes whose ready work a cap, a rate or a
+	// pause held back (a settle of such a lane may free room).
+	Held int
 }
 
 // MaxClaimBytes bounds the payloads one claim returns: a claim takes fewer

@@ -209,6 +209,20 @@ type Queries interface {
 	// AgentList reads a keyset page of agents.
 	AgentList(ctx context.Context, p AgentListParams) ([]Agent, error)
 
+	// LaneLimitsPut creates or replaces a lane's limits (its rate window's
+	// count is kept) and wakes the namespace's workers.
+	LaneLimitsPut(ctx context.Context, l LaneLimits) error
+	// LaneLimitsList reads the limits of a namespace's lanes ("": every
+	// namespace), by namespace and lane.
+	LaneLimitsList(ctx context.Context, namespace string) ([]LaneLimits, error)
+	// LaneLimitsDelete removes a lane's limits (ErrNoRows: it had none) and
+	// wakes the namespace's workers.
+	LaneLimitsDelete(ctx context.Context, namespace, lane string) error
+	// LaneGroupsTouch records the groups of the executions that have one
+	// (GroupsOf), before they are inserted: from then on their lanes' groups
+	// take turns.
+	LaneGroupsTouch(ctx context.Context, es []Execution) error
+
 	// Stats reads the fleet's aggregates at a time, from live rows only
 	// (run it in a Snapshot for one consistent view).
 	Stats(ctx context.Context, atMs int64) (StatsRows, error)

@@ -53,6 +53,7 @@ type Execution struct {
 	ClaimedAtMs, ExpiresAtMs            int64
 	FinishedAtMs                        int64
 	UniqueKey                           string // "": none
+	Group                               string // "": none
 }
 
 // ReadyAtCreate tells whether a new execution is claimable at once, by

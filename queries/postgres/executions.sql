@@ -47,10 +47,10 @@
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready
+        run_at_ms, retry_backoff_ms, ready, group_key
     ) VALUES (
         @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
-        @run_at_ms, @retry_backoff_ms, @ready
+        @run_at_ms, @retry_backoff_ms, @ready, @group_key
     )
     RETURNING namespace
 )
@@ -67,15 +67,15 @@ WITH input AS (
            unnest(@payloads::bytea[]) AS payload, unnest(@capabilities::text[]) AS caps,
            unnest(@max_attempts::bigint[]) AS max_attempts, unnest(@run_at_ms::bigint[]) AS run_at_ms,
            unnest(@retry_backoff_ms::bigint[]) AS retry_backoff_ms, unnest(@ready::boolean[]) AS ready,
-           unnest(@created_at_ms::bigint[]) AS created_at_ms
+           unnest(@created_at_ms::bigint[]) AS created_at_ms, unnest(@group_keys::text[]) AS group_key
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready
+        run_at_ms, retry_backoff_ms, ready, group_key
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
-           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key
     FROM input AS i
     RETURNING namespace
 )

@@ -46,7 +46,7 @@ WHERE id IN (
 -- RunAt says by the claimer's clock (whoever made it ready found it due):
 -- work created claimable at once is so for every process.
 SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
-WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
+WHERE e.namespace = @namespace AND e.lane = @lane AND e.group_key = '' AND e.state = 'waiting' AND e.ready = 1
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
       WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/rosterdb/roster/internal/engine"
 )
@@ -18,5 +19,13 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		res, err = q.executionClaim(ctx, p)
 		return err
 	}, false)
+	if err == errFlow {
+		return e.flowClaim(ctx, p)
+	}
 	return res, err
 }
+
+// errFlow says the claim statement found that one of the worker's lanes has
+// limits or groups and claimed nothing: the claim runs as a flow claim
+// (flowClaim), in a transaction of its own.
+var errFlow = errors.New("roster: the worker's lanes have limits or groups")

@@ -120,6 +120,8 @@ func claimResult(r pgdb.ExecutionClaimRow, p engine.ClaimParams) (res engine.Cla
 		return res, false, engine.ErrNoRows
 	case r.Due:
 		return res, true, nil
+	case r.Flow:
+		return res, false, errFlow
 	}
 	res.Leases = make([]engine.ClaimedLease, len(r.Ids))
 	for i, id := range r.Ids {

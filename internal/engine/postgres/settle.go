@@ -34,9 +34,10 @@ func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 	})
 	switch {
 	case err == nil:
-		if claim != nil && res.ClaimErr == errDue {
-			// Due scheduled work waits to be made ready: claim alone, which
-			// does that first.
+		if claim != nil && (res.ClaimErr == errDue || res.ClaimErr == errFlow) {
+			// Due scheduled work waits to be made ready, or a lane's limits
+			// or groups are to be read under its lock: claim alone, which
+			// does either.
 			res.Claim, res.ClaimErr = e.ExecutionClaim(ctx, *claim)
 		}
 		return res

@@ -30,6 +30,15 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 			found = due
 			return translate(err)
 		}
+		if flow, err := x.flow(ctx, p); err != nil || flow {
+			if err != nil {
+				return err
+			}
+			// A look at what the lanes' limits allow, writing nothing.
+			res, err := engine.FlowClaim(ctx, x, p, true)
+			found, next = len(res.Leases) > 0, res.NextRunAtMs
+			return err
+		}
 		w, cands, err := x.pick(ctx, p, 1)
 		if err != nil || len(cands) > 0 {
 			found = len(cands) > 0

@@ -19,6 +19,12 @@ func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	if _, err := x.q.ExecutionPromoteDue(ctx, sqlitedb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs, BatchSize: promoteBatch}); err != nil {
 		return engine.ClaimResult{}, translate(err)
 	}
+	if flow, err := x.flow(ctx, p); err != nil || flow {
+		if err != nil {
+			return engine.ClaimResult{}, err
+		}
+		return engine.FlowClaim(ctx, x, p, false)
+	}
 	want := len(p.LeaseIDs)
 	w, cands, err := x.pick(ctx, p, want)
 	if err != nil {

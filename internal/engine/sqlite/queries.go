@@ -142,7 +142,7 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 	return translate(x.q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()),
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), GroupKey: e.Group,
 	}))
 }
 
@@ -176,7 +176,7 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
 		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
 		Holder: r.Holder.String, ClaimedAtMs: r.ClaimedAtMs.Int64, ExpiresAtMs: r.ExpiresAtMs.Int64,
-		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String,
+		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String, Group: r.GroupKey,
 	}, nil
 }
 

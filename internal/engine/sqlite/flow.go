@@ -1,0 +1,147 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	sqlitedb "github.com/rosterdb/roster/db/sqlite"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+// Flow control: lane limits and the statements of engine.FlowClaim
+// (queries/sqlite/flow.sql), run in the writer's transaction: the single
+// writer is every lane's claim lock.
+
+var _ engine.FlowQueries = queries{}
+
+func (x queries) LaneLimitsPut(ctx context.Context, l engine.LaneLimits) error {
+	return translate(x.q.LaneLimitsPut(ctx, sqlitedb.LaneLimitsPutParams{
+		Namespace: l.Namespace, Lane: l.Lane, MaxRunning: l.MaxRunning, MaxRunningPerGroup: l.MaxPerGroup,
+		Rate: l.Rate, RatePeriodMs: l.RatePeriodMs, Paused: sqliteBool(l.Paused),
+	}))
+}
+
+func (x queries) LaneLimitsList(ctx context.Context, namespace string) ([]engine.LaneLimits, error) {
+	rows, err := x.q.LaneLimitsList(ctx, namespace)
+	return engine.Rows(len(rows), err, translate, func(i int) engine.LaneLimits {
+		r := rows[i]
+		return engine.LaneLimits{
+			Namespace: r.Namespace, Lane: r.Lane, MaxRunning: r.MaxRunning, MaxPerGroup: r.MaxRunningPerGroup,
+			Rate: r.Rate, RatePeriodMs: r.RatePeriodMs, Paused: r.Paused != 0,
+		}
+	})
+}
+
+func (x queries) LaneLimitsDelete(ctx context.Context, namespace, lane string) error {
+	n, err := x.q.LaneLimitsDelete(ctx, sqlitedb.LaneLimitsDeleteParams{Namespace: namespace, Lane: lane})
+	if err == nil && n == 0 {
+		return engine.ErrNoRows
+	}
+	return translate(err)
+}
+
+func (x queries) LaneGroupsTouch(ctx context.Context, es []engine.Execution) error {
+	for _, k := range engine.GroupsOf(es) {
+		if err := x.q.LaneGroupTouch(ctx, sqlitedb.LaneGroupTouchParams{Namespace: k.Namespace, Lane: k.Lane, GroupKey: k.Group}); err != nil {
+			return translate(err)
+		}
+	}
+	return nil
+}
+
+func (x queries) FlowWorker(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.FlowWorker, error) {
+	w, err := x.q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
+	if err != nil {
+		return engine.FlowWorker{}, translate(err)
+	}
+	caps, err := parseJSONArray(w.Capabilities)
+	if err != nil {
+		return engine.FlowWorker{}, err
+	}
+	lanes, err := x.q.WorkerLanesList(ctx, sqlitedb.WorkerLanesListParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
+	return engine.FlowWorker{Lanes: lanes, Capabilities: caps}, translate(err)
+}
+
+func (x queries) FlowLanes(ctx context.Context, namespace string, lanes []string) ([]engine.FlowLane, error) {
+	out := make([]engine.FlowLane, 0, len(lanes))
+	for _, lane := range lanes {
+		r, err := x.q.LaneFlowRead(ctx, sqlitedb.LaneFlowReadParams{Namespace: namespace, Lane: lane})
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, engine.FlowLane{
+			Lane: lane, Limited: r.Limited != 0, Grouped: r.Grouped != 0, Paused: r.Paused != 0,
+			MaxRunning: r.MaxRunning, MaxPerGroup: r.MaxRunningPerGroup, Rate: r.Rate, RatePeriodMs: r.RatePeriodMs,
+			WindowStartMs: r.WindowStartMs, WindowCount: r.WindowClaims, Running: r.Running,
+		})
+	}
+	return out, nil
+}
+
+// LaneLock takes nothing: the writer's transaction excludes every other
+// claim.
+func (x queries) LaneLock(context.Context, string, []string) error { return nil }
+
+func (x queries) FlowGroups(ctx context.Context, namespace, lane string, countRunning bool) ([]engine.FlowGroup, error) {
+	rows, err := x.q.LaneGroupsRead(ctx, sqlitedb.LaneGroupsReadParams{CountRunning: sqliteBool(countRunning), Namespace: namespace, Lane: lane})
+	return engine.Rows(len(rows), err, translate, func(i int) engine.FlowGroup {
+		return engine.FlowGroup{Group: rows[i].GroupKey, ServedSeq: rows[i].ServedSeq, Running: rows[i].Running}
+	})
+}
+
+func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilities, groups []string, limits []int64) ([]engine.FlowCandidate, error) {
+	caps := jsonArray(capabilities)
+	var out []engine.FlowCandidate
+	for i, g := range groups {
+		rows, err := x.q.ExecutionPickGroup(ctx, sqlitedb.ExecutionPickGroupParams{
+			Namespace: namespace, Lane: lane, GroupKey: g, Capabilities: caps, Limit: limits[i],
+		})
+		if err != nil {
+			return nil, translate(err)
+		}
+		for _, r := range rows {
+			out = append(out, engine.FlowCandidate{ID: r.ID, Lane: lane, Group: g, Priority: r.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes})
+		}
+	}
+	return out, nil
+}
+
+func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid.UUID) ([]engine.ClaimedLease, error) {
+	var leases []engine.ClaimedLease
+	for i, id := range ids {
+		leaseID := p.LeaseIDs[i]
+		started, err := x.q.ExecutionStart(ctx, sqlitedb.ExecutionStartParams{
+			LeaseID: leaseID.String(), Holder: p.InstanceID, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs, ID: id,
+		})
+		if err != nil {
+			if err = translate(err); err == engine.ErrNoRows {
+				continue // no longer waiting
+			}
+			return nil, err
+		}
+		leases = append(leases, engine.ClaimedLease{
+			ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
+			Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
+		})
+	}
+	return leases, nil
+}
+
+func (x queries) FlowServe(ctx context.Context, namespace, lane string, groups []string, seqs []int64) error {
+	for i, g := range groups {
+		if err := x.q.LaneGroupServe(ctx, sqlitedb.LaneGroupServeParams{Namespace: namespace, Lane: lane, GroupKey: g, ServedSeq: seqs[i]}); err != nil {
+			return translate(err)
+		}
+	}
+	return nil
+}
+
+func (x queries) FlowCount(ctx context.Context, namespace, lane string, windowStartMs, claims int64) error {
+	return translate(x.q.LaneRateCount(ctx, sqlitedb.LaneRateCountParams{WindowStartMs: windowStartMs, Claims: claims, Namespace: namespace, Lane: lane}))
+}
+
+// flow tells whether one of the worker's lanes has limits or groups.
+func (x queries) flow(ctx context.Context, p engine.ClaimParams) (bool, error) {
+	flow, err := x.q.LaneFlowExists(ctx, sqlitedb.LaneFlowExistsParams{Namespace: p.Namespace, InstanceID: p.InstanceID})
+	return flow, translate(err)
+}
