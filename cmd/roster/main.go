@@ -506,4 +506,5 @@ func init() {
 		commands[name] = cmd
 	}
 	registerFleet()
+	registerLanes()
 }

@@ -224,7 +224,6 @@ SELECT g.group_key, g.served_seq,
        ) ELSE 0 END AS bigint) AS running
 FROM lane_groups AS g
 WHERE g.namespace = $2 AND g.lane = $3
-ORDER BY g.served_seq, g.group_key
 `
 
 type LaneGroupsReadParams struct {
@@ -239,8 +238,7 @@ type LaneGroupsReadRow struct {
 	Running   int64
 }
 
-// LaneGroupsRead reads a lane's groups, the least recently served first,
-// with how many of each group's executions run (counted only when
+// LaneGroupsRead reads a lane's groups, with when each was last served and how many of each group's executions run (counted only when
 // @count_running).
 func (q *Queries) LaneGroupsRead(ctx context.Context, arg LaneGroupsReadParams) ([]LaneGroupsReadRow, error) {
 	rows, err := q.db.Query(ctx, laneGroupsRead, arg.CountRunning, arg.Namespace, arg.Lane)
@@ -301,7 +299,7 @@ type LaneGroupsTouchParams struct {
 }
 
 // LaneGroupsTouch records the groups executions are created in (with the
-// group ” of their lane, for executions without one): from then on the
+// empty group of their lane, for executions without one): from then on the
 // lane's groups take turns.
 func (q *Queries) LaneGroupsTouch(ctx context.Context, arg LaneGroupsTouchParams) error {
 	_, err := q.db.Exec(ctx, laneGroupsTouch, arg.Namespaces, arg.Lanes, arg.GroupKeys)
@@ -347,7 +345,7 @@ type LaneLimitsListRow struct {
 	Paused             bool
 }
 
-// LaneLimitsList reads the limits of a namespace's lanes (” : every
+// LaneLimitsList reads the limits of a namespace's lanes (empty: every
 // namespace), by namespace and lane.
 func (q *Queries) LaneLimitsList(ctx context.Context, namespace string) ([]LaneLimitsListRow, error) {
 	rows, err := q.db.Query(ctx, laneLimitsList, namespace)

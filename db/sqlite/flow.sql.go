@@ -204,7 +204,6 @@ SELECT g.group_key, g.served_seq,
        ) ELSE 0 END AS INTEGER) AS running
 FROM lane_groups AS g
 WHERE g.namespace = ?2 AND g.lane = ?3
-ORDER BY g.served_seq, g.group_key
 `
 
 type LaneGroupsReadParams struct {
@@ -219,8 +218,7 @@ type LaneGroupsReadRow struct {
 	Running   int64
 }
 
-// LaneGroupsRead reads a lane's groups, the least recently served first,
-// with how many of each group's executions run (counted only when
+// LaneGroupsRead reads a lane's groups, with when each was last served and how many of each group's executions run (counted only when
 // @count_running).
 func (q *Queries) LaneGroupsRead(ctx context.Context, arg LaneGroupsReadParams) ([]LaneGroupsReadRow, error) {
 	rows, err := q.query(ctx, q.laneGroupsReadStmt, laneGroupsRead, arg.CountRunning, arg.Namespace, arg.Lane)
@@ -280,7 +278,7 @@ type LaneLimitsListRow struct {
 	Paused             int64
 }
 
-// LaneLimitsList reads the limits of a namespace's lanes (” : every
+// LaneLimitsList reads the limits of a namespace's lanes (empty: every
 // namespace), by namespace and lane.
 func (q *Queries) LaneLimitsList(ctx context.Context, namespace string) ([]LaneLimitsListRow, error) {
 	rows, err := q.query(ctx, q.laneLimitsListStmt, laneLimitsList, namespace)

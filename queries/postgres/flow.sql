@@ -91,8 +91,7 @@ LEFT JOIN lane_limits AS m ON m.namespace = @namespace AND m.lane = l.lane
 ORDER BY l.lane;
 
 -- name: LaneGroupsRead :many
--- LaneGroupsRead reads a lane's groups, the least recently served first,
--- with how many of each group's executions run (counted only when
+-- LaneGroupsRead reads a lane's groups, with when each was last served and how many of each group's executions run (counted only when
 -- @count_running).
 SELECT g.group_key, g.served_seq,
        CAST(CASE WHEN @count_running::boolean THEN (
@@ -100,8 +99,7 @@ SELECT g.group_key, g.served_seq,
            WHERE r.namespace = g.namespace AND r.lane = g.lane AND r.group_key = g.group_key AND r.state = 'running'
        ) ELSE 0 END AS bigint) AS running
 FROM lane_groups AS g
-WHERE g.namespace = @namespace AND g.lane = @lane
-ORDER BY g.served_seq, g.group_key;
+WHERE g.namespace = @namespace AND g.lane = @lane;
 
 -- name: ExecutionPickGroups :many
 -- ExecutionPickGroups finds, for each group given, up to its limit of the

@@ -63,8 +63,7 @@ FROM (SELECT 1) AS one
 LEFT JOIN lane_limits AS m ON m.namespace = CAST(@namespace AS TEXT) AND m.lane = CAST(@lane AS TEXT);
 
 -- name: LaneGroupsRead :many
--- LaneGroupsRead reads a lane's groups, the least recently served first,
--- with how many of each group's executions run (counted only when
+-- LaneGroupsRead reads a lane's groups, with when each was last served and how many of each group's executions run (counted only when
 -- @count_running).
 SELECT g.group_key, g.served_seq,
        CAST(CASE WHEN CAST(@count_running AS INTEGER) THEN (
@@ -72,8 +71,7 @@ SELECT g.group_key, g.served_seq,
            WHERE r.namespace = g.namespace AND r.lane = g.lane AND r.group_key = g.group_key AND r.state = 'running'
        ) ELSE 0 END AS INTEGER) AS running
 FROM lane_groups AS g
-WHERE g.namespace = @namespace AND g.lane = @lane
-ORDER BY g.served_seq, g.group_key;
+WHERE g.namespace = @namespace AND g.lane = @lane;
 
 -- name: ExecutionPickGroup :many
 -- ExecutionPickGroup finds up to @limit of a group's best ready executions

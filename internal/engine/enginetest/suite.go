@@ -21,7 +21,7 @@ type methodTest func(t *testing.T, h Harness)
 func methodTests() map[string]methodTest {
 	all := map[string]methodTest{}
 	for _, domain := range []map[string]methodTest{
-		workerTests(), executionTests(), leaseTests(), claimTests(), fleetTests(), agentTests(), statsTests(), engineTests(),
+		workerTests(), executionTests(), leaseTests(), claimTests(), fleetTests(), flowTests(), agentTests(), statsTests(), engineTests(),
 	} {
 		for name, test := range domain {
 			if _, dup := all[name]; dup {

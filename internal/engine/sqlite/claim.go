@@ -24,6 +24,7 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	}
 	var found bool
 	var next int64
+	held := 0
 	err := e.readWith(ctx, func(ctx context.Context, x queries) error {
 		due, err := x.q.ExecutionDueExists(ctx, sqlitedb.ExecutionDueExistsParams{Namespace: p.Namespace, Now: p.NowMs})
 		if err != nil || due {
@@ -36,7 +37,7 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 			}
 			// A look at what the lanes' limits allow, writing nothing.
 			res, err := engine.FlowClaim(ctx, x, p, true)
-			found, next = len(res.Leases) > 0, res.NextRunAtMs
+			found, next, held = len(res.Leases) > 0, res.NextRunAtMs, res.Held
 			return err
 		}
 		w, cands, err := x.pick(ctx, p, 1)
@@ -48,7 +49,7 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		return err
 	})
 	if err != nil || !found {
-		return engine.ClaimResult{NextRunAtMs: next}, err
+		return engine.ClaimResult{NextRunAtMs: next, Held: held}, err
 	}
 	var res engine.ClaimResult
 	err = e.write(ctx, func(ctx context.Context, _ *sql.Tx, q queries) error {
