@@ -40,10 +40,12 @@ type Collector struct {
 	leasesLost, reclaims, swept, overloads prometheus.Counter
 	leaderChanges, scheduleRuns            prometheus.Counter
 	scrapeErrors                           prometheus.Counter
+	claimsHeld                             *prometheus.CounterVec // by namespace
 	writeWait, commit                      prometheus.Histogram
 	groupSize                              prometheus.Histogram
 
 	workers, expired, executions, oldestReady, agents, leader *prometheus.Desc
+	laneLimit, lanePaused                                     *prometheus.Desc
 
 	mu         sync.Mutex
 	namespaces map[string]bool    // every namespace reported so far
@@ -54,6 +56,7 @@ var (
 	_ prometheus.Collector    = (*Collector)(nil)
 	_ service.FleetObserver   = (*Collector)(nil)
 	_ service.LabeledObserver = (*Collector)(nil)
+	_ service.FlowObserver    = (*Collector)(nil)
 )
 
 // New returns a Collector. Pass it to service.Open with service.WithObserver,
@@ -84,8 +87,11 @@ func New() *Collector {
 			"Times this process's RunSweeper took the maintenance leadership under a new epoch, or lost it."),
 		scheduleRuns: counter("schedule_runs_total", "Executions created by schedules (by this process's maintenance)."),
 		scrapeErrors: counter("stats_errors_total", "Scrapes whose Stats read failed."),
-		writeWait:    latency("write_queue_wait_seconds", "How long a write waited for the writer (SQLite) or a pooled connection (PostgreSQL)."),
-		commit:       latency("commit_seconds", "How long a commit took."),
+		claimsHeld: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "roster", Name: "claims_held_total",
+			Help: "Lanes whose ready work a cap, a rate or a pause held back from a claim of this process, counted per claim."},
+			[]string{"namespace"}),
+		writeWait: latency("write_queue_wait_seconds", "How long a write waited for the writer (SQLite) or a pooled connection (PostgreSQL)."),
+		commit:    latency("commit_seconds", "How long a commit took."),
 		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "roster", Name: "commit_writes", Help: "Writes sharing one commit (group commit).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
@@ -99,6 +105,10 @@ func New() *Collector {
 		oldestReady: prometheus.NewDesc("roster_oldest_ready_age_seconds", "Age of the oldest ready execution's RunAt.",
 			[]string{"namespace", "lane"}, nil),
 		agents: prometheus.NewDesc("roster_agents", "Agents per state.", []string{"state"}, nil),
+		laneLimit: prometheus.NewDesc("roster_lane_limit", "A live lane's flow-control limit (absent: none): max_running, max_running_per_group, or rate (claims per rate_period_seconds).",
+			[]string{"namespace", "lane", "limit"}, nil),
+		lanePaused: prometheus.NewDesc("roster_lane_paused", "1 when a live lane with limits is paused, else 0.",
+			[]string{"namespace", "lane"}, nil),
 		leader: prometheus.NewDesc("roster_leader_lease_seconds",
 			"Seconds left on the maintenance leader's lease, labelled with the leader's instance (absent: no leader).",
 			[]string{"instance"}, nil),
@@ -113,7 +123,7 @@ func (c *Collector) Watch(s *service.Store) { c.store.Store(s) }
 
 func (c *Collector) metrics() []prometheus.Collector {
 	return []prometheus.Collector{c.claims, c.completions, c.failures, c.leasesLost, c.reclaims, c.swept,
-		c.overloads, c.leaderChanges, c.scheduleRuns, c.scrapeErrors, c.writeWait, c.commit, c.groupSize}
+		c.overloads, c.leaderChanges, c.scheduleRuns, c.scrapeErrors, c.claimsHeld, c.writeWait, c.commit, c.groupSize}
 }
 
 // Describe sends the descriptions of every metric.
@@ -121,7 +131,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.metrics() {
 		m.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{c.workers, c.expired, c.executions, c.oldestReady, c.agents, c.leader} {
+	for _, d := range []*prometheus.Desc{c.workers, c.expired, c.executions, c.oldestReady, c.agents, c.leader, c.laneLimit, c.lanePaused} {
 		ch <- d
 	}
 }
@@ -165,6 +175,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				age = max(st.At.Sub(l.OldestReadyRunAt).Seconds(), 0)
 			}
 			gauge(c.oldestReady, age, ns.Namespace, l.Lane)
+			if lim := l.Limits; lim != nil {
+				for _, v := range []struct {
+					name string
+					n    float64
+				}{{"max_running", float64(lim.MaxRunning)}, {"max_running_per_group", float64(lim.MaxRunningPerGroup)},
+					{"rate", float64(lim.Rate)}, {"rate_period_seconds", lim.RatePeriod.Seconds()}} {
+					if v.n > 0 {
+						gauge(c.laneLimit, v.n, ns.Namespace, l.Lane, v.name)
+					}
+				}
+				paused := 0.0
+				if lim.Paused {
+					paused = 1
+				}
+				gauge(c.lanePaused, paused, ns.Namespace, l.Lane)
+			}
 		}
 	}
 	// What was reported once and is empty now reads 0.
@@ -202,6 +228,12 @@ func (c *Collector) Completed() { c.CompletedIn("", "") }
 // Failed counts a failed attempt of no known lane (the Store calls FailedIn
 // instead).
 func (c *Collector) Failed() { c.FailedIn("", "") }
+
+// ClaimHeld counts a claim that found lanes whose ready work a cap, a rate
+// or a pause held back.
+func (c *Collector) ClaimHeld(namespace string, lanes int) {
+	c.claimsHeld.WithLabelValues(namespace).Add(float64(lanes))
+}
 
 // ClaimedIn counts executions claimed in a namespace's lane.
 func (c *Collector) ClaimedIn(namespace, lane string, n int) {

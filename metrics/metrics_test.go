@@ -211,3 +211,40 @@ roster_leader_lease_seconds{instance="me"} 150
 		t.Fatalf("leader changes after a resign %v", got)
 	}
 }
+
+// A lane's limits and pause are gauges, and a claim a cap held back counts.
+func TestCollectorLaneLimits(t *testing.T) {
+	ctx := context.Background()
+	c := New()
+	s, err := service.Open(ctx, ":memory:", service.WithObserver(c), service.WithClock(func() time.Time { return t0 }))
+	must(t, err)
+	defer s.Close()
+	c.Watch(s)
+	_, err = s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"l"}, TTL: time.Hour, Now: t0})
+	must(t, err)
+	for range 2 {
+		_, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l", Now: t0})
+		must(t, err)
+	}
+	must(t, s.PutLaneLimits(ctx, service.LaneLimits{Namespace: "ns", Lane: "l", MaxRunning: 1, Rate: 10, RatePeriod: time.Minute}))
+	if _, err := s.ClaimExecutions(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: t0}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute, Now: t0}); err == nil {
+		t.Fatal("a claim passed the cap")
+	}
+	expected := `
+# HELP roster_lane_limit A live lane's flow-control limit (absent: none): max_running, max_running_per_group, or rate (claims per rate_period_seconds).
+# TYPE roster_lane_limit gauge
+roster_lane_limit{lane="l",limit="max_running",namespace="ns"} 1
+roster_lane_limit{lane="l",limit="rate",namespace="ns"} 10
+roster_lane_limit{lane="l",limit="rate_period_seconds",namespace="ns"} 60
+# HELP roster_lane_paused 1 when a live lane with limits is paused, else 0.
+# TYPE roster_lane_paused gauge
+roster_lane_paused{lane="l",namespace="ns"} 0
+# HELP roster_claims_held_total Lanes whose ready work a cap, a rate or a pause held back from a claim of this process, counted per claim.
+# TYPE roster_claims_held_total counter
+roster_claims_held_total{namespace="ns"} 1
+`
+	must(t, testutil.CollectAndCompare(c, strings.NewReader(expected), "roster_lane_limit", "roster_lane_paused", "roster_claims_held_total"))
+}

@@ -402,3 +402,49 @@ func TestLaneCapConcurrent(t *testing.T) {
 		t.Logf("at most %d ran at once in the lane, %d in a group", maxRunning, maxGroup)
 	})
 }
+
+// Stats shows each live lane's limits, nil for a lane without.
+func TestStatsShowsLaneLimits(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		create(t, s, CreateExecutionArgs{})
+		create(t, s, CreateExecutionArgs{})
+		create(t, s, CreateExecutionArgs{Lane: "free"})
+		putLimits(t, s, LaneLimits{MaxRunning: 1, Paused: false})
+		putLimits(t, s, LaneLimits{Lane: "idle", Paused: true}) // nothing live: left out
+		claim(t, s, "i", t0)
+		st, err := s.Stats(ctx, t0)
+		must(t, err)
+		want := []LaneStats{
+			{Lane: "default", Ready: 1, Running: 1, OldestReadyRunAt: t0, Limits: &LaneLimits{Namespace: "ns", Lane: "default", MaxRunning: 1}},
+			{Lane: "free", Ready: 1, OldestReadyRunAt: t0},
+		}
+		if len(st.Namespaces) != 1 || !reflect.DeepEqual(st.Namespaces[0].Lanes, want) {
+			t.Fatalf("Stats lanes = %+v, want %+v", st.Namespaces, want)
+		}
+	})
+}
+
+// Scheduled work of a lane with limits or groups becomes claimable when
+// due, claim after claim (a worker's claims after its first flow claim start
+// as flow claims).
+func TestLaneScheduledWork(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "i", []string{"default"}, nil)
+		putLimits(t, s, LaneLimits{MaxRunning: 10})
+		first := create(t, s, CreateExecutionArgs{RunAt: t0.Add(10 * time.Second), Group: "g"})
+		second := create(t, s, CreateExecutionArgs{RunAt: t0.Add(20 * time.Second)})
+		wantErr(t, claimErr(s, t0), ErrNoWork)
+		wantErr(t, claimErr(s, t0.Add(9*time.Second)), ErrNoWork)
+		if l := claim(t, s, "i", t0.Add(10*time.Second)); l.ExecutionID != first {
+			t.Fatal("the first scheduled execution was not claimed when due")
+		}
+		wantErr(t, claimErr(s, t0.Add(19*time.Second)), ErrNoWork)
+		if l := claim(t, s, "i", t0.Add(20*time.Second)); l.ExecutionID != second {
+			t.Fatal("the second scheduled execution was not claimed when due")
+		}
+	})
+}

@@ -33,6 +33,9 @@ type LaneStats struct {
 	Lane                      string
 	Ready, Scheduled, Running int       // waiting with RunAt <= At; waiting with RunAt > At; running
 	OldestReadyRunAt          time.Time // zero when Ready is 0
+	// Limits are the lane's flow-control limits (nil: none): how close
+	// Running is to MaxRunning, and whether the lane is paused.
+	Limits *LaneLimits
 }
 
 // Stats reads one consistent snapshot of the fleet at a time (zero: the
@@ -49,11 +52,15 @@ func (s *Store) Stats(ctx context.Context, at time.Time) (Stats, error) {
 	}
 	at = s.now(at)
 	var rows engine.StatsRows
+	var limits []engine.LaneLimits
 	var holder string
 	var until int64
 	err := s.snapshot(ctx, func(ctx context.Context, q engine.Queries) error {
 		var err error
 		if rows, err = q.Stats(ctx, at.UnixMilli()); err != nil {
+			return err
+		}
+		if limits, err = q.LaneLimitsList(ctx, ""); err != nil {
 			return err
 		}
 		holder, _, until, err = q.LeaderGet(ctx, maintenanceRole)
@@ -97,8 +104,15 @@ func (s *Store) Stats(ctx context.Context, at time.Time) (Stats, error) {
 	for _, e := range rows.ExpiredLeases {
 		byName[e.Namespace].ExpiredLeases = int(e.N)
 	}
+	limited := make(map[[2]string]LaneLimits, len(limits))
+	for _, l := range limits {
+		limited[[2]string{l.Namespace, l.Lane}] = laneLimitsFromRow(l)
+	}
 	for _, l := range rows.Lanes { // ordered by (namespace, lane)
 		ls := LaneStats{Lane: l.Lane, Ready: int(l.Ready), Scheduled: int(l.Scheduled), Running: int(l.Running)}
+		if lim, ok := limited[[2]string{l.Namespace, l.Lane}]; ok {
+			ls.Limits = &lim
+		}
 		if l.Ready > 0 {
 			ls.OldestReadyRunAt = msTime(l.OldestReadyMs)
 		}

@@ -88,3 +88,28 @@ func TestLanesCommands(t *testing.T) {
 		}
 	}
 }
+
+// The status page and its JSON show a lane's limits and whether it is
+// paused.
+func TestServeShowsLaneLimits(t *testing.T) {
+	f := seed(t)
+	s, err := service.Open(context.Background(), f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLaneLimits(context.Background(), service.LaneLimits{Namespace: "ns", Lane: "z", MaxRunning: 3, Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	base := startServe(t, "--db", f.path)
+	code, body := get(t, base+"/", "")
+	for _, want := range []string{`class="lane paused" data-lane="z"`, `<strong class="paused">paused</strong>`, `/3 running`} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("/: %d, missing %q", code, want)
+		}
+	}
+	code, body = get(t, base+"/api/status", "")
+	if code != 200 || !strings.Contains(body, `"limits": {`) || !strings.Contains(body, `"max_running": 3`) || !strings.Contains(body, `"paused": true`) {
+		t.Fatalf("/api/status: %d\n%s", code, body)
+	}
+}

@@ -161,6 +161,8 @@ type laneJSON struct {
 	Running          int        `json:"running"`
 	OldestReadyRunAt *time.Time `json:"oldest_ready_run_at"`
 	OldestReadyAgeMs int64      `json:"oldest_ready_age_ms"`
+	// Limits: the lane's flow-control limits, null when it has none.
+	Limits *laneLimitsJSON `json:"limits"`
 }
 
 func statsView(st service.Stats) statsJSON {
@@ -177,6 +179,10 @@ func statsView(st service.Stats) statsJSON {
 				t := l.OldestReadyRunAt
 				lv.OldestReadyRunAt = &t
 				lv.OldestReadyAgeMs = max(st.At.Sub(t).Milliseconds(), 0)
+			}
+			if l.Limits != nil {
+				lim := laneLimitsView(*l.Limits)
+				lv.Limits = &lim
 			}
 			v.Lanes = append(v.Lanes, lv)
 		}

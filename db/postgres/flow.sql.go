@@ -471,30 +471,51 @@ func (q *Queries) LaneRateCount(ctx context.Context, arg LaneRateCountParams) er
 }
 
 const workerGetFlowClaimer = `-- name: WorkerGetFlowClaimer :one
-SELECT wk.lanes, wk.capabilities FROM workers AS wk
-WHERE wk.namespace = $1 AND wk.instance_id = $2
-  AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
+SELECT wk.lanes, wk.capabilities,
+       CAST(ARRAY(
+           SELECT l.lane FROM unnest(wk.lanes) AS l(lane)
+           WHERE EXISTS (SELECT 1 FROM lane_limits AS m WHERE m.namespace = wk.namespace AND m.lane = l.lane)
+              OR EXISTS (SELECT 1 FROM lane_groups AS g WHERE g.namespace = wk.namespace AND g.lane = l.lane)
+           ORDER BY l.lane
+       ) AS text[]) AS flow_lanes,
+       EXISTS (
+           SELECT 1 FROM executions AS s
+           WHERE s.namespace = wk.namespace AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms <= $1::bigint
+       ) AS due
+FROM workers AS wk
+WHERE wk.namespace = $2 AND wk.instance_id = $3
+  AND wk.last_heartbeat_ms + wk.ttl_ms > $1::bigint
 FOR KEY SHARE OF wk SKIP LOCKED
 `
 
 type WorkerGetFlowClaimerParams struct {
+	Now        int64
 	Namespace  string
 	InstanceID string
-	Now        int64
 }
 
 type WorkerGetFlowClaimerRow struct {
 	Lanes        []string
 	Capabilities []string
+	FlowLanes    []string
+	Due          bool
 }
 
 // WorkerGetFlowClaimer reads an alive worker's lanes and capabilities for a
-// claim of lanes with limits or groups, locking its row FOR KEY SHARE (no
-// lease outlives its worker: a MarkWorkerDead or sweep waits for the claim);
-// SKIP LOCKED: a worker being deleted claims nothing.
+// claim of lanes with limits or groups, and which of its lanes have either
+// (in lane order: the claim locks to take), and whether scheduled
+// executions of the namespace are due (to be made ready first), locking its
+// row FOR KEY SHARE
+// (no lease outlives its worker: a MarkWorkerDead or sweep waits for the
+// claim); SKIP LOCKED: a worker being deleted claims nothing.
 func (q *Queries) WorkerGetFlowClaimer(ctx context.Context, arg WorkerGetFlowClaimerParams) (WorkerGetFlowClaimerRow, error) {
-	row := q.db.QueryRow(ctx, workerGetFlowClaimer, arg.Namespace, arg.InstanceID, arg.Now)
+	row := q.db.QueryRow(ctx, workerGetFlowClaimer, arg.Now, arg.Namespace, arg.InstanceID)
 	var i WorkerGetFlowClaimerRow
-	err := row.Scan(&i.Lanes, &i.Capabilities)
+	err := row.Scan(
+		&i.Lanes,
+		&i.Capabilities,
+		&i.FlowLanes,
+		&i.Due,
+	)
 	return i, err
 }

@@ -227,10 +227,17 @@ func (q *Queries) ExecutionPromoteDue(ctx context.Context, arg ExecutionPromoteD
 }
 
 const leaseComplete = `-- name: LeaseComplete :one
-UPDATE executions SET state = 'completed', result = $1, finished_at_ms = $2::bigint
-WHERE id = $3 AND epoch = $4 AND lease_id = $5::uuid
-  AND CASE WHEN state = 'running' THEN expires_at_ms > $2::bigint AND revoked_at_ms IS NULL ELSE false END
-RETURNING id
+WITH completed AS (
+    UPDATE executions SET state = 'completed', result = $1, finished_at_ms = $2::bigint
+    WHERE id = $3 AND epoch = $4 AND lease_id = $5::uuid
+      AND CASE WHEN state = 'running' THEN expires_at_ms > $2::bigint AND revoked_at_ms IS NULL ELSE false END
+    RETURNING id, namespace, lane
+)
+SELECT c.id FROM completed AS c
+WHERE CASE WHEN EXISTS (
+    SELECT 1 FROM lane_limits AS m
+    WHERE m.namespace = c.namespace AND m.lane = c.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+) THEN roster_wake(c.namespace) = 1 ELSE true END
 `
 
 type LeaseCompleteParams struct {
@@ -244,7 +251,8 @@ type LeaseCompleteParams struct {
 // LeaseComplete ends the current, unexpired, unrevoked lease and its
 // execution as completed with the result (the lease stays on the row as
 // its last), in one statement fenced in its WHERE; no row when the lease is
-// lost.
+// lost. When its lane has a cap, the namespace's workers are woken (the end
+// frees room for a claim a cap held back).
 func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, leaseComplete,
 		arg.Result,
@@ -260,24 +268,34 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (u
 
 const leaseCompleteMany = `-- name: LeaseCompleteMany :many
 WITH input AS (
-    SELECT unnest($2::uuid[]) AS id,
-           unnest($3::bigint[]) AS epoch,
-           unnest($4::uuid[]) AS lease_id,
-           unnest($5::bytea[]) AS result
+    SELECT unnest($1::uuid[]) AS id,
+           unnest($2::bigint[]) AS epoch,
+           unnest($3::uuid[]) AS lease_id,
+           unnest($4::bytea[]) AS result
+), completed AS (
+    UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = $5::bigint
+    FROM input
+    WHERE x.id = input.id AND x.epoch = input.epoch AND x.lease_id = input.lease_id
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $5::bigint AND x.revoked_at_ms IS NULL ELSE false END
+    RETURNING x.id, x.epoch, x.lease_id, x.namespace, x.lane
+), woken AS (
+    SELECT count(roster_wake(w.namespace)) AS n FROM (
+        SELECT DISTINCT c.namespace FROM completed AS c
+        WHERE EXISTS (
+            SELECT 1 FROM lane_limits AS m
+            WHERE m.namespace = c.namespace AND m.lane = c.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+        )
+    ) AS w
 )
-UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = $1::bigint
-FROM input
-WHERE x.id = input.id AND x.epoch = input.epoch AND x.lease_id = input.lease_id
-  AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
-RETURNING x.id, x.epoch, x.lease_id
+SELECT c.id, c.epoch, c.lease_id FROM completed AS c CROSS JOIN woken
 `
 
 type LeaseCompleteManyParams struct {
-	Now      int64
 	Ids      []uuid.UUID
 	Epochs   []int64
 	LeaseIds []uuid.UUID
 	Results  [][]byte
+	Now      int64
 }
 
 type LeaseCompleteManyRow struct {
@@ -289,14 +307,15 @@ type LeaseCompleteManyRow struct {
 // LeaseCompleteMany completes many leases in one statement, each fenced as
 // LeaseComplete is (its lease id and epoch, running, unexpired, unrevoked)
 // and given the result of its own, and returns the leases it
-// completed; the others were lost.
+// completed; the others were lost. Wakes the namespace's workers as
+// LeaseComplete does, once per namespace.
 func (q *Queries) LeaseCompleteMany(ctx context.Context, arg LeaseCompleteManyParams) ([]LeaseCompleteManyRow, error) {
 	rows, err := q.db.Query(ctx, leaseCompleteMany,
-		arg.Now,
 		arg.Ids,
 		arg.Epochs,
 		arg.LeaseIds,
 		arg.Results,
+		arg.Now,
 	)
 	if err != nil {
 		return nil, err

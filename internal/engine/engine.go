@@ -92,6 +92,9 @@ type ClaimResult struct {
 	// Held counts the worker's lanes whose ready work a cap, a rate or a
 	// pause held back (a settle of such a lane may free room).
 	Held int
+	// Flow says one of the worker's lanes has limits or groups: the claim
+	// was a flow claim (FlowClaim).
+	Flow bool
 }
 
 // MaxClaimBytes bounds the payloads one claim returns: a claim takes fewer

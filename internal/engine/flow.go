@@ -88,9 +88,14 @@ type FlowCandidate struct {
 	RunAtMs, Bytes int64
 }
 
-// FlowWorker is a worker as a flow claim needs it.
+// FlowWorker is a worker as a flow claim needs it: its lanes, its
+// capabilities, and the claim locks to take (its lanes that have limits or
+// groups, in lane order, where the engine has such locks).
 type FlowWorker struct {
-	Lanes, Capabilities []string
+	Lanes, Capabilities, Locks []string
+	// Due says scheduled executions of the namespace are due: the claim
+	// makes them ready first (FlowPromote), so that they compete.
+	Due bool
 }
 
 // FlowQueries are the statements of a flow claim, each engine's, run in one
@@ -99,6 +104,8 @@ type FlowQueries interface {
 	// FlowWorker reads an alive worker's lanes and capabilities (ErrNoRows:
 	// not alive, or being deleted).
 	FlowWorker(ctx context.Context, k WorkerKey, nowMs int64) (FlowWorker, error)
+	// FlowPromote makes due scheduled executions of the namespace ready.
+	FlowPromote(ctx context.Context, namespace string, nowMs int64) error
 	// FlowLanes reads each lane's limits and counts, in lane order.
 	FlowLanes(ctx context.Context, namespace string, lanes []string) ([]FlowLane, error)
 	// LaneLock takes the claim lock of each lane until the transaction ends.
@@ -132,25 +139,26 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 	if err != nil {
 		return res, err
 	}
+	if w.Due && !dry {
+		if err := q.FlowPromote(ctx, p.Namespace, p.NowMs); err != nil {
+			return res, err
+		}
+	}
+	if !dry && len(w.Locks) > 0 {
+		if err := q.LaneLock(ctx, p.Namespace, w.Locks); err != nil {
+			return res, err
+		}
+	}
+	// Read under the locks: what a claim before this one did is seen.
 	lanes, err := q.FlowLanes(ctx, p.Namespace, w.Lanes)
 	if err != nil {
 		return res, err
 	}
-	var locked []string
+	flow := false
 	for _, l := range lanes {
-		if l.Flow() {
-			locked = append(locked, l.Lane)
-		}
+		flow = flow || l.Flow()
 	}
-	if !dry && len(locked) > 0 {
-		if err := q.LaneLock(ctx, p.Namespace, locked); err != nil {
-			return res, err
-		}
-		// Read again under the locks: the counts read before may be stale.
-		if lanes, err = q.FlowLanes(ctx, p.Namespace, w.Lanes); err != nil {
-			return res, err
-		}
-	}
+	res.Flow = flow
 	want := int64(len(p.LeaseIDs))
 	var cands []flowCandidate
 	room := make(map[string]int64, len(lanes))

@@ -48,10 +48,24 @@ ON CONFLICT DO NOTHING;
 
 -- name: WorkerGetFlowClaimer :one
 -- WorkerGetFlowClaimer reads an alive worker's lanes and capabilities for a
--- claim of lanes with limits or groups, locking its row FOR KEY SHARE (no
--- lease outlives its worker: a MarkWorkerDead or sweep waits for the claim);
--- SKIP LOCKED: a worker being deleted claims nothing.
-SELECT wk.lanes, wk.capabilities FROM workers AS wk
+-- claim of lanes with limits or groups, and which of its lanes have either
+-- (in lane order: the claim locks to take), and whether scheduled
+-- executions of the namespace are due (to be made ready first), locking its
+-- row FOR KEY SHARE
+-- (no lease outlives its worker: a MarkWorkerDead or sweep waits for the
+-- claim); SKIP LOCKED: a worker being deleted claims nothing.
+SELECT wk.lanes, wk.capabilities,
+       CAST(ARRAY(
+           SELECT l.lane FROM unnest(wk.lanes) AS l(lane)
+           WHERE EXISTS (SELECT 1 FROM lane_limits AS m WHERE m.namespace = wk.namespace AND m.lane = l.lane)
+              OR EXISTS (SELECT 1 FROM lane_groups AS g WHERE g.namespace = wk.namespace AND g.lane = l.lane)
+           ORDER BY l.lane
+       ) AS text[]) AS flow_lanes,
+       EXISTS (
+           SELECT 1 FROM executions AS s
+           WHERE s.namespace = wk.namespace AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms <= @now::bigint
+       ) AS due
+FROM workers AS wk
 WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
   AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
 FOR KEY SHARE OF wk SKIP LOCKED;

@@ -156,28 +156,47 @@ RETURNING id;
 -- LeaseComplete ends the current, unexpired, unrevoked lease and its
 -- execution as completed with the result (the lease stays on the row as
 -- its last), in one statement fenced in its WHERE; no row when the lease is
--- lost.
-UPDATE executions SET state = 'completed', result = @result, finished_at_ms = @now::bigint
-WHERE id = @id AND epoch = @epoch AND lease_id = @lease_id::uuid
-  AND CASE WHEN state = 'running' THEN expires_at_ms > @now::bigint AND revoked_at_ms IS NULL ELSE false END
-RETURNING id;
+-- lost. When its lane has a cap, the namespace's workers are woken (the end
+-- frees room for a claim a cap held back).
+WITH completed AS (
+    UPDATE executions SET state = 'completed', result = @result, finished_at_ms = @now::bigint
+    WHERE id = @id AND epoch = @epoch AND lease_id = @lease_id::uuid
+      AND CASE WHEN state = 'running' THEN expires_at_ms > @now::bigint AND revoked_at_ms IS NULL ELSE false END
+    RETURNING id, namespace, lane
+)
+SELECT c.id FROM completed AS c
+WHERE CASE WHEN EXISTS (
+    SELECT 1 FROM lane_limits AS m
+    WHERE m.namespace = c.namespace AND m.lane = c.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+) THEN roster_wake(c.namespace) = 1 ELSE true END;
 
 -- name: LeaseCompleteMany :many
 -- LeaseCompleteMany completes many leases in one statement, each fenced as
 -- LeaseComplete is (its lease id and epoch, running, unexpired, unrevoked)
 -- and given the result of its own, and returns the leases it
--- completed; the others were lost.
+-- completed; the others were lost. Wakes the namespace's workers as
+-- LeaseComplete does, once per namespace.
 WITH input AS (
     SELECT unnest(@ids::uuid[]) AS id,
            unnest(@epochs::bigint[]) AS epoch,
            unnest(@lease_ids::uuid[]) AS lease_id,
            unnest(@results::bytea[]) AS result
+), completed AS (
+    UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = @now::bigint
+    FROM input
+    WHERE x.id = input.id AND x.epoch = input.epoch AND x.lease_id = input.lease_id
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
+    RETURNING x.id, x.epoch, x.lease_id, x.namespace, x.lane
+), woken AS (
+    SELECT count(roster_wake(w.namespace)) AS n FROM (
+        SELECT DISTINCT c.namespace FROM completed AS c
+        WHERE EXISTS (
+            SELECT 1 FROM lane_limits AS m
+            WHERE m.namespace = c.namespace AND m.lane = c.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+        )
+    ) AS w
 )
-UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = @now::bigint
-FROM input
-WHERE x.id = input.id AND x.epoch = input.epoch AND x.lease_id = input.lease_id
-  AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
-RETURNING x.id, x.epoch, x.lease_id;
+SELECT c.id, c.epoch, c.lease_id FROM completed AS c CROSS JOIN woken;
 
 -- name: LeaseFail :one
 -- LeaseFail ends the current, unexpired, unrevoked lease as failed and

@@ -28,7 +28,9 @@ func (v *env) putLimits(l engine.LaneLimits) {
 
 func (v *env) limits(ns string) []engine.LaneLimits {
 	v.t.Helper()
-	return readGet(v, func(ctx context.Context, q engine.Queries) ([]engine.LaneLimits, error) { return q.LaneLimitsList(ctx, ns) })
+	return readGet(v, func(ctx context.Context, q engine.Queries) ([]engine.LaneLimits, error) {
+		return q.LaneLimitsList(ctx, ns)
+	})
 }
 
 // testLaneLimitsPut: a put creates, a second replaces; a cap holds back the

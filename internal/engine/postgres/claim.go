@@ -13,6 +13,14 @@ import (
 // ExecutionClaim is the claim: it runs the claim statement in autocommit: when nothing is claimable it
 // locks nothing, so it takes no transaction id and writes no WAL.
 func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
+	k := engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID}
+	if _, ok := e.flowWorkers.Load(k); ok {
+		res, err := e.flowClaim(ctx, p)
+		if err == nil && !res.Flow {
+			e.flowWorkers.Delete(k) // its lanes no longer have limits or groups
+		}
+		return res, err
+	}
 	var res engine.ClaimResult
 	err := e.write(ctx, func(ctx context.Context, q queries) error {
 		var err error
@@ -20,6 +28,7 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		return err
 	}, false)
 	if err == errFlow {
+		e.flowWorkers.Store(k, true)
 		return e.flowClaim(ctx, p)
 	}
 	return res, err

@@ -52,7 +52,12 @@ func (x queries) LaneGroupsTouch(ctx context.Context, es []engine.Execution) err
 
 func (x queries) FlowWorker(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.FlowWorker, error) {
 	r, err := x.q.WorkerGetFlowClaimer(ctx, pgdb.WorkerGetFlowClaimerParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
-	return engine.FlowWorker{Lanes: r.Lanes, Capabilities: r.Capabilities}, translate(err)
+	return engine.FlowWorker{Lanes: r.Lanes, Capabilities: r.Capabilities, Locks: r.FlowLanes, Due: r.Due}, translate(err)
+}
+
+func (x queries) FlowPromote(ctx context.Context, namespace string, nowMs int64) error {
+	_, err := x.q.ExecutionPromoteDue(ctx, pgdb.ExecutionPromoteDueParams{Namespace: namespace, Now: nowMs})
+	return translate(err)
 }
 
 func (x queries) FlowLanes(ctx context.Context, namespace string, lanes []string) ([]engine.FlowLane, error) {

@@ -52,6 +52,10 @@ type Engine struct {
 	db      pgdb.DBTX // the pool, as statements sent alone run on it
 	q       *pgdb.Queries
 	closed  atomic.Bool
+	// flowWorkers holds the workers (engine.WorkerKey) whose last claim was
+	// a flow claim: their next claim starts as one, without the claim
+	// statement's look (a hint only: a flow claim serves any lanes).
+	flowWorkers sync.Map
 	// bg ends at Close: background work (the clock) stops at once.
 	bg       context.Context
 	bgCancel context.CancelFunc

@@ -78,6 +78,10 @@ func (x queries) FlowLanes(ctx context.Context, namespace string, lanes []string
 	return out, nil
 }
 
+// FlowPromote does nothing: the claim made due executions ready before it
+// looked at the lanes (FlowWorker never says Due).
+func (x queries) FlowPromote(context.Context, string, int64) error { return nil }
+
 // LaneLock takes nothing: the writer's transaction excludes every other
 // claim.
 func (x queries) LaneLock(context.Context, string, []string) error { return nil }

@@ -1,0 +1,150 @@
+package queuebench
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rosterdb/roster/service"
+)
+
+// Flow control's costs:
+//   - a claim in a lane with a cap, a cap per group, a rate and 10 groups
+//     against the same lane without limits (goal: at most 1.3×;
+//     BenchmarkClaimFlow);
+//   - a claim of a lane without limits beside none or 1,000 limited lanes
+//     holding 10,000 groups (goal: unchanged; BenchmarkClaimBesideLimitedLanes);
+//   - RunWorker's throughput on a lane capped at or above its concurrency
+//     against the uncapped lane (goal: at least 0.9×), and on a lane capped
+//     at 4 with 64 handlers ready (4 run at once: about 4 / handler time;
+//     BenchmarkRunWorkerCapped).
+
+// BenchmarkClaimFlow times ClaimExecution in one lane with and without
+// limits.
+func BenchmarkClaimFlow(b *testing.B) {
+	for _, e := range engines {
+		for _, limited := range []bool{false, true} {
+			name := "plain"
+			if limited {
+				name = "limited"
+			}
+			b.Run(e.name+"/"+name, func(b *testing.B) {
+				s := e.open(b)
+				worker(b, s, "w", []string{"default"})
+				n := 1000 + b.N
+				batch := make([]service.CreateExecutionArgs, 0, 10_000)
+				for i := range n {
+					a := service.CreateExecutionArgs{Namespace: "ns", Lane: "default", Now: t0.Add(-time.Second)}
+					if limited {
+						a.Group = fmt.Sprintf("g%d", i%10)
+					}
+					if batch = append(batch, a); len(batch) == cap(batch) || i == n-1 {
+						_, err := s.CreateExecutions(context.Background(), batch)
+						must(b, err)
+						batch = batch[:0]
+					}
+				}
+				if limited {
+					must(b, s.PutLaneLimits(context.Background(), service.LaneLimits{
+						Namespace: "ns", Lane: "default", MaxRunning: 1_000_000, MaxRunningPerGroup: 1_000_000,
+						Rate: 1_000_000_000, RatePeriod: time.Second,
+					}))
+				}
+				analyze(b, s)
+				b.ResetTimer()
+				claimOnly(b, s, "w")
+			})
+		}
+	}
+}
+
+// BenchmarkClaimBesideLimitedLanes times ClaimExecution of a lane without
+// limits beside none or 1,000 limited lanes with 10 groups each.
+func BenchmarkClaimBesideLimitedLanes(b *testing.B) {
+	for _, e := range engines {
+		for _, lanes := range []int{0, 1000} {
+			b.Run(fmt.Sprintf("%s/limited=%d", e.name, lanes), func(b *testing.B) {
+				s := e.open(b)
+				ctx := context.Background()
+				worker(b, s, "w", []string{"default"})
+				create(b, s, 1000+b.N, service.CreateExecutionArgs{Namespace: "ns", Lane: "default", Now: t0.Add(-time.Second)})
+				var batch []service.CreateExecutionArgs
+				for l := range lanes {
+					lane := fmt.Sprintf("limited%04d", l)
+					must(b, s.PutLaneLimits(ctx, service.LaneLimits{Namespace: "ns", Lane: lane, MaxRunning: 4, MaxRunningPerGroup: 1}))
+					for g := range 10 {
+						batch = append(batch, service.CreateExecutionArgs{Namespace: "ns", Lane: lane, Group: fmt.Sprintf("g%d", g), Now: t0.Add(-time.Second)})
+					}
+					if len(batch) >= 5000 {
+						_, err := s.CreateExecutions(ctx, batch)
+						must(b, err)
+						batch = batch[:0]
+					}
+				}
+				if len(batch) > 0 {
+					_, err := s.CreateExecutions(ctx, batch)
+					must(b, err)
+				}
+				analyze(b, s)
+				b.ResetTimer()
+				claimOnly(b, s, "w")
+			})
+		}
+	}
+}
+
+// BenchmarkRunWorkerCapped runs b.N executions through one RunWorker of 64
+// handlers (each takes 2 ms) on a lane without a cap, with a cap of 64, and
+// with a cap of 4, and reports executions per second and the most that ran
+// at once.
+func BenchmarkRunWorkerCapped(b *testing.B) {
+	const concurrency, handlerTime = 64, 2 * time.Millisecond
+	for _, e := range engines {
+		for _, limit := range []int{0, concurrency, 4} {
+			b.Run(fmt.Sprintf("%s/cap=%d", e.name, limit), func(b *testing.B) {
+				s := e.open(b)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if limit > 0 {
+					must(b, s.PutLaneLimits(ctx, service.LaneLimits{Namespace: "ns", Lane: "default", MaxRunning: limit}))
+				}
+				create(b, s, b.N, service.CreateExecutionArgs{Namespace: "ns", Lane: "default"})
+				analyze(b, s)
+				var done, running, most atomic.Int64
+				finished := make(chan struct{})
+				ready := make(chan struct{})
+				b.ResetTimer()
+				go func() {
+					_ = s.RunWorker(ctx, service.WorkerArgs{
+						Namespace: "ns", WorkerID: "w", InstanceID: "w", Lanes: []string{"default"}, TTL: time.Minute,
+						Concurrency: concurrency, Ready: func() { close(ready) },
+						Handler: func(context.Context, service.Lease) ([]byte, error) {
+							now := running.Add(1)
+							for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+							}
+							time.Sleep(handlerTime)
+							running.Add(-1)
+							if done.Add(1) == int64(b.N) {
+								close(finished)
+							}
+							return nil, nil
+						},
+					})
+				}()
+				<-ready
+				start := time.Now()
+				select {
+				case <-finished:
+				case <-time.After(10 * time.Minute):
+					b.Fatalf("%d of %d ran", done.Load(), b.N)
+				}
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+				b.ReportMetric(float64(most.Load()), "most-running")
+				b.StopTimer()
+				cancel()
+			})
+		}
+	}
+}
