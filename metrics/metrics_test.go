@@ -244,7 +244,7 @@ roster_lane_limit{lane="l",limit="rate_period_seconds",namespace="ns"} 60
 roster_lane_paused{lane="l",namespace="ns"} 0
 # HELP roster_claims_held_total Lanes whose ready work a cap, a rate or a pause held back from a claim of this process, counted per claim.
 # TYPE roster_claims_held_total counter
-roster_claims_held_total{namespace="ns"} 1
+roster_claims_held_total{namespace="ns"} 2
 `
 	must(t, testutil.CollectAndCompare(c, strings.NewReader(expected), "roster_lane_limit", "roster_lane_paused", "roster_claims_held_total"))
 }

@@ -448,3 +448,68 @@ func TestLaneScheduledWork(t *testing.T) {
 		}
 	})
 }
+
+// RunWorker on a capped lane: never more than the cap at once, every
+// execution done, and (with the poll an hour away) each end wakes the next
+// claim; a paused lane's work starts as soon as it is resumed.
+func TestRunWorkerCappedLane(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		s := realStore(t, b, withWorkerPoll(time.Hour))
+		putLimits(t, s, LaneLimits{MaxRunning: 2, MaxRunningPerGroup: 1})
+		var mu sync.Mutex
+		running, most := 0, 0
+		perGroup := map[string]int{}
+		done := make(chan struct{}, 100)
+		stop := runWorker(t, s, WorkerArgs{Concurrency: 8, Handler: func(_ context.Context, l Lease) ([]byte, error) {
+			g := string(l.Payload)
+			mu.Lock()
+			running++
+			perGroup[g]++
+			most = max(most, running)
+			if perGroup[g] > 1 {
+				mu.Unlock()
+				return nil, fmt.Errorf("group %s ran twice at once", g)
+			}
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+			mu.Lock()
+			running--
+			perGroup[g]--
+			mu.Unlock()
+			done <- struct{}{}
+			return nil, nil
+		}})
+		const jobs = 24
+		items := make([]CreateExecutionArgs, jobs)
+		for i := range items {
+			g := fmt.Sprintf("g%d", i%3)
+			items[i] = CreateExecutionArgs{Namespace: "ns", Lane: "default", Group: g, Payload: []byte(g)}
+		}
+		_, err := s.CreateExecutions(context.Background(), items)
+		must(t, err)
+		for i := range jobs {
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%d of %d ran: a worker held back by a cap was not woken", i, jobs)
+			}
+		}
+		if most > 2 {
+			t.Fatalf("%d ran at once under a cap of 2", most)
+		}
+		putLimits(t, s, LaneLimits{Paused: true})
+		create(t, s, CreateExecutionArgs{Payload: []byte("g0")})
+		select {
+		case <-done:
+			t.Fatal("a paused lane's execution ran")
+		case <-time.After(200 * time.Millisecond):
+		}
+		putLimits(t, s, LaneLimits{})
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("a resumed lane's execution did not start")
+		}
+		must(t, stop())
+	})
+}

@@ -215,8 +215,19 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 		if err != nil {
 			return res, err
 		}
+		perGroup := make(map[string]int64, len(names))
 		for _, c := range picked {
 			cands = append(cands, flowCandidate{FlowCandidate: c, served: served[c.Group]})
+			perGroup[c.Group]++
+		}
+		// Held back when a cap, a rate or a group's cap, not the work,
+		// bounded what was picked.
+		held := r < want && int64(len(picked)) >= r
+		for i, g := range names {
+			held = held || (limits[i] < min(r, want) && perGroup[g] >= limits[i])
+		}
+		if held {
+			res.Held++
 		}
 	}
 	taken, bounded := flowOrder(cands, room, want, p.Bytes())

@@ -217,6 +217,11 @@ func appURL(t testing.TB, owner string, migrate func(t testing.TB, ownerURL stri
 		"GRANT USAGE ON SCHEMA " + schema + " TO " + AppRole,
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema + " TO " + AppRole,
 		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA " + schema + " TO " + AppRole,
+		// As the README's production setup: tables a later migration
+		// creates (or a migration down and up again recreates) are the
+		// application's too.
+		"ALTER DEFAULT PRIVILEGES IN SCHEMA " + schema + " GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO " + AppRole,
+		"ALTER DEFAULT PRIVILEGES IN SCHEMA " + schema + " GRANT USAGE ON SEQUENCES TO " + AppRole,
 	} {
 		if _, err := admin(t).Exec(ctx, s); err != nil {
 			t.Fatalf("pgtest: %s: %v", s, err)
