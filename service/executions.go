@@ -332,6 +332,9 @@ func (s *Store) CancelExecution(ctx context.Context, a CancelExecutionArgs) erro
 	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		done, err := q.ExecutionCancel(ctx, a.ID, a.Reason, now)
 		if err != nil || done {
+			if done {
+				s.roomFreed()
+			}
 			return err
 		}
 		state, err := q.ExecutionGetState(ctx, a.ID)

@@ -34,7 +34,7 @@ type LaneLimits struct {
 	MaxRunning         int           // 0: no cap
 	MaxRunningPerGroup int           // 0: no cap
 	Rate               int           // 0: no rate limit
-	RatePeriod         time.Duration // 1 s to 24 h, exactly when Rate > 0; whole milliseconds
+	RatePeriod         time.Duration // 1 s to 24 h, exactly when Rate > 0; kept to the millisecond
 	Paused             bool
 }
 
@@ -63,8 +63,6 @@ func (l LaneLimits) row() (engine.LaneLimits, error) {
 		return engine.LaneLimits{}, invalid("RatePeriod", "%v is given without a Rate", l.RatePeriod)
 	case l.Rate > 0 && (l.RatePeriod < time.Second || l.RatePeriod > maxRatePeriod):
 		return engine.LaneLimits{}, invalid("RatePeriod", "%v is outside 1s..24h", l.RatePeriod)
-	case l.RatePeriod%time.Millisecond != 0:
-		return engine.LaneLimits{}, invalid("RatePeriod", "%v is not a whole number of milliseconds", l.RatePeriod)
 	}
 	return engine.LaneLimits{
 		Namespace: l.Namespace, Lane: l.Lane, MaxRunning: int64(l.MaxRunning), MaxPerGroup: int64(l.MaxRunningPerGroup),

@@ -50,6 +50,15 @@ type FlowObserver interface {
 	ClaimHeld(namespace string, lanes int)
 }
 
+// roomFreed wakes this Store's claimers when a claim found a lane at its
+// cap: a run just ended (completed, failed, cancelled, reclaimed), which may
+// have freed room.
+func (s *Store) roomFreed() {
+	if s.held.Load() && s.held.Swap(false) {
+		s.work.signal()
+	}
+}
+
 // noteClaimed tells the Observer of claimed leases.
 func (s *Store) noteClaimed(leases []Lease) {
 	o, ok := s.cfg.observer.(LabeledObserver)
@@ -66,9 +75,7 @@ func (s *Store) noteClaimed(leases []Lease) {
 // completed or failed, and wakes this Store's claimers when a claim found
 // a lane at its cap (the end may have freed room).
 func (s *Store) noteEnded(namespace, lane string, failed bool) {
-	if s.held.Load() && s.held.Swap(false) {
-		s.work.signal()
-	}
+	s.roomFreed()
 	o, ok := s.cfg.observer.(LabeledObserver)
 	switch {
 	case ok && failed:

@@ -20,7 +20,7 @@ WITH current AS (
     UPDATE executions AS x SET state = 'cancelled', last_error = $2, finished_at_ms = $3::bigint
     FROM current
     WHERE x.id = current.id
-    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms,
+    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.lane, x.holder, x.claimed_at_ms, x.expires_at_ms,
               x.revoked_at_ms, current.state AS was
 ), recorded AS (
     INSERT INTO attempts (
@@ -33,6 +33,10 @@ WITH current AS (
     WHERE c.was = 'running'
 )
 SELECT cancelled.id FROM cancelled
+WHERE CASE WHEN cancelled.was = 'running' AND EXISTS (
+    SELECT 1 FROM lane_limits AS m
+    WHERE m.namespace = cancelled.namespace AND m.lane = cancelled.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+) THEN roster_wake(cancelled.namespace) = 1 ELSE true END
 `
 
 type ExecutionCancelParams struct {
@@ -44,6 +48,7 @@ type ExecutionCancelParams struct {
 // ExecutionCancel ends a waiting or running execution as cancelled with the
 // reason, and records a running one's attempt as cancelled, in one
 // statement; no row when the execution is absent or already ended.
+// A running execution of a capped lane frees room: the namespace's workers are woken.
 func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, executionCancel, arg.ID, arg.Reason, arg.Now)
 	var id uuid.UUID

@@ -9,7 +9,6 @@ import (
 	"context"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const executionPickGroups = `-- name: ExecutionPickGroups :many
@@ -80,21 +79,28 @@ func (q *Queries) ExecutionPickGroups(ctx context.Context, arg ExecutionPickGrou
 }
 
 const executionStartMany = `-- name: ExecutionStartMany :many
+WITH holder AS (
+    SELECT 1 AS alive FROM workers AS wk
+    WHERE wk.namespace = $6 AND wk.instance_id = $1::text
+      AND wk.last_heartbeat_ms + wk.ttl_ms > $2::bigint
+    FOR KEY SHARE OF wk SKIP LOCKED
+)
 UPDATE executions AS x
 SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
-    lease_id = s.lease_id, holder = $1, claimed_at_ms = $2::bigint,
+    lease_id = s.lease_id, holder = $1::text, claimed_at_ms = $2::bigint,
     expires_at_ms = $3::bigint, revoked_at_ms = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::uuid[]) AS lease_id) AS s
-WHERE x.id = s.id AND x.state = 'waiting'
+WHERE x.id = s.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
 RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id
 `
 
 type ExecutionStartManyParams struct {
-	InstanceID  pgtype.Text
+	InstanceID  string
 	Now         int64
 	ExpiresAtMs int64
 	Ids         []uuid.UUID
 	LeaseIds    []uuid.UUID
+	Namespace   string
 }
 
 type ExecutionStartManyRow struct {
@@ -108,7 +114,10 @@ type ExecutionStartManyRow struct {
 
 // ExecutionStartMany moves the given waiting executions to running, each
 // under its new lease, attempt and epoch (one still waiting is started; one
-// that is not, cancelled meanwhile, is left out).
+// that is not, cancelled meanwhile, is left out), while their worker is
+// alive: it locks the worker's row FOR KEY SHARE (no lease outlives its
+// worker: a MarkWorkerDead or sweep waits for the claim; SKIP LOCKED: a
+// worker being deleted starts nothing).
 func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartManyParams) ([]ExecutionStartManyRow, error) {
 	rows, err := q.db.Query(ctx, executionStartMany,
 		arg.InstanceID,
@@ -116,6 +125,7 @@ func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartMany
 		arg.ExpiresAtMs,
 		arg.Ids,
 		arg.LeaseIds,
+		arg.Namespace,
 	)
 	if err != nil {
 		return nil, err
@@ -448,7 +458,7 @@ const laneRateCount = `-- name: LaneRateCount :exec
 UPDATE lane_limits
 SET window_claims = CASE WHEN window_start_ms = $1::bigint THEN window_claims + $2::bigint ELSE $2::bigint END,
     window_start_ms = $1::bigint
-WHERE namespace = $3 AND lane = $4
+WHERE namespace = $3 AND lane = $4 AND window_start_ms <= $1::bigint
 `
 
 type LaneRateCountParams struct {
@@ -459,7 +469,8 @@ type LaneRateCountParams struct {
 }
 
 // LaneRateCount counts @claims claims in the rate window that began at
-// @window_start_ms (a new window starts its count afresh).
+// @window_start_ms (a new window starts its count afresh; a window older
+// than the one counted is never counted).
 func (q *Queries) LaneRateCount(ctx context.Context, arg LaneRateCountParams) error {
 	_, err := q.db.Exec(ctx, laneRateCount,
 		arg.WindowStartMs,
@@ -485,7 +496,6 @@ SELECT wk.lanes, wk.capabilities,
 FROM workers AS wk
 WHERE wk.namespace = $2 AND wk.instance_id = $3
   AND wk.last_heartbeat_ms + wk.ttl_ms > $1::bigint
-FOR KEY SHARE OF wk SKIP LOCKED
 `
 
 type WorkerGetFlowClaimerParams struct {
@@ -504,10 +514,9 @@ type WorkerGetFlowClaimerRow struct {
 // WorkerGetFlowClaimer reads an alive worker's lanes and capabilities for a
 // claim of lanes with limits or groups, and which of its lanes have either
 // (in lane order: the claim locks to take), and whether scheduled
-// executions of the namespace are due (to be made ready first), locking its
-// row FOR KEY SHARE
-// (no lease outlives its worker: a MarkWorkerDead or sweep waits for the
-// claim); SKIP LOCKED: a worker being deleted claims nothing.
+// executions of the namespace are due (to be made ready first). It locks
+// nothing (ExecutionStartMany locks the worker's row when it starts
+// something): a claim that finds nothing takes no transaction id.
 func (q *Queries) WorkerGetFlowClaimer(ctx context.Context, arg WorkerGetFlowClaimerParams) (WorkerGetFlowClaimerRow, error) {
 	row := q.db.QueryRow(ctx, workerGetFlowClaimer, arg.Now, arg.Namespace, arg.InstanceID)
 	var i WorkerGetFlowClaimerRow

@@ -349,7 +349,7 @@ WITH failed AS (
         last_error = $2
     WHERE x.id = $3 AND x.epoch = $4 AND x.lease_id = $5::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
-    RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
+    RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.lane, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
@@ -360,7 +360,10 @@ WITH failed AS (
     FROM failed AS f
 )
 SELECT failed.id FROM failed
-WHERE CASE WHEN failed.state = 'waiting' THEN roster_wake(failed.namespace) = 1 ELSE true END
+WHERE CASE WHEN failed.state = 'waiting' OR EXISTS (
+    SELECT 1 FROM lane_limits AS m
+    WHERE m.namespace = failed.namespace AND m.lane = failed.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+) THEN roster_wake(failed.namespace) = 1 ELSE true END
 `
 
 type LeaseFailParams struct {
@@ -565,7 +568,10 @@ WITH expired AS (
     WHERE x.id = expired.id
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms,
               x.expires_at_ms, x.revoked_at_ms,
-              CASE WHEN x.state = 'waiting' THEN roster_wake(x.namespace) END AS woken
+              CASE WHEN x.state = 'waiting' OR EXISTS (
+                  SELECT 1 FROM lane_limits AS m
+                  WHERE m.namespace = x.namespace AND m.lane = x.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+              ) THEN roster_wake(x.namespace) END AS woken
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,

@@ -352,7 +352,7 @@ const laneRateCount = `-- name: LaneRateCount :exec
 UPDATE lane_limits
 SET window_claims = CASE WHEN window_start_ms = CAST(?1 AS INTEGER) THEN window_claims + CAST(?2 AS INTEGER) ELSE CAST(?2 AS INTEGER) END,
     window_start_ms = CAST(?1 AS INTEGER)
-WHERE namespace = ?3 AND lane = ?4
+WHERE namespace = ?3 AND lane = ?4 AND window_start_ms <= CAST(?1 AS INTEGER)
 `
 
 type LaneRateCountParams struct {
@@ -363,7 +363,8 @@ type LaneRateCountParams struct {
 }
 
 // LaneRateCount counts @claims claims in the rate window that began at
-// @window_start_ms (a new window starts its count afresh).
+// @window_start_ms (a new window starts its count afresh; a window older
+// than the one counted is never counted).
 func (q *Queries) LaneRateCount(ctx context.Context, arg LaneRateCountParams) error {
 	_, err := q.exec(ctx, q.laneRateCountStmt, laneRateCount,
 		arg.WindowStartMs,

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"sort"
 
@@ -110,6 +111,9 @@ type FlowQueries interface {
 	FlowLanes(ctx context.Context, namespace string, lanes []string) ([]FlowLane, error)
 	// LaneLock takes the claim lock of each lane until the transaction ends.
 	LaneLock(ctx context.Context, namespace string, lanes []string) error
+	// Locks tells whether LaneLock takes locks (else the transaction
+	// excludes every other claim by itself).
+	Locks() bool
 	// FlowGroups reads a lane's groups, counting their running executions
 	// when countRunning.
 	FlowGroups(ctx context.Context, namespace, lane string, countRunning bool) ([]FlowGroup, error)
@@ -144,15 +148,35 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 			return res, err
 		}
 	}
-	if !dry && len(w.Locks) > 0 {
-		if err := q.LaneLock(ctx, p.Namespace, w.Locks); err != nil {
+	locked := make(map[string]bool, len(w.Locks))
+	lock := w.Locks
+	var lanes []FlowLane
+	for {
+		if !dry && len(lock) > 0 {
+			if err := q.LaneLock(ctx, p.Namespace, lock); err != nil {
+				return res, err
+			}
+			for _, l := range lock {
+				locked[l] = true
+			}
+		}
+		// Read under the locks: what a claim before this one did is seen.
+		var err error
+		if lanes, err = q.FlowLanes(ctx, p.Namespace, w.Lanes); err != nil {
 			return res, err
 		}
-	}
-	// Read under the locks: what a claim before this one did is seen.
-	lanes, err := q.FlowLanes(ctx, p.Namespace, w.Lanes)
-	if err != nil {
-		return res, err
+		// A lane that got limits or groups since the worker was read is
+		// locked too, and everything read again (its lock, taken out of
+		// lane order, may deadlock: the engine retries the claim).
+		lock = nil
+		for _, l := range lanes {
+			if l.Flow() && !locked[l.Lane] && !dry {
+				lock = append(lock, l.Lane)
+			}
+		}
+		if len(lock) == 0 || !q.Locks() {
+			break
+		}
 	}
 	flow := false
 	for _, l := range lanes {
@@ -194,7 +218,7 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 			continue
 		}
 		room[l.Lane] = r
-		var names []string
+		var names, full []string
 		var limits []int64
 		served := make(map[string]int64, len(groups))
 		for _, g := range groups {
@@ -206,6 +230,18 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 				names = append(names, g.Group)
 				limits = append(limits, gr)
 				served[g.Group] = g.ServedSeq
+			} else {
+				full = append(full, g.Group)
+			}
+		}
+		if len(full) > 0 {
+			// Groups at their cap hold back what they have ready.
+			held, err := q.FlowPick(ctx, p.Namespace, l.Lane, w.Capabilities, full, ones(len(full)))
+			if err != nil {
+				return res, err
+			}
+			if len(held) > 0 {
+				res.Held++
 			}
 		}
 		if len(names) == 0 {
@@ -274,7 +310,13 @@ func (l FlowLane) room(want, nowMs int64) (room, windowEnd int64) {
 		room = min(room, l.MaxRunning-l.Running)
 	}
 	if l.Rate > 0 {
-		start := nowMs - nowMs%l.RatePeriodMs
+		start := RateWindow(nowMs, l.RatePeriodMs)
+		if l.WindowStartMs > start {
+			// A claim of a later window committed first: this claim's now
+			// is behind it, and that window's count is not kept. Nothing
+			// until its clock reaches the later window.
+			return 0, l.WindowStartMs
+		}
 		used := int64(0)
 		if l.WindowStartMs == start {
 			used = l.WindowCount
@@ -299,52 +341,79 @@ type flowCandidate struct {
 	turn   int   // 1 for a group's best candidate at its priority, 2 for its next...
 }
 
-// flowOrder orders the candidates (priority, turn, the group served least
-// recently, RunAt, id) and takes them in that order while their lane has
-// room, up to want and maxBytes of payloads (always the first); bounded
-// says it stopped at maxBytes with candidates left.
+// flowOrder takes candidates best first, up to want and maxBytes of
+// payloads (always the first), each lane at most its room; bounded says it
+// stopped at maxBytes with candidates left. Within a lane the order is fair:
+// priority, then turns (each group's first candidate at a priority before
+// any group's second), then the group served least recently, then RunAt and
+// id. Across lanes it is the claim's order: of the lanes' next candidates,
+// the highest priority, then the earliest RunAt, then the lowest id.
 func flowOrder(cands []flowCandidate, room map[string]int64, want, maxBytes int64) (taken []flowCandidate, bounded bool) {
-	// Each group's candidates come best first from FlowPick: number their turns.
 	type key struct {
 		lane, group string
 		priority    int64
 	}
 	turns := make(map[key]int)
-	for i := range cands {
-		k := key{cands[i].Lane, cands[i].Group, cands[i].Priority}
+	byLane := make(map[string][]flowCandidate)
+	var lanes []string
+	for _, c := range cands { // each group's candidates come best first from FlowPick
+		k := key{c.Lane, c.Group, c.Priority}
 		turns[k]++
-		cands[i].turn = turns[k]
-	}
-	sort.SliceStable(cands, func(i, j int) bool {
-		a, b := cands[i], cands[j]
-		switch {
-		case a.Priority != b.Priority:
-			return a.Priority > b.Priority
-		case a.turn != b.turn:
-			return a.turn < b.turn
-		case a.served != b.served:
-			return a.served < b.served
-		case a.RunAtMs != b.RunAtMs:
-			return a.RunAtMs < b.RunAtMs
+		c.turn = turns[k]
+		if byLane[c.Lane] == nil {
+			lanes = append(lanes, c.Lane)
 		}
-		return a.ID.String() < b.ID.String()
-	})
-	used := make(map[string]int64, len(room))
+		byLane[c.Lane] = append(byLane[c.Lane], c)
+	}
+	for _, lane := range lanes {
+		sort.SliceStable(byLane[lane], func(i, j int) bool {
+			a, b := byLane[lane][i], byLane[lane][j]
+			switch {
+			case a.Priority != b.Priority:
+				return a.Priority > b.Priority
+			case a.turn != b.turn:
+				return a.turn < b.turn
+			case a.served != b.served:
+				return a.served < b.served
+			}
+			return claimOrder(a, b)
+		})
+	}
+	next := make(map[string]int, len(lanes))
 	size := int64(0)
-	for _, c := range cands {
-		if int64(len(taken)) == want {
+	for int64(len(taken)) < want {
+		best := ""
+		for _, lane := range lanes {
+			if next[lane] == len(byLane[lane]) || int64(next[lane]) >= room[lane] {
+				continue
+			}
+			if best == "" || claimOrder(byLane[lane][next[lane]], byLane[best][next[best]]) {
+				best = lane
+			}
+		}
+		if best == "" {
 			break
 		}
-		if used[c.Lane] >= room[c.Lane] {
-			continue
-		}
+		c := byLane[best][next[best]]
 		if size += c.Bytes; len(taken) > 0 && size > maxBytes {
 			return taken, true
 		}
-		used[c.Lane]++
+		next[best]++
 		taken = append(taken, c)
 	}
 	return taken, false
+}
+
+// claimOrder tells whether a comes before b in the claim's order: higher
+// priority, then earlier RunAt, then lower id.
+func claimOrder(a, b flowCandidate) bool {
+	switch {
+	case a.Priority != b.Priority:
+		return a.Priority > b.Priority
+	case a.RunAtMs != b.RunAtMs:
+		return a.RunAtMs < b.RunAtMs
+	}
+	return bytes.Compare(a.ID[:], b.ID[:]) < 0
 }
 
 // flowRecord writes what the claim used: each grouped lane's served groups

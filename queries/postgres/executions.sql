@@ -101,7 +101,7 @@ WITH current AS (
     UPDATE executions AS x SET state = 'cancelled', last_error = @reason, finished_at_ms = @now::bigint
     FROM current
     WHERE x.id = current.id
-    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms,
+    RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.lane, x.holder, x.claimed_at_ms, x.expires_at_ms,
               x.revoked_at_ms, current.state AS was
 ), recorded AS (
     INSERT INTO attempts (
@@ -113,7 +113,12 @@ WITH current AS (
     FROM cancelled AS c
     WHERE c.was = 'running'
 )
-SELECT cancelled.id FROM cancelled;
+SELECT cancelled.id FROM cancelled
+-- A running execution of a capped lane frees room: the namespace's workers are woken.
+WHERE CASE WHEN cancelled.was = 'running' AND EXISTS (
+    SELECT 1 FROM lane_limits AS m
+    WHERE m.namespace = cancelled.namespace AND m.lane = cancelled.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+) THEN roster_wake(cancelled.namespace) = 1 ELSE true END;
 
 -- name: ExecutionPruneBatch :execrows
 -- ExecutionPruneBatch deletes up to @batch_size executions that finished

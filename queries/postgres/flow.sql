@@ -50,10 +50,9 @@ ON CONFLICT DO NOTHING;
 -- WorkerGetFlowClaimer reads an alive worker's lanes and capabilities for a
 -- claim of lanes with limits or groups, and which of its lanes have either
 -- (in lane order: the claim locks to take), and whether scheduled
--- executions of the namespace are due (to be made ready first), locking its
--- row FOR KEY SHARE
--- (no lease outlives its worker: a MarkWorkerDead or sweep waits for the
--- claim); SKIP LOCKED: a worker being deleted claims nothing.
+-- executions of the namespace are due (to be made ready first). It locks
+-- nothing (ExecutionStartMany locks the worker's row when it starts
+-- something): a claim that finds nothing takes no transaction id.
 SELECT wk.lanes, wk.capabilities,
        CAST(ARRAY(
            SELECT l.lane FROM unnest(wk.lanes) AS l(lane)
@@ -67,8 +66,7 @@ SELECT wk.lanes, wk.capabilities,
        ) AS due
 FROM workers AS wk
 WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
-  AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
-FOR KEY SHARE OF wk SKIP LOCKED;
+  AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint;
 
 -- name: LaneLock :exec
 -- LaneLock takes the claim lock of each lane given, in lane order (so that
@@ -136,13 +134,22 @@ CROSS JOIN LATERAL (
 -- name: ExecutionStartMany :many
 -- ExecutionStartMany moves the given waiting executions to running, each
 -- under its new lease, attempt and epoch (one still waiting is started; one
--- that is not, cancelled meanwhile, is left out).
+-- that is not, cancelled meanwhile, is left out), while their worker is
+-- alive: it locks the worker's row FOR KEY SHARE (no lease outlives its
+-- worker: a MarkWorkerDead or sweep waits for the claim; SKIP LOCKED: a
+-- worker being deleted starts nothing).
+WITH holder AS (
+    SELECT 1 AS alive FROM workers AS wk
+    WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id::text
+      AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
+    FOR KEY SHARE OF wk SKIP LOCKED
+)
 UPDATE executions AS x
 SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
-    lease_id = s.lease_id, holder = @instance_id, claimed_at_ms = @now::bigint,
+    lease_id = s.lease_id, holder = @instance_id::text, claimed_at_ms = @now::bigint,
     expires_at_ms = @expires_at_ms::bigint, revoked_at_ms = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@lease_ids::uuid[]) AS lease_id) AS s
-WHERE x.id = s.id AND x.state = 'waiting'
+WHERE x.id = s.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
 RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id;
 
 -- name: LaneGroupsServe :exec
@@ -154,8 +161,9 @@ ON CONFLICT (namespace, lane, group_key) DO UPDATE SET served_seq = excluded.ser
 
 -- name: LaneRateCount :exec
 -- LaneRateCount counts @claims claims in the rate window that began at
--- @window_start_ms (a new window starts its count afresh).
+-- @window_start_ms (a new window starts its count afresh; a window older
+-- than the one counted is never counted).
 UPDATE lane_limits
 SET window_claims = CASE WHEN window_start_ms = @window_start_ms::bigint THEN window_claims + @claims::bigint ELSE @claims::bigint END,
     window_start_ms = @window_start_ms::bigint
-WHERE namespace = @namespace AND lane = @lane;
+WHERE namespace = @namespace AND lane = @lane AND window_start_ms <= @window_start_ms::bigint;

@@ -217,7 +217,7 @@ WITH failed AS (
         last_error = @last_error
     WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
-    RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms, x.expires_at_ms
+    RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.lane, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
@@ -228,7 +228,10 @@ WITH failed AS (
     FROM failed AS f
 )
 SELECT failed.id FROM failed
-WHERE CASE WHEN failed.state = 'waiting' THEN roster_wake(failed.namespace) = 1 ELSE true END;
+WHERE CASE WHEN failed.state = 'waiting' OR EXISTS (
+    SELECT 1 FROM lane_limits AS m
+    WHERE m.namespace = failed.namespace AND m.lane = failed.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+) THEN roster_wake(failed.namespace) = 1 ELSE true END;
 
 -- name: LeaseRelease :one
 -- LeaseRelease ends the current, unexpired, unrevoked lease without using up
@@ -337,7 +340,10 @@ WITH expired AS (
     WHERE x.id = expired.id
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms,
               x.expires_at_ms, x.revoked_at_ms,
-              CASE WHEN x.state = 'waiting' THEN roster_wake(x.namespace) END AS woken
+              CASE WHEN x.state = 'waiting' OR EXISTS (
+                  SELECT 1 FROM lane_limits AS m
+                  WHERE m.namespace = x.namespace AND m.lane = x.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
+              ) THEN roster_wake(x.namespace) END AS woken
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,

@@ -95,8 +95,9 @@ ON CONFLICT (namespace, lane, group_key) DO UPDATE SET served_seq = excluded.ser
 
 -- name: LaneRateCount :exec
 -- LaneRateCount counts @claims claims in the rate window that began at
--- @window_start_ms (a new window starts its count afresh).
+-- @window_start_ms (a new window starts its count afresh; a window older
+-- than the one counted is never counted).
 UPDATE lane_limits
 SET window_claims = CASE WHEN window_start_ms = CAST(@window_start_ms AS INTEGER) THEN window_claims + CAST(@claims AS INTEGER) ELSE CAST(@claims AS INTEGER) END,
     window_start_ms = CAST(@window_start_ms AS INTEGER)
-WHERE namespace = @namespace AND lane = @lane;
+WHERE namespace = @namespace AND lane = @lane AND window_start_ms <= CAST(@window_start_ms AS INTEGER);

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/engine"
 )
@@ -97,7 +96,7 @@ func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilit
 // leases in the order of ids.
 func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid.UUID) ([]engine.ClaimedLease, error) {
 	rows, err := x.q.ExecutionStartMany(ctx, pgdb.ExecutionStartManyParams{
-		InstanceID: pgtype.Text{String: p.InstanceID, Valid: true}, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
+		InstanceID: p.InstanceID, Namespace: p.Namespace, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
 		Ids: ids, LeaseIds: p.LeaseIDs[:len(ids)],
 	})
 	if err != nil {
@@ -141,3 +140,6 @@ func (e *Engine) flowClaim(ctx context.Context, p engine.ClaimParams) (engine.Cl
 	}, true)
 	return res, err
 }
+
+// Locks says LaneLock takes transaction advisory locks.
+func (x queries) Locks() bool { return true }

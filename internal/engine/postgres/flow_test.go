@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/pgtest"
 )
@@ -59,7 +58,7 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 		},
 		"ExecutionStartMany": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionStartMany(ctx, pgdb.ExecutionStartManyParams{
-				InstanceID: pgtype.Text{String: "i1", Valid: true}, Ids: []uuid.UUID{id}, LeaseIds: []uuid.UUID{uuid.New()},
+				InstanceID: "i1", Namespace: "ns1", Ids: []uuid.UUID{id}, LeaseIds: []uuid.UUID{uuid.New()},
 			})
 			return err
 		},

@@ -149,3 +149,7 @@ func (x queries) flow(ctx context.Context, p engine.ClaimParams) (bool, error) {
 	flow, err := x.q.LaneFlowExists(ctx, sqlitedb.LaneFlowExistsParams{Namespace: p.Namespace, InstanceID: p.InstanceID})
 	return flow, translate(err)
 }
+
+// Locks says LaneLock takes nothing: the single writer excludes every other
+// claim.
+func (x queries) Locks() bool { return false }
