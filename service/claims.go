@@ -140,5 +140,6 @@ func leaseFromRow(r engine.ClaimedLease, instanceID string) Lease {
 		Lane:         r.Lane,
 		Payload:      r.Payload,
 		ExpiresAt:    msTime(r.ExpiresAtMs),
+		Metadata:     decodeMetadata(r.Metadata),
 	}
 }

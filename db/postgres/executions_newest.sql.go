@@ -12,7 +12,7 @@ import (
 )
 
 const executionListByLaneNewest = `-- name: ExecutionListByLaneNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, metadata FROM executions
 WHERE lane = $1 AND id < $2
 ORDER BY id DESC
 LIMIT $3
@@ -60,6 +60,7 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -72,7 +73,7 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 }
 
 const executionListByNamespaceNewest = `-- name: ExecutionListByNamespaceNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, metadata FROM executions
 WHERE namespace = $1 AND id < $2
   AND ($3::text = '' OR lane = $3) AND ($4::text = '' OR state = $4)
 ORDER BY id DESC
@@ -129,6 +130,7 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -141,7 +143,7 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 }
 
 const executionListByStateNewest = `-- name: ExecutionListByStateNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, metadata FROM executions
 WHERE state = $1 AND state <> 'running' AND id < $2
   AND ($3::text = '' OR lane = $3)
 ORDER BY id DESC
@@ -196,6 +198,7 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -209,7 +212,7 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 
 const executionListNewest = `-- name: ExecutionListNewest :many
 
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, metadata FROM executions
 WHERE id < $1
 ORDER BY id DESC
 LIMIT $2
@@ -257,6 +260,7 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -269,7 +273,7 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 }
 
 const executionListRunningNewest = `-- name: ExecutionListRunningNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, metadata FROM executions
 WHERE state = 'running' AND id < $1
   AND ($2::text = '' OR lane = $2)
 ORDER BY id DESC
@@ -319,6 +323,7 @@ func (q *Queries) ExecutionListRunningNewest(ctx context.Context, arg ExecutionL
 			&i.RevokedAtMs,
 			&i.FinishedAtMs,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

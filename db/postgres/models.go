@@ -50,6 +50,7 @@ type Attempt struct {
 	ExpiresAtMs  int64
 	EndedAtMs    int64
 	RevokedAtMs  pgtype.Int8
+	Error        string
 }
 
 type Execution struct {
@@ -77,6 +78,7 @@ type Execution struct {
 	RevokedAtMs          pgtype.Int8
 	FinishedAtMs         pgtype.Int8
 	UniqueKey            pgtype.Text
+	Metadata             pgtype.Text
 }
 
 type ExecutionKey struct {
@@ -91,6 +93,11 @@ type Leader struct {
 	Holder      string
 	Epoch       int64
 	ExpiresAtMs int64
+}
+
+type RosterIdentity struct {
+	ID  uuid.UUID
+	One bool
 }
 
 type Schedule struct {

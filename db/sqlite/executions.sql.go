@@ -7,6 +7,7 @@ package sqlitedb
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/google/uuid"
 )
@@ -34,7 +35,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions WHERE id = ?1
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, metadata FROM executions WHERE id = ?1
 `
 
 // ExecutionGet reads one execution by id.
@@ -66,6 +67,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.Payload,
 		&i.Result,
 		&i.UniqueKey,
+		&i.Metadata,
 	)
 	return i, err
 }
@@ -86,10 +88,10 @@ const executionInsert = `-- name: ExecutionInsert :exec
 
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms, ready
+    run_at_ms, retry_backoff_ms, ready, metadata
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11
+    ?9, ?10, ?11, ?12
 )
 `
 
@@ -105,6 +107,7 @@ type ExecutionInsertParams struct {
 	RunAtMs              int64
 	RetryBackoffMs       int64
 	Ready                int64
+	Metadata             sql.NullString
 }
 
 // Executions: create, read, list, cancel, and prune finished history.
@@ -124,12 +127,13 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 		arg.RunAtMs,
 		arg.RetryBackoffMs,
 		arg.Ready,
+		arg.Metadata,
 	)
 	return err
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, metadata FROM executions
 WHERE id > ?1
 ORDER BY id
 LIMIT ?2
@@ -175,6 +179,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 			&i.Payload,
 			&i.Result,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -190,7 +195,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 }
 
 const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, metadata FROM executions
 WHERE lane = ?1 AND id > ?2
 ORDER BY id
 LIMIT ?3
@@ -238,6 +243,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 			&i.Payload,
 			&i.Result,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -253,7 +259,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 }
 
 const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, metadata FROM executions
 WHERE namespace = ?1 AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3) AND (CAST(?4 AS TEXT) = '' OR state = ?4)
 ORDER BY id
@@ -310,6 +316,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 			&i.Payload,
 			&i.Result,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -325,7 +332,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions INDEXED BY executions_state
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, metadata FROM executions INDEXED BY executions_state
 WHERE state = ?1 AND state <> 'running' AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3)
 ORDER BY id
@@ -380,6 +387,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 			&i.Payload,
 			&i.Result,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -395,7 +403,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionListRunning = `-- name: ExecutionListRunning :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key FROM executions INDEXED BY executions_expiry
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, metadata FROM executions INDEXED BY executions_expiry
 WHERE state = 'running' AND id > ?1
   AND (CAST(?2 AS TEXT) = '' OR lane = ?2)
 ORDER BY id
@@ -445,6 +453,7 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 			&i.Payload,
 			&i.Result,
 			&i.UniqueKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

@@ -35,10 +35,10 @@ const executionInsertUnique = `-- name: ExecutionInsertUnique :execrows
 
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms, ready, unique_key
+    run_at_ms, retry_backoff_ms, ready, unique_key, metadata
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12
+    ?9, ?10, ?11, ?12, ?13
 )
 ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
 `
@@ -56,6 +56,7 @@ type ExecutionInsertUniqueParams struct {
 	RetryBackoffMs       int64
 	Ready                int64
 	UniqueKey            sql.NullString
+	Metadata             sql.NullString
 }
 
 // Fleet features: unique executions, redrive, the maintenance leader and
@@ -76,6 +77,7 @@ func (q *Queries) ExecutionInsertUnique(ctx context.Context, arg ExecutionInsert
 		arg.RetryBackoffMs,
 		arg.Ready,
 		arg.UniqueKey,
+		arg.Metadata,
 	)
 	if err != nil {
 		return 0, err

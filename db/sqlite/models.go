@@ -51,6 +51,7 @@ type Attempt struct {
 	ExpiresAtMs  int64
 	EndedAtMs    int64
 	RevokedAtMs  sql.NullInt64
+	Error        string
 }
 
 type Execution struct {
@@ -78,6 +79,7 @@ type Execution struct {
 	Payload              []byte
 	Result               []byte
 	UniqueKey            sql.NullString
+	Metadata             sql.NullString
 }
 
 type ExecutionKey struct {

@@ -17,6 +17,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: text(e.UniqueKey),
+		Metadata: text(e.Metadata),
 	})
 	return len(woken) == 1, translate(err)
 }
@@ -139,13 +140,14 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 		Priorities: make([]int64, n), Payloads: make([][]byte, n), Capabilities: make([]string, n),
 		MaxAttempts: make([]int64, n), RunAtMs: make([]int64, n), RetryBackoffMs: make([]int64, n),
 		Ready: make([]bool, n), CreatedAtMs: make([]int64, n), UniqueKeys: make([]string, n), UntilMs: untilMs,
+		Metadata: make([]string, n),
 	}
 	for i, e := range es {
 		p.Ords[i], p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = int32(i), e.ID, e.Namespace, e.Lane, e.Priority
 		p.Payloads[i] = bytes(e.Payload)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
-		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey
+		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i], p.Metadata[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey, e.Metadata
 	}
 	rows, err := x.q.ExecutionInsertManyUnique(ctx, p)
 	if err != nil {

@@ -52,6 +52,8 @@ type Engine struct {
 	db      pgdb.DBTX // the pool, as statements sent alone run on it
 	q       *pgdb.Queries
 	closed  atomic.Bool
+	// identity is where the engine's connections are (InTx checks a caller's transaction against it).
+	identity identity
 	// bg ends at Close: background work (the clock) stops at once.
 	bg       context.Context
 	bgCancel context.CancelFunc

@@ -20,6 +20,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), UniqueKey: nullString(e.UniqueKey),
+		Metadata: nullString(e.Metadata),
 	})
 	return n == 1, translate(err)
 }
