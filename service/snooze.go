@@ -62,6 +62,11 @@ type snoozeError struct {
 
 func (e *snoozeError) Error() string { return fmt.Sprintf("roster: snooze for %v", e.d) }
 
+// SnoozeFor says how long the run asked to be snoozed for: a Run middleware
+// tells a snooze from a failure with errors.As on an interface of this
+// method.
+func (e *snoozeError) SnoozeFor() time.Duration { return e.d }
+
 // Snooze returns the error a Handler run by RunWorker returns to snooze its
 // execution for d (0 < d <= 30 days): the lease ends as SnoozeLease ends it,
 // no attempt used up, and the execution waits until d after the handler
