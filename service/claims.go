@@ -146,5 +146,6 @@ func leaseFromRow(r engine.ClaimedLease, instanceID string) Lease {
 		Lane:         r.Lane,
 		Payload:      r.Payload,
 		ExpiresAt:    msTime(r.ExpiresAtMs),
+		Metadata:     decodeMetadata(r.Metadata),
 	}
 }

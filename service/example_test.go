@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log"
@@ -436,4 +437,65 @@ func ExampleStore_PutSchedule() {
 	// Output:
 	// nightly-report next runs at 02:00 UTC
 	// maintenance leader: host-1
+}
+
+// An application writes its own row and the execution that processes it in
+// one transaction of its own (here database/sql on the same SQLite file;
+// on PostgreSQL a *sql.Tx or a pgx.Tx): both exist once it commits, and
+// neither if it rolls back. Workers wake at the commit.
+func ExampleStore_CreateExecutionsTx() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "roster-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "app.db")
+	store, err := service.Open(ctx, path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	// The application's own connection to the same file.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)"); err != nil {
+		log.Fatal(err)
+	}
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback() // a no-op once committed
+	res, err := tx.ExecContext(ctx, "INSERT INTO orders (item) VALUES ('book')")
+	if err != nil {
+		log.Fatal(err)
+	}
+	order, _ := res.LastInsertId()
+	ids, err := store.CreateExecutionsTx(ctx, tx, []service.CreateExecutionArgs{{
+		Namespace: "shop", Lane: "ship", Payload: fmt.Appendf(nil, "order %d", order),
+		UniqueKey: fmt.Sprintf("ship-order-%d", order),
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := store.GetExecution(ctx, ids[0]); errors.Is(err, service.ErrNotFound) {
+		fmt.Println("before the commit: no execution")
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+	e, err := store.GetExecution(ctx, ids[0])
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("after the commit: %s %q\n", e.State, e.Payload)
+	// Output:
+	// before the commit: no execution
+	// after the commit: waiting "order 1"
 }

@@ -54,7 +54,12 @@ type CreateExecutionArgs struct {
 	// without a group form one group of their own), and the lane's
 	// MaxRunningPerGroup caps each group (see LaneLimits).
 	Group string
-	Now   time.Time
+	// Metadata (optional) is stored with the execution and handed to every
+	// Lease of it (a trace context, say): at most 64 entries, keys
+	// identifiers, values valid UTF-8 of at most 4 KiB, keys and values 16
+	// KiB in all. It survives retries, reclaims and redrives.
+	Metadata map[string]string
+	Now      time.Time
 }
 
 // Execution is one unit of work.
@@ -78,6 +83,7 @@ type Execution struct {
 	// expired).
 	Holder                    string
 	ClaimedAt, LeaseExpiresAt time.Time
+	Metadata                  map[string]string // nil when none
 }
 
 // CancelExecutionArgs are the arguments of CancelExecution.
@@ -116,6 +122,30 @@ func (s *Store) CreateExecution(ctx context.Context, a CreateExecutionArgs) (uui
 	if err := s.notClosed(); err != nil {
 		return uuid.Nil, err
 	}
+	if len(s.cfg.middleware) == 0 {
+		return s.createExecution(ctx, a)
+	}
+	ids, err := s.createMiddleware(ctx, []CreateExecutionArgs{a}, func(ctx context.Context, items []CreateExecutionArgs) ([]uuid.UUID, error) {
+		if len(items) != 1 {
+			return s.createExecutions(ctx, items)
+		}
+		id, err := s.createExecution(ctx, items[0])
+		if err != nil {
+			return nil, err
+		}
+		return []uuid.UUID{id}, nil
+	})
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if len(ids) != 1 {
+		return uuid.Nil, fmt.Errorf("roster: a Create middleware returned %d ids for one execution", len(ids))
+	}
+	return ids[0], nil
+}
+
+// createExecution is CreateExecution once its middleware ran.
+func (s *Store) createExecution(ctx context.Context, a CreateExecutionArgs) (uuid.UUID, error) {
 	row, err := s.executionRow(a, "")
 	if err != nil {
 		return uuid.Nil, err
@@ -151,41 +181,69 @@ func (s *Store) CreateExecutions(ctx context.Context, as []CreateExecutionArgs) 
 	if err := s.notClosed(); err != nil {
 		return nil, err
 	}
-	if len(as) == 0 || len(as) > maxCreateBatch {
-		return nil, invalid("executions", "%d items is outside 1..%d", len(as), maxCreateBatch)
+	if len(s.cfg.middleware) == 0 {
+		return s.createExecutions(ctx, as)
 	}
-	rows := make([]engine.Execution, len(as))
-	ids := make([]uuid.UUID, len(as))
-	keyed := false
+	return s.createMiddleware(ctx, as, s.createExecutions)
+}
+
+// batchRows validates a batch create's items and makes their rows: the
+// first bad item is ErrInvalidInput naming its index. It reports whether
+// any item holds a unique key, and until when each key is held.
+func (s *Store) batchRows(as []CreateExecutionArgs) (rows []engine.Execution, until []int64, keyed bool, err error) {
+	if len(as) == 0 || len(as) > maxCreateBatch {
+		return nil, nil, false, invalid("executions", "%d items is outside 1..%d", len(as), maxCreateBatch)
+	}
+	rows = make([]engine.Execution, len(as))
 	for i, a := range as {
 		row, err := s.executionRow(a, fmt.Sprintf("[%d].", i))
 		if err != nil {
-			return nil, err
+			return nil, nil, false, err
 		}
-		rows[i], ids[i] = row, row.ID
+		rows[i] = row
 		keyed = keyed || row.UniqueKey != ""
 	}
-	if err := s.touchGroups(ctx, rows); err != nil {
-		return nil, err
-	}
 	if keyed {
-		until := make([]int64, len(as))
+		until = make([]int64, len(as))
 		for i := range as {
 			until[i] = uniqueUntil(rows[i], as[i].UniqueFor)
 		}
-		return s.createUnique(ctx, rows, until)
 	}
+	return rows, until, keyed, nil
+}
+
+// insertBatch returns the write of a batch without unique keys: a
+// statement per 64 MiB of payloads.
+func (s *Store) insertBatch(rows []engine.Execution) (write func(ctx context.Context, q engine.Queries) error, statements int) {
 	chunks := s.byPayloadBytes(rows)
-	insert := func(ctx context.Context, q engine.Queries) error {
+	return func(ctx context.Context, q engine.Queries) error {
 		for _, chunk := range chunks {
 			if err := q.ExecutionInsertMany(ctx, chunk); err != nil {
 				return err
 			}
 		}
 		return nil
+	}, len(chunks)
+}
+
+// createExecutions is CreateExecutions once its middleware ran.
+func (s *Store) createExecutions(ctx context.Context, as []CreateExecutionArgs) ([]uuid.UUID, error) {
+	rows, until, keyed, err := s.batchRows(as)
+	if err != nil {
+		return nil, err
 	}
-	var err error
-	if len(chunks) == 1 {
+	if err := s.touchGroups(ctx, rows); err != nil {
+		return nil, err
+	}
+	if keyed {
+		return s.createUnique(ctx, rows, until)
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+	}
+	insert, statements := s.insertBatch(rows)
+	if statements == 1 {
 		err = s.writeOne(ctx, insert)
 	} else {
 		err = s.write(ctx, insert) // one transaction, whatever the statements
@@ -255,6 +313,10 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 	if err := validPayload(prefix+"Payload", a.Payload); err != nil {
 		return engine.Execution{}, err
 	}
+	metadata, err := encodeMetadata(prefix+"Metadata", a.Metadata)
+	if err != nil {
+		return engine.Execution{}, err
+	}
 	if a.RetryBackoff < 0 || (a.RetryBackoff > 0 && a.RetryBackoff < time.Millisecond) || a.RetryBackoff > maxRetryBackoff {
 		return engine.Execution{}, invalid(prefix+"RetryBackoff", "%v is neither 0 nor between 1ms and 24h", a.RetryBackoff)
 	}
@@ -293,6 +355,7 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 		RetryBackoffMs:       backoff.Milliseconds(),
 		UniqueKey:            a.UniqueKey,
 		Group:                a.Group,
+		Metadata:             metadata,
 	}, nil
 }
 
@@ -441,6 +504,7 @@ func executionFromRow(r engine.Execution) Execution {
 		Holder:               r.Holder,
 		ClaimedAt:            optionalTime(r.ClaimedAtMs),
 		LeaseExpiresAt:       optionalTime(r.ExpiresAtMs),
+		Metadata:             decodeMetadata(r.Metadata),
 	}
 }
 

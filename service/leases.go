@@ -34,6 +34,7 @@ type Lease struct {
 	Namespace, InstanceID, Lane string
 	Payload                     []byte
 	ExpiresAt                   time.Time
+	Metadata                    map[string]string // the execution's (nil when none)
 }
 
 // RenewLeaseArgs are the arguments of RenewLease: the new expiry is Now + TTL.

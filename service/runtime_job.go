@@ -96,6 +96,9 @@ func (w *runner) start(l Lease) { w.claims.handOff([]Lease{l}) }
 func (w *runner) runJob(j *job) {
 	defer w.handlers.Done()
 	result, herr := w.call(j.ctx, j.lease)
+	if sn, ok := asSnooze(herr); ok {
+		sn.until = w.s.now(time.Time{}).Add(sn.d) // d from now, by the Store's clock
+	}
 	lost := j.isLost()
 	w.jobsMu.Lock()
 	delete(w.jobs, j)
@@ -118,7 +121,10 @@ func (w *runner) call(ctx context.Context, l Lease) (result []byte, err error) {
 			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	return w.a.Handler(ctx, l)
+	if len(w.s.cfg.middleware) == 0 {
+		return w.a.Handler(ctx, l)
+	}
+	return w.s.runMiddleware(ctx, l, w.a.Handler)
 }
 
 // settle records that the outcome was written or dropped: the keeper stops

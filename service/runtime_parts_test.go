@@ -121,7 +121,7 @@ func (f *fakeSettleStore) settle(outcomes []engine.Outcome, held []Lease, unknow
 func (f *fakeSettleStore) writtenBefore(engine.Outcome) error { return engine.ErrNoRows }
 
 // endedBefore records nothing.
-func (f *fakeSettleStore) endedBefore(Lease, bool) {}
+func (f *fakeSettleStore) endedBefore(Lease, engine.Outcome) {}
 
 // snapshot returns the calls so far and the times each lease was written.
 func (f *fakeSettleStore) snapshot() ([]settleCall, map[uuid.UUID]int) {

@@ -50,7 +50,7 @@ type pendingOutcome struct {
 type settleStore interface {
 	settle(outcomes []engine.Outcome, held []Lease, unknown []bool, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error)
 	writtenBefore(o engine.Outcome) error
-	endedBefore(l Lease, failed bool)
+	endedBefore(l Lease, o engine.Outcome)
 }
 
 var _ settleStore = (*Store)(nil)
@@ -275,7 +275,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 		}
 		switch {
 		case err == nil:
-			st.store.endedBefore(p.j.lease, p.outcome.Fail)
+			st.store.endedBefore(p.j.lease, p.outcome)
 			st.written(p)
 			written = true
 		case errors.Is(err, engine.ErrNoRows):
@@ -358,12 +358,21 @@ func (st *settler) write(batch []*pendingOutcome) {
 	}
 }
 
-// outcomeOf turns a handler's return into the outcome to write: a result
-// over the size limit fails the attempt instead.
+// outcomeOf turns a handler's return into the outcome to write: a Snooze
+// snoozes the execution; a result over the size limit fails the attempt
+// instead.
 func outcomeOf(l Lease, result []byte, herr error) engine.Outcome {
 	o := engine.Outcome{Lease: leaseRef(l)}
 	if herr == nil && len(result) > maxPayloadBytes {
 		herr = fmt.Errorf("the handler's result of %d bytes exceeds the limit of 16 MiB", len(result))
+	}
+	if sn, ok := asSnooze(herr); ok {
+		until := sn.until
+		if until.IsZero() {
+			until = time.Now().Add(sn.d)
+		}
+		o.Snooze, o.RunAtMs = true, until.UnixMilli()
+		return o
 	}
 	if herr != nil {
 		o.Fail, o.Reason = true, failReason(herr)
@@ -404,6 +413,8 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, 
 			err = s.writtenBefore(o)
 		}
 		switch {
+		case err == nil && o.Snooze:
+			requeued = true // a new earliest RunAt to wait for
 		case err == nil && o.Fail:
 			s.noteEnded(held[i].Namespace, held[i].Lane, true)
 			requeued = true
@@ -429,10 +440,13 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, 
 
 // endedBefore records an execution whose attempt an earlier try of this
 // worker's outcome ended (see writtenBefore): the Observer counts it, and a
-// failed attempt wakes the claimers (a retry may be claimable).
-func (s *Store) endedBefore(l Lease, failed bool) {
-	s.noteEnded(l.Namespace, l.Lane, failed)
-	if failed {
+// failed or snoozed attempt wakes the claimers (a retry may be claimable, or
+// a new earliest RunAt waited for).
+func (s *Store) endedBefore(l Lease, o engine.Outcome) {
+	if !o.Snooze {
+		s.noteEnded(l.Namespace, l.Lane, o.Fail)
+	}
+	if o.Fail || o.Snooze {
 		s.work.signal()
 	}
 }
@@ -451,7 +465,7 @@ func (s *Store) writtenBefore(o engine.Outcome) error {
 	switch {
 	case err != nil:
 		return err
-	case (outcome == "failed") != o.Fail:
+	case outcome != o.Name():
 		return engine.ErrNoRows
 	}
 	s.log.Info("roster: worker: an outcome whose write had an unknown result was written by that try",

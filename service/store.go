@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,7 @@ type config struct {
 	claimBytes     int64            // the bound on a claim's payloads (0: the engine's 64 MiB; tests lower it)
 	statementBytes int              // the bound on a create statement's payloads (0: 64 MiB; tests lower it)
 	observer       Observer
+	middleware     []Middleware // WithMiddleware, the first outermost
 	// Executions created with MaxAttempts 0 or RetryBackoff 0 get these
 	// (WithExecutionDefaults).
 	defaultMaxAttempts  int
@@ -179,6 +181,8 @@ func (c *config) validate() error {
 		return invalid("WithWriteQueue", "negative admission time %v", c.admission)
 	case c.observer == nil:
 		return invalid("WithObserver", "nil observer")
+	case slices.Contains(c.middleware, nil):
+		return invalid("WithMiddleware", "nil middleware")
 	case c.busyTimeout < 0:
 		return invalid("WithBusyTimeout", "negative timeout %v", c.busyTimeout)
 	case c.defaultMaxAttempts < 1:

@@ -31,6 +31,21 @@ func uniqueUntil(row engine.Execution, uniqueFor time.Duration) int64 {
 // redrive of an execution of its key (the schema's unique index) gets that
 // execution's id. Keys with a UniqueFor are then held until it ends.
 func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until []int64) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		ids, err = s.createUniqueIn(ctx, q, rows, until)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.work.signal()
+	return ids, nil
+}
+
+// createUniqueIn is createUnique's work inside a transaction of q's.
+func (s *Store) createUniqueIn(ctx context.Context, q engine.Queries, rows []engine.Execution, until []int64) ([]uuid.UUID, error) {
 	// Each key goes to the engine once, with its first item.
 	firstOf := map[[2]string]int{}
 	var batch []engine.Execution
@@ -54,39 +69,32 @@ func (s *Store) createUnique(ctx context.Context, rows []engine.Execution, until
 			namespaces, keys = append(namespaces, row.Namespace), append(keys, row.UniqueKey)
 		}
 	}
-	ids := make([]uuid.UUID, len(rows))
-	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
-		// The keys' creates run one at a time from here, so that the insert
-		// sees every create of them that committed before it.
-		if err := q.ExecutionKeyLock(ctx, namespaces, keys); err != nil {
-			return err
-		}
-		got := make([]uuid.UUID, 0, len(batch))
-		for _, chunk := range s.byPayloadBytes(batch) {
-			from := len(got)
-			part, err := q.ExecutionInsertManyUnique(ctx, chunk, batchUntil[from:from+len(chunk)])
-			if err != nil {
-				return err
-			}
-			got = append(got, part...)
-		}
-		var err error
-		for j, id := range got {
-			if id == uuid.Nil { // met a concurrent redrive of the key's execution
-				if got[j], err = s.createKeyed(ctx, q, batch[j], batchUntil[j]); err != nil {
-					return err
-				}
-			}
-		}
-		for i := range rows {
-			ids[i] = got[slot[i]]
-		}
-		return nil
-	})
-	if err != nil {
+	// The keys' creates run one at a time from here, so that the insert
+	// sees every create of them that committed before it.
+	if err := q.ExecutionKeyLock(ctx, namespaces, keys); err != nil {
 		return nil, err
 	}
-	s.work.signal()
+	got := make([]uuid.UUID, 0, len(batch))
+	for _, chunk := range s.byPayloadBytes(batch) {
+		from := len(got)
+		part, err := q.ExecutionInsertManyUnique(ctx, chunk, batchUntil[from:from+len(chunk)])
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, part...)
+	}
+	var err error
+	for j, id := range got {
+		if id == uuid.Nil { // met a concurrent redrive of the key's execution
+			if got[j], err = s.createKeyed(ctx, q, batch[j], batchUntil[j]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i := range rows {
+		ids[i] = got[slot[i]]
+	}
 	return ids, nil
 }
 

@@ -253,7 +253,7 @@ func executionFields(e service.Execution) [][]string {
 		{"unique_key", orDash(e.UniqueKey)}, {"created_at", ts(e.CreatedAt)}, {"run_at", ts(e.RunAt)},
 		{"retry_backoff", e.RetryBackoff.String()}, {"holder", orDash(e.Holder)}, {"claimed_at", ts(e.ClaimedAt)},
 		{"lease_expires_at", ts(e.LeaseExpiresAt)}, {"finished_at", ts(e.FinishedAt)}, {"last_error", orDash(e.LastError)},
-		{"payload", preview(e.Payload)}, {"result", preview(e.Result)},
+		{"payload", preview(e.Payload)}, {"result", preview(e.Result)}, {"metadata", metadataCell(e.Metadata)},
 	}
 }
 
@@ -298,7 +298,17 @@ func executionsGet(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(executionView(e), []string{"FIELD", "VALUE"}, executionFields(e), "")
+		as, err := s.ListAttempts(ctx, id)
+		if err != nil {
+			return err
+		}
+		rows := executionFields(e)
+		for _, a := range as {
+			r := attemptRow(a)
+			rows = append(rows, []string{"attempt " + r[0], strings.Join(r[1:], "  ")})
+		}
+		return c.print(executionDetailJSON{executionJSON: executionView(e), AttemptHistory: attemptViews(as)},
+			[]string{"FIELD", "VALUE"}, rows, "")
 	})
 }
 

@@ -34,7 +34,7 @@ Usage:
   roster migrate up|down|version|force      schema migrations
   roster workers list|sweep                 the worker registry
   roster events list|prune                  the audit log (list --follow tails it)
-  roster executions list|get|cancel|retry|prune  the execution queue
+  roster executions list|get|create|attempts|cancel|retry|prune  the execution queue
   roster leases expired|reclaim             expired leases
   roster agents list|get|terminate-live     the agent ledger
   roster schedules list|put|delete|pause|resume  periodic executions
@@ -68,8 +68,13 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWith(ctx, args, nil, stdout, stderr)
+}
+
+// runWith is run with stdin given (nil: os.Stdin).
+func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	wantsJSON := contains(args, "--json") || contains(args, "-json")
-	c := &cli{stdout: stdout, stderr: stderr, json: wantsJSON, argv: args}
+	c := &cli{stdout: stdout, stdin: stdin, stderr: stderr, json: wantsJSON, argv: args}
 	fail := func(code int, msg string) int {
 		printError(stderr, wantsJSON, c.scrub("roster: "+msg))
 		return code
@@ -255,6 +260,7 @@ type cli struct {
 	json           bool
 	args           []string // positional arguments
 	stdout, stderr io.Writer
+	stdin          io.Reader // --payload -: nil is os.Stdin (tests give their own)
 	argv           []string  // the whole command line
 	secrets        []string  // values no error may show
 	secretFlags    []*string // flags whose values no error may show
@@ -507,4 +513,5 @@ func init() {
 	}
 	registerFleet()
 	registerLanes()
+	registerQueue()
 }

@@ -98,7 +98,7 @@ func TestCLIUsageAndHelp(t *testing.T) {
 		{[]string{"workers"}, 2, "missing subcommand (list|sweep)"},
 		{[]string{"workers", "--help"}, 0, "list|sweep"},
 		{[]string{"workers", "--help"}, 0, "sweep  Delete every worker whose TTL has lapsed"},
-		{[]string{"executions", "-h"}, 0, "retry ID...     Redrive failed or cancelled executions"},
+		{[]string{"executions", "-h"}, 0, "retry ID...            Redrive failed or cancelled executions"},
 		{[]string{"workers", "fly"}, 2, `unknown subcommand "fly"`},
 		{[]string{"workers", "list", "--help"}, 0, "-namespace"},
 		{[]string{"executions", "cancel", "--help"}, 0, "Usage: roster executions cancel [flags] [ID...]"},

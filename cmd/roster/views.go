@@ -71,6 +71,8 @@ type executionJSON struct {
 	ClaimedAt      *time.Time `json:"claimed_at"`
 	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
 	FinishedAt     *time.Time `json:"finished_at"`
+	// Metadata is the execution's ({} when none).
+	Metadata map[string]string `json:"metadata"`
 }
 
 func executionView(e service.Execution) executionJSON {
@@ -81,6 +83,7 @@ func executionView(e service.Execution) executionJSON {
 		CreatedAt: e.CreatedAt, RunAt: e.RunAt, RetryBackoffMs: e.RetryBackoff.Milliseconds(),
 		PayloadText: text(e.Payload), ResultText: text(e.Result), UniqueKey: e.UniqueKey, Holder: e.Holder,
 		ClaimedAt: optional(e.ClaimedAt), LeaseExpiresAt: optional(e.LeaseExpiresAt), FinishedAt: optional(e.FinishedAt),
+		Metadata: orEmptyMap(e.Metadata),
 	}
 }
 
@@ -195,6 +198,13 @@ func statsView(st service.Stats) statsJSON {
 type pageJSON[T any] struct {
 	Items []T    `json:"items"`
 	Next  string `json:"next"`
+}
+
+func orEmptyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 func orEmpty(vs []string) []string {

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const executionCancel = `-- name: ExecutionCancel :one
@@ -25,10 +26,10 @@ WITH current AS (
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
     SELECT c.id, c.attempts, c.epoch, c.lease_id, c.namespace, c.holder, 'cancelled',
-           c.claimed_at_ms, c.expires_at_ms, $3::bigint, c.revoked_at_ms
+           c.claimed_at_ms, c.expires_at_ms, $3::bigint, c.revoked_at_ms, $2
     FROM cancelled AS c
     WHERE c.was = 'running'
 )
@@ -46,7 +47,8 @@ type ExecutionCancelParams struct {
 }
 
 // ExecutionCancel ends a waiting or running execution as cancelled with the
-// reason, and records a running one's attempt as cancelled, in one
+// reason, and records a running one's attempt as cancelled (with the
+// reason), in one
 // statement; no row when the execution is absent or already ended.
 // A running execution of a capped lane frees room: the namespace's workers are woken.
 func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams) (uuid.UUID, error) {
@@ -57,7 +59,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions WHERE id = $1
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions WHERE id = $1
 `
 
 // ExecutionGet reads one execution by id.
@@ -90,6 +92,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.FinishedAtMs,
 		&i.UniqueKey,
 		&i.GroupKey,
+		&i.Metadata,
 	)
 	return i, err
 }
@@ -111,10 +114,10 @@ const executionInsert = `-- name: ExecutionInsert :exec
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, group_key
+        run_at_ms, retry_backoff_ms, ready, group_key, metadata
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11, $12
+        $9, $10, $11, $12, $13
     )
     RETURNING namespace
 )
@@ -134,6 +137,7 @@ type ExecutionInsertParams struct {
 	RetryBackoffMs       int64
 	Ready                bool
 	GroupKey             string
+	Metadata             pgtype.Text
 }
 
 // Executions: create, read, list, cancel, and prune finished history.
@@ -195,6 +199,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 		arg.RetryBackoffMs,
 		arg.Ready,
 		arg.GroupKey,
+		arg.Metadata,
 	)
 	return err
 }
@@ -206,15 +211,16 @@ WITH input AS (
            unnest($5::bytea[]) AS payload, unnest($6::text[]) AS caps,
            unnest($7::bigint[]) AS max_attempts, unnest($8::bigint[]) AS run_at_ms,
            unnest($9::bigint[]) AS retry_backoff_ms, unnest($10::boolean[]) AS ready,
-           unnest($11::bigint[]) AS created_at_ms, unnest($12::text[]) AS group_key
+           unnest($11::bigint[]) AS created_at_ms, unnest($12::text[]) AS metadata,
+           unnest($13::text[]) AS group_key
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, group_key
+        run_at_ms, retry_backoff_ms, ready, group_key, metadata
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
-           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key, nullif(i.metadata, '')
     FROM input AS i
     RETURNING namespace
 )
@@ -233,13 +239,14 @@ type ExecutionInsertManyParams struct {
 	RetryBackoffMs []int64
 	Ready          []bool
 	CreatedAtMs    []int64
+	Metadata       []string
 	GroupKeys      []string
 }
 
 // ExecutionInsertMany creates many waiting executions in one statement (the
 // i-th element of each array is the i-th execution's; its capabilities are
-// joined by chr(31), which no identifier holds) and wakes each namespace's
-// workers once.
+// joined by chr(31), which no identifier holds; its metadata ” is none) and
+// wakes each namespace's workers once.
 func (q *Queries) ExecutionInsertMany(ctx context.Context, arg ExecutionInsertManyParams) error {
 	_, err := q.db.Exec(ctx, executionInsertMany,
 		arg.Ids,
@@ -253,13 +260,14 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, arg ExecutionInsertMa
 		arg.RetryBackoffMs,
 		arg.Ready,
 		arg.CreatedAtMs,
+		arg.Metadata,
 		arg.GroupKeys,
 	)
 	return err
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE id > $1
 ORDER BY id
 LIMIT $2
@@ -306,6 +314,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -318,7 +327,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 }
 
 const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE lane = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -367,6 +376,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -379,7 +389,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 }
 
 const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE namespace = $1 AND id > $2
   AND ($3::text = '' OR lane = $3) AND ($4::text = '' OR state = $4)
 ORDER BY id
@@ -437,6 +447,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -449,7 +460,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE state = $1 AND state <> 'running' AND id > $2
   AND ($3::text = '' OR lane = $3)
 ORDER BY id
@@ -505,6 +516,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -517,7 +529,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionListRunning = `-- name: ExecutionListRunning :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE state = 'running' AND id > $1
   AND ($2::text = '' OR lane = $2)
 ORDER BY id
@@ -568,6 +580,7 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

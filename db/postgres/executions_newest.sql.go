@@ -12,7 +12,7 @@ import (
 )
 
 const executionListByLaneNewest = `-- name: ExecutionListByLaneNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE lane = $1 AND id < $2
 ORDER BY id DESC
 LIMIT $3
@@ -61,6 +61,7 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -73,7 +74,7 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 }
 
 const executionListByNamespaceNewest = `-- name: ExecutionListByNamespaceNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE namespace = $1 AND id < $2
   AND ($3::text = '' OR lane = $3) AND ($4::text = '' OR state = $4)
 ORDER BY id DESC
@@ -131,6 +132,7 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -143,7 +145,7 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 }
 
 const executionListByStateNewest = `-- name: ExecutionListByStateNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE state = $1 AND state <> 'running' AND id < $2
   AND ($3::text = '' OR lane = $3)
 ORDER BY id DESC
@@ -199,6 +201,7 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -212,7 +215,7 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 
 const executionListNewest = `-- name: ExecutionListNewest :many
 
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE id < $1
 ORDER BY id DESC
 LIMIT $2
@@ -261,6 +264,7 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -273,7 +277,7 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 }
 
 const executionListRunningNewest = `-- name: ExecutionListRunningNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
 WHERE state = 'running' AND id < $1
   AND ($2::text = '' OR lane = $2)
 ORDER BY id DESC
@@ -324,6 +328,7 @@ func (q *Queries) ExecutionListRunningNewest(ctx context.Context, arg ExecutionL
 			&i.FinishedAtMs,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

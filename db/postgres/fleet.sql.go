@@ -39,7 +39,8 @@ WITH input AS (
            unnest($8::bigint[]) AS max_attempts, unnest($9::bigint[]) AS run_at_ms,
            unnest($10::bigint[]) AS retry_backoff_ms, unnest($11::boolean[]) AS ready,
            unnest($12::bigint[]) AS created_at_ms, unnest($13::text[]) AS unique_key,
-           unnest($14::bigint[]) AS until_ms, unnest($15::text[]) AS group_key
+           unnest($14::bigint[]) AS until_ms, unnest($15::text[]) AS metadata,
+           unnest($16::text[]) AS group_key
 ), held AS (
     SELECT i.ord, coalesce(
         (SELECT x.id FROM executions AS x
@@ -52,11 +53,12 @@ WITH input AS (
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, unique_key, group_key
+        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
-           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, nullif(i.unique_key, ''), i.group_key
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, nullif(i.unique_key, ''),
+           i.group_key, nullif(i.metadata, '')
     FROM input AS i
     WHERE NOT EXISTS (SELECT 1 FROM held AS h WHERE h.ord = i.ord AND h.holder IS NOT NULL)
     ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
@@ -97,6 +99,7 @@ type ExecutionInsertManyUniqueParams struct {
 	CreatedAtMs    []int64
 	UniqueKeys     []string
 	UntilMs        []int64
+	Metadata       []string
 	GroupKeys      []string
 }
 
@@ -133,6 +136,7 @@ func (q *Queries) ExecutionInsertManyUnique(ctx context.Context, arg ExecutionIn
 		arg.CreatedAtMs,
 		arg.UniqueKeys,
 		arg.UntilMs,
+		arg.Metadata,
 		arg.GroupKeys,
 	)
 	if err != nil {
@@ -158,10 +162,10 @@ const executionInsertUnique = `-- name: ExecutionInsertUnique :many
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, unique_key, group_key
+        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11, $12, $13
+        $9, $10, $11, $12, $13, $14
     )
     ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
     RETURNING namespace
@@ -183,6 +187,7 @@ type ExecutionInsertUniqueParams struct {
 	Ready                bool
 	UniqueKey            pgtype.Text
 	GroupKey             string
+	Metadata             pgtype.Text
 }
 
 // Fleet features: unique executions, redrive, the maintenance leader and
@@ -206,6 +211,7 @@ func (q *Queries) ExecutionInsertUnique(ctx context.Context, arg ExecutionInsert
 		arg.Ready,
 		arg.UniqueKey,
 		arg.GroupKey,
+		arg.Metadata,
 	)
 	if err != nil {
 		return nil, err

@@ -91,7 +91,7 @@ SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
     expires_at_ms = $3::bigint, revoked_at_ms = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::uuid[]) AS lease_id) AS s
 WHERE x.id = s.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id
+RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, CAST(coalesce(x.metadata, '') AS text) AS metadata
 `
 
 type ExecutionStartManyParams struct {
@@ -110,6 +110,7 @@ type ExecutionStartManyRow struct {
 	Lane     string
 	Payload  []byte
 	LeaseID  uuid.NullUUID
+	Metadata string
 }
 
 // ExecutionStartMany moves the given waiting executions to running, each
@@ -141,6 +142,7 @@ func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartMany
 			&i.Lane,
 			&i.Payload,
 			&i.LeaseID,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

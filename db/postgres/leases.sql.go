@@ -12,6 +12,60 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const attemptList = `-- name: AttemptList :many
+SELECT a.epoch, a.attempt_index, a.instance_id, a.state, a.claimed_at_ms, a.ended_at_ms, a.error
+FROM attempts AS a
+WHERE a.execution_id = $1
+UNION ALL
+SELECT x.epoch, x.attempts, x.holder::text, x.state, x.claimed_at_ms::bigint,
+       coalesce(x.finished_at_ms, 0)::bigint, ''::text
+FROM executions AS x
+WHERE x.id = $1 AND x.state IN ('running', 'completed') AND x.lease_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM attempts AS h WHERE h.execution_id = x.id AND h.epoch = x.epoch)
+ORDER BY 1
+`
+
+type AttemptListRow struct {
+	Epoch        int64
+	AttemptIndex int64
+	InstanceID   string
+	State        string
+	ClaimedAtMs  int64
+	EndedAtMs    int64
+	Error        string
+}
+
+// AttemptList reads an execution's attempts by epoch (its primary key): the
+// recorded ones, then the lease on its row when that is the current attempt
+// (running) or the last, completed one (a completion records no row).
+func (q *Queries) AttemptList(ctx context.Context, id uuid.UUID) ([]AttemptListRow, error) {
+	rows, err := q.db.Query(ctx, attemptList, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AttemptListRow{}
+	for rows.Next() {
+		var i AttemptListRow
+		if err := rows.Scan(
+			&i.Epoch,
+			&i.AttemptIndex,
+			&i.InstanceID,
+			&i.State,
+			&i.ClaimedAtMs,
+			&i.EndedAtMs,
+			&i.Error,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const executionClaim = `-- name: ExecutionClaim :one
 
 WITH w AS (
@@ -68,7 +122,7 @@ WITH w AS (
         claimed_at_ms = $3::bigint, expires_at_ms = $7::bigint, revoked_at_ms = NULL
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, candidates.n
+    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, x.metadata, candidates.n
 ), short AS (
     SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality($6::uuid[])
 )
@@ -97,7 +151,8 @@ SELECT
     CAST(coalesce(array_agg(started.epoch ORDER BY started.n), '{}') AS bigint[]) AS epochs,
     CAST(coalesce(array_agg(started.lane ORDER BY started.n), '{}') AS text[]) AS lanes,
     CAST(coalesce(array_agg(started.payload ORDER BY started.n), '{}') AS bytea[]) AS payloads,
-    CAST(coalesce(array_agg(started.lease_id ORDER BY started.n), '{}') AS uuid[]) AS lease_ids
+    CAST(coalesce(array_agg(started.lease_id ORDER BY started.n), '{}') AS uuid[]) AS lease_ids,
+    CAST(coalesce(array_agg(coalesce(started.metadata, '') ORDER BY started.n), '{}') AS text[]) AS metadata
 FROM started
 `
 
@@ -123,6 +178,7 @@ type ExecutionClaimRow struct {
 	Lanes       []string
 	Payloads    [][]byte
 	LeaseIds    []uuid.UUID
+	Metadata    []string
 }
 
 // Leases: claim, renew, complete, fail, release, revoke, list expired and
@@ -171,7 +227,7 @@ type ExecutionClaimRow struct {
 // When there is nothing to claim it locks nothing, writes nothing and takes
 // no transaction id. One row: alive (false: the worker is
 // not alive, nothing claimed), due, next_run_at_ms, and the claimed leases
-// as arrays, best first.
+// as arrays, best first (metadata ”: none).
 func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) (ExecutionClaimRow, error) {
 	row := q.db.QueryRow(ctx, executionClaim,
 		arg.MaxBytes,
@@ -195,6 +251,7 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 		&i.Lanes,
 		&i.Payloads,
 		&i.LeaseIds,
+		&i.Metadata,
 	)
 	return i, err
 }
@@ -353,10 +410,10 @@ WITH failed AS (
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms
+        claimed_at_ms, expires_at_ms, ended_at_ms, error
     )
     SELECT f.id, f.attempts, f.epoch, f.lease_id, f.namespace, f.holder, 'failed',
-           f.claimed_at_ms, f.expires_at_ms, $1::bigint
+           f.claimed_at_ms, f.expires_at_ms, $1::bigint, $2
     FROM failed AS f
 )
 SELECT failed.id FROM failed
@@ -436,8 +493,9 @@ const leaseGetOutcome = `-- name: LeaseGetOutcome :one
 SELECT CAST('completed' AS text) AS outcome FROM executions AS x
 WHERE x.id = $1 AND x.lease_id = $2::uuid AND x.epoch = $3 AND x.state = 'completed'
 UNION ALL
-SELECT CAST('failed' AS text) FROM attempts AS a
-WHERE a.execution_id = $1 AND a.epoch = $3 AND a.lease_id = $2::uuid AND a.state = 'failed'
+SELECT a.state FROM attempts AS a
+WHERE a.execution_id = $1 AND a.epoch = $3 AND a.lease_id = $2::uuid
+  AND a.state IN ('failed', 'snoozed')
 LIMIT 1
 `
 
@@ -448,10 +506,10 @@ type LeaseGetOutcomeParams struct {
 }
 
 // LeaseGetOutcome reads how a lease ended when its holder's own outcome
-// ended it: 'completed' (its execution completed under it) or 'failed' (its
-// attempt was recorded failed); no row otherwise (lost, or still running).
-// For an outcome whose write was retried after an unknown result: the
-// earlier try may have committed it.
+// ended it: 'completed' (its execution completed under it), 'failed' or
+// 'snoozed' (its attempt was recorded so); no row otherwise (lost, or still
+// running). For an outcome whose write was retried after an unknown result:
+// the earlier try may have committed it.
 func (q *Queries) LeaseGetOutcome(ctx context.Context, arg LeaseGetOutcomeParams) (string, error) {
 	row := q.db.QueryRow(ctx, leaseGetOutcome, arg.ID, arg.LeaseID, arg.Epoch)
 	var outcome string
@@ -575,10 +633,10 @@ WITH expired AS (
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
     SELECT r.id, r.attempts, r.epoch, r.lease_id, r.namespace, r.holder, 'reclaimed',
-           r.claimed_at_ms, r.expires_at_ms, $1::bigint, r.revoked_at_ms
+           r.claimed_at_ms, r.expires_at_ms, $1::bigint, r.revoked_at_ms, 'lease expired'
     FROM requeued AS r
 )
 SELECT requeued.id FROM requeued
@@ -621,7 +679,15 @@ WITH released AS (
     SET state = 'waiting', attempts = x.attempts - 1, ready = true
     WHERE x.id = $1 AND x.epoch = $2 AND x.lease_id = $3::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $4::bigint AND x.revoked_at_ms IS NULL ELSE false END
-    RETURNING x.id, x.namespace
+    RETURNING x.id, x.namespace, x.attempts, x.epoch, x.lease_id, x.holder, x.claimed_at_ms, x.expires_at_ms
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms
+    )
+    SELECT r.id, r.attempts + 1, r.epoch, r.lease_id, r.namespace, r.holder, 'released',
+           r.claimed_at_ms, r.expires_at_ms, $4::bigint
+    FROM released AS r
 )
 SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1
 `
@@ -636,8 +702,9 @@ type LeaseReleaseParams struct {
 // LeaseRelease ends the current, unexpired, unrevoked lease without using up
 // its attempt: the execution waits again, ready as when it was claimed, with
 // its RunAt and one attempt fewer, its epoch unchanged (the released lease
-// stays fenced), and the namespace's workers are woken. It never ran, so no attempt is recorded. No
-// row when the lease is lost.
+// stays fenced), the attempt recorded as released (under the index it was
+// claimed with), and the namespace's workers are woken. No row when the
+// lease is lost.
 func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, leaseRelease,
 		arg.ID,
@@ -700,6 +767,51 @@ type LeaseRevokeHeldByParams struct {
 func (q *Queries) LeaseRevokeHeldBy(ctx context.Context, arg LeaseRevokeHeldByParams) error {
 	_, err := q.db.Exec(ctx, leaseRevokeHeldBy, arg.Now, arg.Namespaces, arg.Holders)
 	return err
+}
+
+const leaseSnooze = `-- name: LeaseSnooze :one
+WITH snoozed AS (
+    UPDATE executions AS x
+    SET state = 'waiting', attempts = x.attempts - 1, run_at_ms = $1::bigint,
+        ready = $1::bigint <= $2::bigint
+    WHERE x.id = $3 AND x.epoch = $4 AND x.lease_id = $5::uuid
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $2::bigint AND x.revoked_at_ms IS NULL ELSE false END
+    RETURNING x.id, x.namespace, x.attempts, x.epoch, x.lease_id, x.holder, x.claimed_at_ms, x.expires_at_ms, x.ready
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms
+    )
+    SELECT s.id, s.attempts + 1, s.epoch, s.lease_id, s.namespace, s.holder, 'snoozed',
+           s.claimed_at_ms, s.expires_at_ms, $2::bigint
+    FROM snoozed AS s
+)
+SELECT snoozed.id FROM snoozed WHERE CASE WHEN snoozed.ready THEN roster_wake(snoozed.namespace) = 1 ELSE true END
+`
+
+type LeaseSnoozeParams struct {
+	RunAt   int64
+	Now     int64
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.UUID
+}
+
+// LeaseSnooze ends the current, unexpired, unrevoked lease as LeaseRelease
+// does, the execution waiting until @run_at (ready when it is due at @now,
+// and then the namespace's workers are woken; else scheduled), the attempt
+// recorded as snoozed. No row when the lease is lost.
+func (q *Queries) LeaseSnooze(ctx context.Context, arg LeaseSnoozeParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, leaseSnooze,
+		arg.RunAt,
+		arg.Now,
+		arg.ID,
+		arg.Epoch,
+		arg.LeaseID,
+	)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }
 
 const workerNextRunAt = `-- name: WorkerNextRunAt :one

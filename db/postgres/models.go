@@ -50,6 +50,7 @@ type Attempt struct {
 	ExpiresAtMs  int64
 	EndedAtMs    int64
 	RevokedAtMs  pgtype.Int8
+	Error        string
 }
 
 type Execution struct {
@@ -78,6 +79,7 @@ type Execution struct {
 	FinishedAtMs         pgtype.Int8
 	UniqueKey            pgtype.Text
 	GroupKey             string
+	Metadata             pgtype.Text
 }
 
 type ExecutionKey struct {
@@ -111,6 +113,11 @@ type Leader struct {
 	Holder      string
 	Epoch       int64
 	ExpiresAtMs int64
+}
+
+type RosterIdentity struct {
+	ID  uuid.UUID
+	One bool
 }
 
 type Schedule struct {

@@ -75,6 +75,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.attemptInsertCancelledStmt, err = db.PrepareContext(ctx, attemptInsertCancelled); err != nil {
 		return nil, fmt.Errorf("error preparing query AttemptInsertCancelled: %w", err)
 	}
+	if q.attemptListStmt, err = db.PrepareContext(ctx, attemptList); err != nil {
+		return nil, fmt.Errorf("error preparing query AttemptList: %w", err)
+	}
 	if q.executionCancelStmt, err = db.PrepareContext(ctx, executionCancel); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionCancel: %w", err)
 	}
@@ -233,6 +236,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.leaseRevokeHeldByStmt, err = db.PrepareContext(ctx, leaseRevokeHeldBy); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseRevokeHeldBy: %w", err)
+	}
+	if q.leaseSnoozeStmt, err = db.PrepareContext(ctx, leaseSnooze); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseSnooze: %w", err)
 	}
 	if q.scheduleAdvanceStmt, err = db.PrepareContext(ctx, scheduleAdvance); err != nil {
 		return nil, fmt.Errorf("error preparing query ScheduleAdvance: %w", err)
@@ -409,6 +415,11 @@ func (q *Queries) Close() error {
 	if q.attemptInsertCancelledStmt != nil {
 		if cerr := q.attemptInsertCancelledStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing attemptInsertCancelledStmt: %w", cerr)
+		}
+	}
+	if q.attemptListStmt != nil {
+		if cerr := q.attemptListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing attemptListStmt: %w", cerr)
 		}
 	}
 	if q.executionCancelStmt != nil {
@@ -676,6 +687,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing leaseRevokeHeldByStmt: %w", cerr)
 		}
 	}
+	if q.leaseSnoozeStmt != nil {
+		if cerr := q.leaseSnoozeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseSnoozeStmt: %w", cerr)
+		}
+	}
 	if q.scheduleAdvanceStmt != nil {
 		if cerr := q.scheduleAdvanceStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing scheduleAdvanceStmt: %w", cerr)
@@ -877,6 +893,7 @@ type Queries struct {
 	attemptCheckEpochStmt                *sql.Stmt
 	attemptInsertStmt                    *sql.Stmt
 	attemptInsertCancelledStmt           *sql.Stmt
+	attemptListStmt                      *sql.Stmt
 	executionCancelStmt                  *sql.Stmt
 	executionCheckRunningStmt            *sql.Stmt
 	executionDueExistsStmt               *sql.Stmt
@@ -930,6 +947,7 @@ type Queries struct {
 	leaseReleaseStmt                     *sql.Stmt
 	leaseRenewStmt                       *sql.Stmt
 	leaseRevokeHeldByStmt                *sql.Stmt
+	leaseSnoozeStmt                      *sql.Stmt
 	scheduleAdvanceStmt                  *sql.Stmt
 	scheduleDeleteStmt                   *sql.Stmt
 	scheduleListStmt                     *sql.Stmt
@@ -982,6 +1000,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		attemptCheckEpochStmt:                q.attemptCheckEpochStmt,
 		attemptInsertStmt:                    q.attemptInsertStmt,
 		attemptInsertCancelledStmt:           q.attemptInsertCancelledStmt,
+		attemptListStmt:                      q.attemptListStmt,
 		executionCancelStmt:                  q.executionCancelStmt,
 		executionCheckRunningStmt:            q.executionCheckRunningStmt,
 		executionDueExistsStmt:               q.executionDueExistsStmt,
@@ -1035,6 +1054,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		leaseReleaseStmt:                     q.leaseReleaseStmt,
 		leaseRenewStmt:                       q.leaseRenewStmt,
 		leaseRevokeHeldByStmt:                q.leaseRevokeHeldByStmt,
+		leaseSnoozeStmt:                      q.leaseSnoozeStmt,
 		scheduleAdvanceStmt:                  q.scheduleAdvanceStmt,
 		scheduleDeleteStmt:                   q.scheduleDeleteStmt,
 		scheduleListStmt:                     q.scheduleListStmt,

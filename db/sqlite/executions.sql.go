@@ -7,6 +7,7 @@ package sqlitedb
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/google/uuid"
 )
@@ -34,7 +35,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions WHERE id = ?1
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions WHERE id = ?1
 `
 
 // ExecutionGet reads one execution by id.
@@ -67,6 +68,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.Result,
 		&i.UniqueKey,
 		&i.GroupKey,
+		&i.Metadata,
 	)
 	return i, err
 }
@@ -87,10 +89,10 @@ const executionInsert = `-- name: ExecutionInsert :exec
 
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms, ready, group_key
+    run_at_ms, retry_backoff_ms, ready, group_key, metadata
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12
+    ?9, ?10, ?11, ?12, ?13
 )
 `
 
@@ -107,6 +109,7 @@ type ExecutionInsertParams struct {
 	RetryBackoffMs       int64
 	Ready                int64
 	GroupKey             string
+	Metadata             sql.NullString
 }
 
 // Executions: create, read, list, cancel, and prune finished history.
@@ -127,12 +130,13 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 		arg.RetryBackoffMs,
 		arg.Ready,
 		arg.GroupKey,
+		arg.Metadata,
 	)
 	return err
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
 WHERE id > ?1
 ORDER BY id
 LIMIT ?2
@@ -179,6 +183,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -194,7 +199,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 }
 
 const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
 WHERE lane = ?1 AND id > ?2
 ORDER BY id
 LIMIT ?3
@@ -243,6 +248,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -258,7 +264,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 }
 
 const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
 WHERE namespace = ?1 AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3) AND (CAST(?4 AS TEXT) = '' OR state = ?4)
 ORDER BY id
@@ -316,6 +322,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -331,7 +338,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions INDEXED BY executions_state
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions INDEXED BY executions_state
 WHERE state = ?1 AND state <> 'running' AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3)
 ORDER BY id
@@ -387,6 +394,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -402,7 +410,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionListRunning = `-- name: ExecutionListRunning :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions INDEXED BY executions_expiry
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions INDEXED BY executions_expiry
 WHERE state = 'running' AND id > ?1
   AND (CAST(?2 AS TEXT) = '' OR lane = ?2)
 ORDER BY id
@@ -453,6 +461,7 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 const executionListByLaneNewest = `-- name: ExecutionListByLaneNewest :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
 WHERE lane = ?1 AND id < ?2
 ORDER BY id DESC
 LIMIT ?3
@@ -61,6 +61,7 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -76,7 +77,7 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 }
 
 const executionListByNamespaceNewest = `-- name: ExecutionListByNamespaceNewest :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
 WHERE namespace = ?1 AND id < ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3) AND (CAST(?4 AS TEXT) = '' OR state = ?4)
 ORDER BY id DESC
@@ -134,6 +135,7 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -149,7 +151,7 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 }
 
 const executionListByStateNewest = `-- name: ExecutionListByStateNewest :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions INDEXED BY executions_state
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions INDEXED BY executions_state
 WHERE state = ?1 AND state <> 'running' AND id < ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3)
 ORDER BY id DESC
@@ -205,6 +207,7 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -221,7 +224,7 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 
 const executionListNewest = `-- name: ExecutionListNewest :many
 
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
 WHERE id < ?1
 ORDER BY id DESC
 LIMIT ?2
@@ -270,6 +273,7 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -285,7 +289,7 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 }
 
 const executionListRunningNewest = `-- name: ExecutionListRunningNewest :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key FROM executions INDEXED BY executions_expiry
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions INDEXED BY executions_expiry
 WHERE state = 'running' AND id < ?1
   AND (CAST(?2 AS TEXT) = '' OR lane = ?2)
 ORDER BY id DESC
@@ -336,6 +340,7 @@ func (q *Queries) ExecutionListRunningNewest(ctx context.Context, arg ExecutionL
 			&i.Result,
 			&i.UniqueKey,
 			&i.GroupKey,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

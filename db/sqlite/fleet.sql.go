@@ -35,10 +35,10 @@ const executionInsertUnique = `-- name: ExecutionInsertUnique :execrows
 
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms, ready, unique_key, group_key
+    run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12, ?13
+    ?9, ?10, ?11, ?12, ?13, ?14
 )
 ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
 `
@@ -57,6 +57,7 @@ type ExecutionInsertUniqueParams struct {
 	Ready                int64
 	UniqueKey            sql.NullString
 	GroupKey             string
+	Metadata             sql.NullString
 }
 
 // Fleet features: unique executions, redrive, the maintenance leader and
@@ -78,6 +79,7 @@ func (q *Queries) ExecutionInsertUnique(ctx context.Context, arg ExecutionInsert
 		arg.Ready,
 		arg.UniqueKey,
 		arg.GroupKey,
+		arg.Metadata,
 	)
 	if err != nil {
 		return 0, err

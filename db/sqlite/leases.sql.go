@@ -15,10 +15,10 @@ import (
 const attemptInsert = `-- name: AttemptInsert :exec
 INSERT INTO attempts (
     execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state,
-    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7,
-    ?8, ?9, ?10, ?11
+    ?8, ?9, ?10, ?11, ?12
 )
 `
 
@@ -34,6 +34,7 @@ type AttemptInsertParams struct {
 	ExpiresAtMs  int64
 	EndedAtMs    int64
 	RevokedAtMs  sql.NullInt64
+	Error        string
 }
 
 // AttemptInsert records an attempt that ended.
@@ -50,6 +51,7 @@ func (q *Queries) AttemptInsert(ctx context.Context, arg AttemptInsertParams) er
 		arg.ExpiresAtMs,
 		arg.EndedAtMs,
 		arg.RevokedAtMs,
+		arg.Error,
 	)
 	return err
 }
@@ -57,24 +59,82 @@ func (q *Queries) AttemptInsert(ctx context.Context, arg AttemptInsertParams) er
 const attemptInsertCancelled = `-- name: AttemptInsertCancelled :exec
 INSERT INTO attempts (
     execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state,
-    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
 )
 SELECT x.id, x.epoch, x.attempts, x.lease_id, x.namespace, x.holder, 'cancelled',
-       x.claimed_at_ms, x.expires_at_ms, CAST(?1 AS INTEGER), x.revoked_at_ms
+       x.claimed_at_ms, x.expires_at_ms, CAST(?1 AS INTEGER), x.revoked_at_ms, CAST(?2 AS TEXT)
 FROM executions AS x
-WHERE x.id = ?2 AND x.state = 'running'
+WHERE x.id = ?3 AND x.state = 'running'
 `
 
 type AttemptInsertCancelledParams struct {
-	Now int64
-	ID  uuid.UUID
+	Now    int64
+	Reason string
+	ID     uuid.UUID
 }
 
 // AttemptInsertCancelled records the attempt of a running execution as
-// cancelled (nothing when it is not running).
+// cancelled with the reason (nothing when it is not running).
 func (q *Queries) AttemptInsertCancelled(ctx context.Context, arg AttemptInsertCancelledParams) error {
-	_, err := q.exec(ctx, q.attemptInsertCancelledStmt, attemptInsertCancelled, arg.Now, arg.ID)
+	_, err := q.exec(ctx, q.attemptInsertCancelledStmt, attemptInsertCancelled, arg.Now, arg.Reason, arg.ID)
 	return err
+}
+
+const attemptList = `-- name: AttemptList :many
+SELECT a.epoch, a.attempt_index, a.instance_id, a.state, a.claimed_at_ms, a.ended_at_ms, a.error
+FROM attempts AS a
+WHERE a.execution_id = ?1
+UNION ALL
+SELECT x.epoch, x.attempts, CAST(x.holder AS TEXT), x.state, CAST(x.claimed_at_ms AS INTEGER),
+       CAST(coalesce(x.finished_at_ms, 0) AS INTEGER), CAST('' AS TEXT)
+FROM executions AS x
+WHERE x.id = ?1 AND x.state IN ('running', 'completed') AND x.lease_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM attempts AS h WHERE h.execution_id = x.id AND h.epoch = x.epoch)
+ORDER BY 1
+`
+
+type AttemptListRow struct {
+	Epoch        int64
+	AttemptIndex int64
+	InstanceID   string
+	State        string
+	ClaimedAtMs  int64
+	EndedAtMs    int64
+	Error        string
+}
+
+// AttemptList reads an execution's attempts by epoch (its primary key): the
+// recorded ones, then the lease on its row when that is the current attempt
+// (running) or the last, completed one (a completion records no row).
+func (q *Queries) AttemptList(ctx context.Context, id uuid.UUID) ([]AttemptListRow, error) {
+	rows, err := q.query(ctx, q.attemptListStmt, attemptList, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AttemptListRow{}
+	for rows.Next() {
+		var i AttemptListRow
+		if err := rows.Scan(
+			&i.Epoch,
+			&i.AttemptIndex,
+			&i.InstanceID,
+			&i.State,
+			&i.ClaimedAtMs,
+			&i.EndedAtMs,
+			&i.Error,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const executionDueExists = `-- name: ExecutionDueExists :one
@@ -309,7 +369,7 @@ SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
     expires_at_ms = CAST(?4 AS INTEGER),
     revoked_at_ms = NULL
 WHERE id = ?5 AND state = 'waiting'
-RETURNING attempts, epoch, lane, payload
+RETURNING attempts, epoch, lane, payload, metadata
 `
 
 type ExecutionStartParams struct {
@@ -325,6 +385,7 @@ type ExecutionStartRow struct {
 	Epoch    int64
 	Lane     string
 	Payload  []byte
+	Metadata sql.NullString
 }
 
 // ExecutionStart moves a waiting execution to running under a new lease,
@@ -343,6 +404,7 @@ func (q *Queries) ExecutionStart(ctx context.Context, arg ExecutionStartParams) 
 		&i.Epoch,
 		&i.Lane,
 		&i.Payload,
+		&i.Metadata,
 	)
 	return i, err
 }
@@ -482,8 +544,9 @@ const leaseGetOutcome = `-- name: LeaseGetOutcome :one
 SELECT CAST('completed' AS TEXT) AS outcome FROM executions AS x
 WHERE x.id = ?1 AND x.lease_id = CAST(?2 AS TEXT) AND x.epoch = ?3 AND x.state = 'completed'
 UNION ALL
-SELECT CAST('failed' AS TEXT) FROM attempts AS a
-WHERE a.execution_id = ?1 AND a.epoch = ?3 AND a.lease_id = CAST(?2 AS TEXT) AND a.state = 'failed'
+SELECT a.state FROM attempts AS a
+WHERE a.execution_id = ?1 AND a.epoch = ?3 AND a.lease_id = CAST(?2 AS TEXT)
+  AND a.state IN ('failed', 'snoozed')
 LIMIT 1
 `
 
@@ -494,10 +557,10 @@ type LeaseGetOutcomeParams struct {
 }
 
 // LeaseGetOutcome reads how a lease ended when its holder's own outcome
-// ended it: 'completed' (its execution completed under it) or 'failed' (its
-// attempt was recorded failed); no row otherwise (lost, or still running).
-// For an outcome whose write was retried after an unknown result: the
-// earlier try may have committed it.
+// ended it: 'completed' (its execution completed under it), 'failed' or
+// 'snoozed' (its attempt was recorded so); no row otherwise (lost, or still
+// running). For an outcome whose write was retried after an unknown result:
+// the earlier try may have committed it.
 func (q *Queries) LeaseGetOutcome(ctx context.Context, arg LeaseGetOutcomeParams) (string, error) {
 	row := q.queryRow(ctx, q.leaseGetOutcomeStmt, leaseGetOutcome, arg.ID, arg.LeaseID, arg.Epoch)
 	var outcome string
@@ -652,7 +715,7 @@ UPDATE executions
 SET state = 'waiting', attempts = attempts - 1, ready = 1
 WHERE id = ?1 AND epoch = ?2 AND lease_id = CAST(?3 AS TEXT) AND state = 'running'
   AND expires_at_ms > CAST(?4 AS INTEGER) AND revoked_at_ms IS NULL
-RETURNING id
+RETURNING CAST(attempts + 1 AS INTEGER) AS attempt_index, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
 `
 
 type LeaseReleaseParams struct {
@@ -662,20 +725,37 @@ type LeaseReleaseParams struct {
 	Now     int64
 }
 
+type LeaseReleaseRow struct {
+	Column1     int64
+	LeaseID     uuid.NullUUID
+	Namespace   string
+	Holder      sql.NullString
+	ClaimedAtMs sql.NullInt64
+	ExpiresAtMs sql.NullInt64
+}
+
 // LeaseRelease ends the current, unexpired, unrevoked lease without using up
 // its attempt: the execution waits again, ready as when it was claimed, with
-// its RunAt and one attempt fewer, its epoch unchanged (the released lease stays fenced). It never
-// ran, so no attempt is recorded.
-func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uuid.UUID, error) {
+// its RunAt and one attempt fewer, its epoch unchanged (the released lease
+// stays fenced). It returns the lease to record (its attempt index is the
+// one it was claimed under).
+func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (LeaseReleaseRow, error) {
 	row := q.queryRow(ctx, q.leaseReleaseStmt, leaseRelease,
 		arg.ID,
 		arg.Epoch,
 		arg.LeaseID,
 		arg.Now,
 	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+	var i LeaseReleaseRow
+	err := row.Scan(
+		&i.Column1,
+		&i.LeaseID,
+		&i.Namespace,
+		&i.Holder,
+		&i.ClaimedAtMs,
+		&i.ExpiresAtMs,
+	)
+	return i, err
 }
 
 const leaseRenew = `-- name: LeaseRenew :one
@@ -728,6 +808,55 @@ type LeaseRevokeHeldByParams struct {
 func (q *Queries) LeaseRevokeHeldBy(ctx context.Context, arg LeaseRevokeHeldByParams) error {
 	_, err := q.exec(ctx, q.leaseRevokeHeldByStmt, leaseRevokeHeldBy, arg.Now, arg.Holders)
 	return err
+}
+
+const leaseSnooze = `-- name: LeaseSnooze :one
+UPDATE executions
+SET state = 'waiting', attempts = attempts - 1, run_at_ms = CAST(?1 AS INTEGER),
+    ready = CAST(?1 AS INTEGER) <= CAST(?2 AS INTEGER)
+WHERE id = ?3 AND epoch = ?4 AND lease_id = CAST(?5 AS TEXT) AND state = 'running'
+  AND expires_at_ms > CAST(?2 AS INTEGER) AND revoked_at_ms IS NULL
+RETURNING CAST(attempts + 1 AS INTEGER) AS attempt_index, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
+`
+
+type LeaseSnoozeParams struct {
+	RunAt   int64
+	Now     int64
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID string
+}
+
+type LeaseSnoozeRow struct {
+	Column1     int64
+	LeaseID     uuid.NullUUID
+	Namespace   string
+	Holder      sql.NullString
+	ClaimedAtMs sql.NullInt64
+	ExpiresAtMs sql.NullInt64
+}
+
+// LeaseSnooze ends the current, unexpired, unrevoked lease as LeaseRelease
+// does, the execution waiting until @run_at (ready when it is due at @now,
+// else scheduled). It returns the lease to record.
+func (q *Queries) LeaseSnooze(ctx context.Context, arg LeaseSnoozeParams) (LeaseSnoozeRow, error) {
+	row := q.queryRow(ctx, q.leaseSnoozeStmt, leaseSnooze,
+		arg.RunAt,
+		arg.Now,
+		arg.ID,
+		arg.Epoch,
+		arg.LeaseID,
+	)
+	var i LeaseSnoozeRow
+	err := row.Scan(
+		&i.Column1,
+		&i.LeaseID,
+		&i.Namespace,
+		&i.Holder,
+		&i.ClaimedAtMs,
+		&i.ExpiresAtMs,
+	)
+	return i, err
 }
 
 const workerGetClaimer = `-- name: WorkerGetClaimer :one

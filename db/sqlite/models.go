@@ -51,6 +51,7 @@ type Attempt struct {
 	ExpiresAtMs  int64
 	EndedAtMs    int64
 	RevokedAtMs  sql.NullInt64
+	Error        string
 }
 
 type Execution struct {
@@ -79,6 +80,7 @@ type Execution struct {
 	Result               []byte
 	UniqueKey            sql.NullString
 	GroupKey             string
+	Metadata             sql.NullString
 }
 
 type ExecutionKey struct {

@@ -108,6 +108,22 @@ type Outcome struct {
 	Fail   bool   // fail the attempt with Reason; else complete it with Result
 	Result []byte // nil is stored as no result
 	Reason string
+	// Snooze (Fail false) ends the lease without using up its attempt, the
+	// execution waiting until RunAtMs (LeaseSnooze).
+	Snooze  bool
+	RunAtMs int64
+}
+
+// Name is how the outcome ends its attempt, as LeaseGetOutcome reads it:
+// "completed", "failed" or "snoozed".
+func (o Outcome) Name() string {
+	switch {
+	case o.Fail:
+		return "failed"
+	case o.Snooze:
+		return "snoozed"
+	}
+	return "completed"
 }
 
 // Size is the bytes an outcome carries, to bound a batch.
@@ -150,6 +166,20 @@ type Config struct {
 type Observer interface {
 	WriteWaited(d time.Duration)
 	Committed(d time.Duration, writes int)
+}
+
+// Enlister is an Engine that can run queries inside a transaction its
+// caller began on the same database with a driver of its own (the
+// transactional enqueue).
+type Enlister interface {
+	// InTx checks that tx is a transaction this engine can use (a type it
+	// knows, open on its very database and schema: else ErrInvalidInput,
+	// nothing written) and runs fn with queries on it. It neither commits
+	// nor rolls back tx: what fn wrote exists when the caller commits, and
+	// the wake-ups it sends are delivered then (PostgreSQL: NOTIFY inside
+	// the transaction; SQLite: other connections see the commit through
+	// their change check).
+	InTx(ctx context.Context, tx any, fn func(ctx context.Context, q Queries) error) error
 }
 
 // Clocked is an Engine that offers a clock of its own, used when the caller

@@ -66,15 +66,24 @@ type Queries interface {
 	LeaseCompleteMany(ctx context.Context, leases []LeaseRef, results [][]byte, nowMs int64) ([]LeaseRef, error)
 	// LeaseRelease ends the current, unexpired, unrevoked lease without
 	// using up its attempt: the execution waits again with its RunAt and one
-	// attempt fewer, and its epoch stays (the released lease is fenced); no
-	// attempt is recorded. ErrNoRows when the lease is lost.
+	// attempt fewer, and its epoch stays (the released lease is fenced); the
+	// attempt is recorded as released. ErrNoRows when the lease is lost.
 	LeaseRelease(ctx context.Context, l LeaseRef, nowMs int64) error
+	// LeaseSnooze ends the current, unexpired, unrevoked lease as
+	// LeaseRelease does, the execution waiting until runAtMs (ready when
+	// runAtMs <= nowMs, else scheduled); the attempt is recorded as snoozed.
+	// ErrNoRows when the lease is lost.
+	LeaseSnooze(ctx context.Context, l LeaseRef, nowMs, runAtMs int64) error
+	// AttemptList reads the attempts of an execution in epoch order: the
+	// recorded ones and the lease on its row when it is running or
+	// completed under it (none for an unknown execution).
+	AttemptList(ctx context.Context, id uuid.UUID) ([]Attempt, error)
 	// LeaseFindHeld reads which of leaseIDs a worker holds now (running
 	// executions under those leases).
 	LeaseFindHeld(ctx context.Context, k WorkerKey, leaseIDs []uuid.UUID) ([]LeaseRef, error)
 	// LeaseGetOutcome reads how a lease ended when its holder's outcome ended
-	// it: "completed" or "failed"; ErrNoRows when it did not (lost, or still
-	// running).
+	// it: "completed", "failed" or "snoozed"; ErrNoRows when it did not
+	// (lost, or still running).
 	LeaseGetOutcome(ctx context.Context, l LeaseRef) (string, error)
 	// WorkerNextRunAt reads the earliest RunAt after now among the scheduled
 	// executions of an alive worker's lanes (0: none); ErrNoRows when the

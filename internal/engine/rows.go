@@ -54,6 +54,7 @@ type Execution struct {
 	FinishedAtMs                        int64
 	UniqueKey                           string // "": none
 	Group                               string // "": none
+	Metadata                            string // a JSON object of strings; "": none
 }
 
 // ReadyAtCreate tells whether a new execution is claimable at once, by
@@ -97,6 +98,19 @@ type ClaimedLease struct {
 	Namespace, Lane      string
 	Payload              []byte
 	ExpiresAtMs          int64
+	Metadata             string // the execution's (a JSON object; "": none)
+}
+
+// Attempt is one attempt of an execution, ended or current: State is
+// "running" or "completed" for the lease on the execution's row, else how
+// the recorded attempt ended ("failed", "reclaimed", "cancelled",
+// "released", "snoozed"; "completed" in history kept from before the lease
+// moved onto the row). EndedAtMs is 0 while running.
+type Attempt struct {
+	Epoch, AttemptIndex    int64
+	InstanceID, State      string
+	ClaimedAtMs, EndedAtMs int64
+	Error                  string
 }
 
 // LeaseRef names the lease a renew, complete or fail presents: every fence

@@ -47,10 +47,10 @@
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, group_key
+        run_at_ms, retry_backoff_ms, ready, group_key, metadata
     ) VALUES (
         @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
-        @run_at_ms, @retry_backoff_ms, @ready, @group_key
+        @run_at_ms, @retry_backoff_ms, @ready, @group_key, @metadata
     )
     RETURNING namespace
 )
@@ -59,23 +59,24 @@ SELECT roster_wake(inserted.namespace) FROM inserted;
 -- name: ExecutionInsertMany :exec
 -- ExecutionInsertMany creates many waiting executions in one statement (the
 -- i-th element of each array is the i-th execution's; its capabilities are
--- joined by chr(31), which no identifier holds) and wakes each namespace's
--- workers once.
+-- joined by chr(31), which no identifier holds; its metadata '' is none) and
+-- wakes each namespace's workers once.
 WITH input AS (
     SELECT unnest(@ids::uuid[]) AS id, unnest(@namespaces::text[]) AS namespace,
            unnest(@lanes::text[]) AS lane, unnest(@priorities::bigint[]) AS priority,
            unnest(@payloads::bytea[]) AS payload, unnest(@capabilities::text[]) AS caps,
            unnest(@max_attempts::bigint[]) AS max_attempts, unnest(@run_at_ms::bigint[]) AS run_at_ms,
            unnest(@retry_backoff_ms::bigint[]) AS retry_backoff_ms, unnest(@ready::boolean[]) AS ready,
-           unnest(@created_at_ms::bigint[]) AS created_at_ms, unnest(@group_keys::text[]) AS group_key
+           unnest(@created_at_ms::bigint[]) AS created_at_ms, unnest(@metadata::text[]) AS metadata,
+           unnest(@group_keys::text[]) AS group_key
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, group_key
+        run_at_ms, retry_backoff_ms, ready, group_key, metadata
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
-           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key, nullif(i.metadata, '')
     FROM input AS i
     RETURNING namespace
 )
@@ -91,7 +92,8 @@ SELECT state FROM executions WHERE id = @id;
 
 -- name: ExecutionCancel :one
 -- ExecutionCancel ends a waiting or running execution as cancelled with the
--- reason, and records a running one's attempt as cancelled, in one
+-- reason, and records a running one's attempt as cancelled (with the
+-- reason), in one
 -- statement; no row when the execution is absent or already ended.
 WITH current AS (
     SELECT x.id, x.state FROM executions AS x
@@ -106,10 +108,10 @@ WITH current AS (
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
     SELECT c.id, c.attempts, c.epoch, c.lease_id, c.namespace, c.holder, 'cancelled',
-           c.claimed_at_ms, c.expires_at_ms, @now::bigint, c.revoked_at_ms
+           c.claimed_at_ms, c.expires_at_ms, @now::bigint, c.revoked_at_ms, @reason
     FROM cancelled AS c
     WHERE c.was = 'running'
 )

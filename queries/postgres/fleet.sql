@@ -9,10 +9,10 @@
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, unique_key, group_key
+        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
     ) VALUES (
         @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
-        @run_at_ms, @retry_backoff_ms, @ready, @unique_key, @group_key
+        @run_at_ms, @retry_backoff_ms, @ready, @unique_key, @group_key, @metadata
     )
     ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
     RETURNING namespace
@@ -198,7 +198,8 @@ WITH input AS (
            unnest(@max_attempts::bigint[]) AS max_attempts, unnest(@run_at_ms::bigint[]) AS run_at_ms,
            unnest(@retry_backoff_ms::bigint[]) AS retry_backoff_ms, unnest(@ready::boolean[]) AS ready,
            unnest(@created_at_ms::bigint[]) AS created_at_ms, unnest(@unique_keys::text[]) AS unique_key,
-           unnest(@until_ms::bigint[]) AS until_ms, unnest(@group_keys::text[]) AS group_key
+           unnest(@until_ms::bigint[]) AS until_ms, unnest(@metadata::text[]) AS metadata,
+           unnest(@group_keys::text[]) AS group_key
 ), held AS (
     SELECT i.ord, coalesce(
         (SELECT x.id FROM executions AS x
@@ -211,11 +212,12 @@ WITH input AS (
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, unique_key, group_key
+        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
-           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, nullif(i.unique_key, ''), i.group_key
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, nullif(i.unique_key, ''),
+           i.group_key, nullif(i.metadata, '')
     FROM input AS i
     WHERE NOT EXISTS (SELECT 1 FROM held AS h WHERE h.ord = i.ord AND h.holder IS NOT NULL)
     ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING

@@ -150,7 +150,7 @@ SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
     expires_at_ms = @expires_at_ms::bigint, revoked_at_ms = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@lease_ids::uuid[]) AS lease_id) AS s
 WHERE x.id = s.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id;
+RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, CAST(coalesce(x.metadata, '') AS text) AS metadata;
 
 -- name: LaneGroupsServe :exec
 -- LaneGroupsServe records when each group given was last served.

@@ -45,7 +45,7 @@
 -- When there is nothing to claim it locks nothing, writes nothing and takes
 -- no transaction id. One row: alive (false: the worker is
 -- not alive, nothing claimed), due, next_run_at_ms, and the claimed leases
--- as arrays, best first.
+-- as arrays, best first (metadata '': none).
 WITH w AS (
     SELECT wk.lanes, wk.capabilities FROM workers AS wk
     WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
@@ -100,7 +100,7 @@ WITH w AS (
         claimed_at_ms = @now::bigint, expires_at_ms = @expires_at_ms::bigint, revoked_at_ms = NULL
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, candidates.n
+    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, x.metadata, candidates.n
 ), short AS (
     SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality(@lease_ids::uuid[])
 )
@@ -129,7 +129,8 @@ SELECT
     CAST(coalesce(array_agg(started.epoch ORDER BY started.n), '{}') AS bigint[]) AS epochs,
     CAST(coalesce(array_agg(started.lane ORDER BY started.n), '{}') AS text[]) AS lanes,
     CAST(coalesce(array_agg(started.payload ORDER BY started.n), '{}') AS bytea[]) AS payloads,
-    CAST(coalesce(array_agg(started.lease_id ORDER BY started.n), '{}') AS uuid[]) AS lease_ids
+    CAST(coalesce(array_agg(started.lease_id ORDER BY started.n), '{}') AS uuid[]) AS lease_ids,
+    CAST(coalesce(array_agg(coalesce(started.metadata, '') ORDER BY started.n), '{}') AS text[]) AS metadata
 FROM started;
 
 -- name: ExecutionPromoteDue :execrows
@@ -221,10 +222,10 @@ WITH failed AS (
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms
+        claimed_at_ms, expires_at_ms, ended_at_ms, error
     )
     SELECT f.id, f.attempts, f.epoch, f.lease_id, f.namespace, f.holder, 'failed',
-           f.claimed_at_ms, f.expires_at_ms, @now::bigint
+           f.claimed_at_ms, f.expires_at_ms, @now::bigint, @last_error
     FROM failed AS f
 )
 SELECT failed.id FROM failed
@@ -237,16 +238,48 @@ WHERE CASE WHEN failed.state = 'waiting' OR EXISTS (
 -- LeaseRelease ends the current, unexpired, unrevoked lease without using up
 -- its attempt: the execution waits again, ready as when it was claimed, with
 -- its RunAt and one attempt fewer, its epoch unchanged (the released lease
--- stays fenced), and the namespace's workers are woken. It never ran, so no attempt is recorded. No
--- row when the lease is lost.
+-- stays fenced), the attempt recorded as released (under the index it was
+-- claimed with), and the namespace's workers are woken. No row when the
+-- lease is lost.
 WITH released AS (
     UPDATE executions AS x
     SET state = 'waiting', attempts = x.attempts - 1, ready = true
     WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
       AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
-    RETURNING x.id, x.namespace
+    RETURNING x.id, x.namespace, x.attempts, x.epoch, x.lease_id, x.holder, x.claimed_at_ms, x.expires_at_ms
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms
+    )
+    SELECT r.id, r.attempts + 1, r.epoch, r.lease_id, r.namespace, r.holder, 'released',
+           r.claimed_at_ms, r.expires_at_ms, @now::bigint
+    FROM released AS r
 )
 SELECT released.id FROM released WHERE roster_wake(released.namespace) = 1;
+
+-- name: LeaseSnooze :one
+-- LeaseSnooze ends the current, unexpired, unrevoked lease as LeaseRelease
+-- does, the execution waiting until @run_at (ready when it is due at @now,
+-- and then the namespace's workers are woken; else scheduled), the attempt
+-- recorded as snoozed. No row when the lease is lost.
+WITH snoozed AS (
+    UPDATE executions AS x
+    SET state = 'waiting', attempts = x.attempts - 1, run_at_ms = @run_at::bigint,
+        ready = @run_at::bigint <= @now::bigint
+    WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
+    RETURNING x.id, x.namespace, x.attempts, x.epoch, x.lease_id, x.holder, x.claimed_at_ms, x.expires_at_ms, x.ready
+), recorded AS (
+    INSERT INTO attempts (
+        execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
+        claimed_at_ms, expires_at_ms, ended_at_ms
+    )
+    SELECT s.id, s.attempts + 1, s.epoch, s.lease_id, s.namespace, s.holder, 'snoozed',
+           s.claimed_at_ms, s.expires_at_ms, @now::bigint
+    FROM snoozed AS s
+)
+SELECT snoozed.id FROM snoozed WHERE CASE WHEN snoozed.ready THEN roster_wake(snoozed.namespace) = 1 ELSE true END;
 
 -- name: LeaseFindHeld :many
 -- LeaseFindHeld reads which of @lease_ids one worker holds now (a claim
@@ -257,15 +290,16 @@ WHERE namespace = @namespace AND holder = @holder::text AND state = 'running'
 
 -- name: LeaseGetOutcome :one
 -- LeaseGetOutcome reads how a lease ended when its holder's own outcome
--- ended it: 'completed' (its execution completed under it) or 'failed' (its
--- attempt was recorded failed); no row otherwise (lost, or still running).
--- For an outcome whose write was retried after an unknown result: the
--- earlier try may have committed it.
+-- ended it: 'completed' (its execution completed under it), 'failed' or
+-- 'snoozed' (its attempt was recorded so); no row otherwise (lost, or still
+-- running). For an outcome whose write was retried after an unknown result:
+-- the earlier try may have committed it.
 SELECT CAST('completed' AS text) AS outcome FROM executions AS x
 WHERE x.id = @id AND x.lease_id = @lease_id::uuid AND x.epoch = @epoch AND x.state = 'completed'
 UNION ALL
-SELECT CAST('failed' AS text) FROM attempts AS a
-WHERE a.execution_id = @id AND a.epoch = @epoch AND a.lease_id = @lease_id::uuid AND a.state = 'failed'
+SELECT a.state FROM attempts AS a
+WHERE a.execution_id = @id AND a.epoch = @epoch AND a.lease_id = @lease_id::uuid
+  AND a.state IN ('failed', 'snoozed')
 LIMIT 1;
 
 -- name: WorkerNextRunAt :one
@@ -347,10 +381,10 @@ WITH expired AS (
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
-        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+        claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
     SELECT r.id, r.attempts, r.epoch, r.lease_id, r.namespace, r.holder, 'reclaimed',
-           r.claimed_at_ms, r.expires_at_ms, @now::bigint, r.revoked_at_ms
+           r.claimed_at_ms, r.expires_at_ms, @now::bigint, r.revoked_at_ms, 'lease expired'
     FROM requeued AS r
 )
 SELECT requeued.id FROM requeued;
@@ -370,3 +404,18 @@ FROM (
     WHERE x.id = ANY(@ids::uuid[]) AND x.state = 'running'
     ORDER BY x.namespace, x.holder
 ) AS h;
+
+-- name: AttemptList :many
+-- AttemptList reads an execution's attempts by epoch (its primary key): the
+-- recorded ones, then the lease on its row when that is the current attempt
+-- (running) or the last, completed one (a completion records no row).
+SELECT a.epoch, a.attempt_index, a.instance_id, a.state, a.claimed_at_ms, a.ended_at_ms, a.error
+FROM attempts AS a
+WHERE a.execution_id = @id
+UNION ALL
+SELECT x.epoch, x.attempts, x.holder::text, x.state, x.claimed_at_ms::bigint,
+       coalesce(x.finished_at_ms, 0)::bigint, ''::text
+FROM executions AS x
+WHERE x.id = @id AND x.state IN ('running', 'completed') AND x.lease_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM attempts AS h WHERE h.execution_id = x.id AND h.epoch = x.epoch)
+ORDER BY 1;

@@ -6,10 +6,10 @@
 -- unless a live execution of its namespace holds the key (no row then).
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms, ready, unique_key, group_key
+    run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
 ) VALUES (
     @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
-    @run_at_ms, @retry_backoff_ms, @ready, @unique_key, @group_key
+    @run_at_ms, @retry_backoff_ms, @ready, @unique_key, @group_key, @metadata
 )
 ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING;
 

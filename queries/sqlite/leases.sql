@@ -80,7 +80,7 @@ SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
     expires_at_ms = CAST(@expires_at_ms AS INTEGER),
     revoked_at_ms = NULL
 WHERE id = @id AND state = 'waiting'
-RETURNING attempts, epoch, lane, payload;
+RETURNING attempts, epoch, lane, payload, metadata;
 
 -- name: ExecutionNextRunAtOneLane :one
 -- ExecutionNextRunAtOneLane finds the earliest RunAt after @now among one
@@ -141,33 +141,45 @@ RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
 -- name: LeaseRelease :one
 -- LeaseRelease ends the current, unexpired, unrevoked lease without using up
 -- its attempt: the execution waits again, ready as when it was claimed, with
--- its RunAt and one attempt fewer, its epoch unchanged (the released lease stays fenced). It never
--- ran, so no attempt is recorded.
+-- its RunAt and one attempt fewer, its epoch unchanged (the released lease
+-- stays fenced). It returns the lease to record (its attempt index is the
+-- one it was claimed under).
 UPDATE executions
 SET state = 'waiting', attempts = attempts - 1, ready = 1
 WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
   AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
-RETURNING id;
+RETURNING CAST(attempts + 1 AS INTEGER) AS attempt_index, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
+
+-- name: LeaseSnooze :one
+-- LeaseSnooze ends the current, unexpired, unrevoked lease as LeaseRelease
+-- does, the execution waiting until @run_at (ready when it is due at @now,
+-- else scheduled). It returns the lease to record.
+UPDATE executions
+SET state = 'waiting', attempts = attempts - 1, run_at_ms = CAST(@run_at AS INTEGER),
+    ready = CAST(@run_at AS INTEGER) <= CAST(@now AS INTEGER)
+WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
+  AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
+RETURNING CAST(attempts + 1 AS INTEGER) AS attempt_index, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
 
 -- name: AttemptInsert :exec
 -- AttemptInsert records an attempt that ended.
 INSERT INTO attempts (
     execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state,
-    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
 ) VALUES (
     @execution_id, @epoch, @attempt_index, @lease_id, @namespace, @instance_id, @state,
-    @claimed_at_ms, @expires_at_ms, @ended_at_ms, @revoked_at_ms
+    @claimed_at_ms, @expires_at_ms, @ended_at_ms, @revoked_at_ms, @error
 );
 
 -- name: AttemptInsertCancelled :exec
 -- AttemptInsertCancelled records the attempt of a running execution as
--- cancelled (nothing when it is not running).
+-- cancelled with the reason (nothing when it is not running).
 INSERT INTO attempts (
     execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state,
-    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms
+    claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
 )
 SELECT x.id, x.epoch, x.attempts, x.lease_id, x.namespace, x.holder, 'cancelled',
-       x.claimed_at_ms, x.expires_at_ms, CAST(@now AS INTEGER), x.revoked_at_ms
+       x.claimed_at_ms, x.expires_at_ms, CAST(@now AS INTEGER), x.revoked_at_ms, CAST(@reason AS TEXT)
 FROM executions AS x
 WHERE x.id = @id AND x.state = 'running';
 
@@ -180,15 +192,16 @@ WHERE namespace = @namespace AND holder = CAST(@holder AS TEXT) AND state = 'run
 
 -- name: LeaseGetOutcome :one
 -- LeaseGetOutcome reads how a lease ended when its holder's own outcome
--- ended it: 'completed' (its execution completed under it) or 'failed' (its
--- attempt was recorded failed); no row otherwise (lost, or still running).
--- For an outcome whose write was retried after an unknown result: the
--- earlier try may have committed it.
+-- ended it: 'completed' (its execution completed under it), 'failed' or
+-- 'snoozed' (its attempt was recorded so); no row otherwise (lost, or still
+-- running). For an outcome whose write was retried after an unknown result:
+-- the earlier try may have committed it.
 SELECT CAST('completed' AS TEXT) AS outcome FROM executions AS x
 WHERE x.id = @id AND x.lease_id = CAST(@lease_id AS TEXT) AND x.epoch = @epoch AND x.state = 'completed'
 UNION ALL
-SELECT CAST('failed' AS TEXT) FROM attempts AS a
-WHERE a.execution_id = @id AND a.epoch = @epoch AND a.lease_id = CAST(@lease_id AS TEXT) AND a.state = 'failed'
+SELECT a.state FROM attempts AS a
+WHERE a.execution_id = @id AND a.epoch = @epoch AND a.lease_id = CAST(@lease_id AS TEXT)
+  AND a.state IN ('failed', 'snoozed')
 LIMIT 1;
 
 -- name: LeaseRevokeHeldBy :exec
@@ -237,3 +250,18 @@ WHERE state = 'running' AND id IN (
     LIMIT @batch_size
 )
 RETURNING id, attempts, epoch, lease_id, namespace, holder, claimed_at_ms, expires_at_ms, revoked_at_ms;
+
+-- name: AttemptList :many
+-- AttemptList reads an execution's attempts by epoch (its primary key): the
+-- recorded ones, then the lease on its row when that is the current attempt
+-- (running) or the last, completed one (a completion records no row).
+SELECT a.epoch, a.attempt_index, a.instance_id, a.state, a.claimed_at_ms, a.ended_at_ms, a.error
+FROM attempts AS a
+WHERE a.execution_id = @id
+UNION ALL
+SELECT x.epoch, x.attempts, CAST(x.holder AS TEXT), x.state, CAST(x.claimed_at_ms AS INTEGER),
+       CAST(coalesce(x.finished_at_ms, 0) AS INTEGER), CAST('' AS TEXT)
+FROM executions AS x
+WHERE x.id = @id AND x.state IN ('running', 'completed') AND x.lease_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM attempts AS h WHERE h.execution_id = x.id AND h.epoch = x.epoch)
+ORDER BY 1;

@@ -19,8 +19,21 @@ func claimTests() map[string]methodTest {
 			testClaims(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) { return v.e.ExecutionClaim(v.ctx, p) })
 			t.Run("NextRunAt", func(t *testing.T) { testClaimNextRunAt(t, h.Open(t, h.Fresh(t))) })
 			t.Run("NoExecutionTwice", func(t *testing.T) { testClaimNoExecutionTwice(t, h) })
+			t.Run("Metadata", func(t *testing.T) {
+				testClaimMetadata(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) { return v.e.ExecutionClaim(v.ctx, p) })
+			})
 		},
-		"Settle": testSettle,
+		"Settle": func(t *testing.T, h Harness) {
+			testSettle(t, h)
+			t.Run("ClaimMetadata", func(t *testing.T) {
+				testClaimMetadata(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) {
+					// A settle with an outcome, so that the claim rides in its batch.
+					v.register("ns", "other", []string{"none"}, nil, 1, 1000000)
+					res := v.e.Settle(v.ctx, p.NowMs, []engine.Outcome{{Lease: engine.LeaseRef{ExecutionID: uuid.New(), LeaseID: uuid.New(), Epoch: 1}}}, &p)
+					return res.Claim, res.ClaimErr
+				})
+			})
+		},
 	}
 }
 

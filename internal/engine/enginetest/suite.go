@@ -22,6 +22,7 @@ func methodTests() map[string]methodTest {
 	all := map[string]methodTest{}
 	for _, domain := range []map[string]methodTest{
 		workerTests(), executionTests(), leaseTests(), claimTests(), fleetTests(), flowTests(), agentTests(), statsTests(), engineTests(),
+		queueTests(),
 	} {
 		for name, test := range domain {
 			if _, dup := all[name]; dup {

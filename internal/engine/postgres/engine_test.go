@@ -249,6 +249,14 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ID: id, Epoch: 1, Now: 5})
 			return err
 		},
+		"LeaseSnooze": func(q *pgdb.Queries) error {
+			_, err := q.LeaseSnooze(ctx, pgdb.LeaseSnoozeParams{RunAt: 9, ID: id, Epoch: 1, Now: 5})
+			return err
+		},
+		"AttemptList": func(q *pgdb.Queries) error {
+			_, err := q.AttemptList(ctx, id)
+			return err
+		},
 		"LeaseGetOutcome": func(q *pgdb.Queries) error {
 			_, err := q.LeaseGetOutcome(ctx, pgdb.LeaseGetOutcomeParams{ID: id, LeaseID: id, Epoch: 1})
 			return err
@@ -743,6 +751,10 @@ func TestLeaseFencesSeekByID(t *testing.T) {
 		},
 		"LeaseRelease": func(q *pgdb.Queries) error {
 			_, err := q.LeaseRelease(ctx, pgdb.LeaseReleaseParams{ID: id, Epoch: 1, Now: 5})
+			return err
+		},
+		"LeaseSnooze": func(q *pgdb.Queries) error {
+			_, err := q.LeaseSnooze(ctx, pgdb.LeaseSnoozeParams{RunAt: 9, ID: id, Epoch: 1, Now: 5})
 			return err
 		},
 	} {

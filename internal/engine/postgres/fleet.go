@@ -18,6 +18,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: text(e.UniqueKey),
 		GroupKey: e.Group,
+		Metadata: text(e.Metadata),
 	})
 	return len(woken) == 1, translate(err)
 }
@@ -141,6 +142,7 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 		MaxAttempts: make([]int64, n), RunAtMs: make([]int64, n), RetryBackoffMs: make([]int64, n),
 		Ready: make([]bool, n), CreatedAtMs: make([]int64, n), UniqueKeys: make([]string, n), UntilMs: untilMs,
 		GroupKeys: make([]string, n),
+		Metadata: make([]string, n),
 	}
 	for i, e := range es {
 		p.Ords[i], p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = int32(i), e.ID, e.Namespace, e.Lane, e.Priority
@@ -148,6 +150,7 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
 		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i], p.GroupKeys[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey, e.Group
+		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i], p.Metadata[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey, e.Metadata
 	}
 	rows, err := x.q.ExecutionInsertManyUnique(ctx, p)
 	if err != nil {

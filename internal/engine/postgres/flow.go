@@ -115,6 +115,7 @@ func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid
 		leases = append(leases, engine.ClaimedLease{
 			ExecutionID: id, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
 			Namespace: p.Namespace, Lane: r.Lane, Payload: r.Payload, ExpiresAtMs: p.ExpiresAtMs,
+			Metadata: r.Metadata,
 		})
 	}
 	return leases, nil

@@ -63,6 +63,18 @@ func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int6
 	return translate(err)
 }
 
+func (x queries) LeaseSnooze(ctx context.Context, l engine.LeaseRef, nowMs, runAtMs int64) error {
+	_, err := x.q.LeaseSnooze(ctx, pgdb.LeaseSnoozeParams{
+		RunAt: runAtMs, Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch, LeaseID: l.LeaseID,
+	})
+	return translate(err)
+}
+
+func (x queries) AttemptList(ctx context.Context, id uuid.UUID) ([]engine.Attempt, error) {
+	rows, err := x.q.AttemptList(ctx, id)
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Attempt { return engine.Attempt(rows[i]) })
+}
+
 func (x queries) LeaseGetOutcome(ctx context.Context, l engine.LeaseRef) (string, error) {
 	outcome, err := x.q.LeaseGetOutcome(ctx, pgdb.LeaseGetOutcomeParams{ID: l.ExecutionID, LeaseID: l.LeaseID, Epoch: l.Epoch})
 	return outcome, translate(err)
@@ -128,6 +140,7 @@ func claimResult(r pgdb.ExecutionClaimRow, p engine.ClaimParams) (res engine.Cla
 		res.Leases[i] = engine.ClaimedLease{
 			ExecutionID: id, LeaseID: r.LeaseIds[i], AttemptIndex: r.Attempts[i], Epoch: r.Epochs[i],
 			Namespace: p.Namespace, Lane: r.Lanes[i], Payload: r.Payloads[i], ExpiresAtMs: p.ExpiresAtMs,
+			Metadata: r.Metadata[i],
 		}
 	}
 	switch {

@@ -56,6 +56,8 @@ type Engine struct {
 	// a flow claim: their next claim starts as one, without the claim
 	// statement's look (a hint only: a flow claim serves any lanes).
 	flowWorkers sync.Map
+	// identity is where the engine's connections are (InTx checks a caller's transaction against it).
+	identity identity
 	// bg ends at Close: background work (the clock) stops at once.
 	bg       context.Context
 	bgCancel context.CancelFunc

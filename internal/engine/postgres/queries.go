@@ -134,7 +134,7 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 	return translate(x.q.ExecutionInsert(ctx, pgdb.ExecutionInsertParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), GroupKey: e.Group,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), GroupKey: e.Group, Metadata: text(e.Metadata),
 	}))
 }
 
@@ -146,14 +146,14 @@ func (x queries) ExecutionInsertMany(ctx context.Context, es []engine.Execution)
 		Ids: make([]uuid.UUID, n), Namespaces: make([]string, n), Lanes: make([]string, n),
 		Priorities: make([]int64, n), Payloads: make([][]byte, n), Capabilities: make([]string, n),
 		MaxAttempts: make([]int64, n), RunAtMs: make([]int64, n), RetryBackoffMs: make([]int64, n),
-		Ready: make([]bool, n), CreatedAtMs: make([]int64, n), GroupKeys: make([]string, n),
+		Ready: make([]bool, n), CreatedAtMs: make([]int64, n), GroupKeys: make([]string, n), Metadata: make([]string, n),
 	}
 	for i, e := range es {
 		p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = e.ID, e.Namespace, e.Lane, e.Priority
 		p.Payloads[i] = bytes(e.Payload)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
-		p.Ready[i], p.CreatedAtMs[i], p.GroupKeys[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.Group
+		p.Ready[i], p.CreatedAtMs[i], p.GroupKeys[i], p.Metadata[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.Group, e.Metadata
 	}
 	return translate(x.q.ExecutionInsertMany(ctx, p))
 }
@@ -173,7 +173,7 @@ func executionFromRow(r pgdb.Execution) engine.Execution {
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
 		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
 		Holder: r.Holder.String, ClaimedAtMs: r.ClaimedAtMs.Int64, ExpiresAtMs: r.ExpiresAtMs.Int64,
-		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String, Group: r.GroupKey,
+		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String, Group: r.GroupKey, Metadata: r.Metadata.String,
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // Settle sends the outcomes (the completions in one statement, each failure
-// in one) and the claim in one pipeline: one round trip, one transaction,
+// and each snooze in one) and the claim in one pipeline: one round trip, one transaction,
 // one commit. Each lease is fenced in its own statement's WHERE, so a lost
 // lease writes nothing and affects nothing else. Should a statement fail
 // for a reason of its own (not the connection's, not the server's), the
@@ -102,6 +102,15 @@ func (e *Engine) settleFlow(ctx context.Context, nowMs int64, outcomes []engine.
 		complete := pgdb.LeaseCompleteManyParams{Now: nowMs}
 		var completes []int
 		for i, o := range outcomes {
+			if o.Snooze {
+				_, err := q.q.LeaseSnooze(ctx, pgdb.LeaseSnoozeParams{RunAt: o.RunAtMs, Now: nowMs, ID: o.Lease.ExecutionID, Epoch: o.Lease.Epoch, LeaseID: o.Lease.LeaseID})
+				if errors.Is(err, pgx.ErrNoRows) {
+					res.Errs[i] = engine.ErrNoRows
+				} else if err != nil {
+					return translate(err)
+				}
+				continue
+			}
 			if o.Fail {
 				_, err := q.q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: o.Reason, Now: nowMs, ID: o.Lease.ExecutionID, LeaseID: o.Lease.LeaseID, Epoch: o.Lease.Epoch})
 				if errors.Is(err, pgx.ErrNoRows) {
@@ -155,10 +164,14 @@ var errDue = errors.New("roster: due scheduled work is to be made ready")
 func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) (engine.SettleResult, error) {
 	res := engine.SettleResult{Errs: make([]error, len(outcomes))}
 	complete := pgdb.LeaseCompleteManyParams{Now: nowMs}
-	var completes, fails []int
+	var completes, fails, snoozes []int
 	for i, o := range outcomes {
-		if o.Fail {
+		switch {
+		case o.Fail:
 			fails = append(fails, i)
+			continue
+		case o.Snooze:
+			snoozes = append(snoozes, i)
 			continue
 		}
 		completes = append(completes, i)
@@ -170,6 +183,10 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	failParams := func(i int) pgdb.LeaseFailParams {
 		o := outcomes[i]
 		return pgdb.LeaseFailParams{LastError: o.Reason, Now: nowMs, ID: o.Lease.ExecutionID, LeaseID: o.Lease.LeaseID, Epoch: o.Lease.Epoch}
+	}
+	snoozeParams := func(i int) pgdb.LeaseSnoozeParams {
+		o := outcomes[i]
+		return pgdb.LeaseSnoozeParams{RunAt: o.RunAtMs, Now: nowMs, ID: o.Lease.ExecutionID, Epoch: o.Lease.Epoch, LeaseID: o.Lease.LeaseID}
 	}
 	claimParams := func() pgdb.ExecutionClaimParams {
 		return pgdb.ExecutionClaimParams{
@@ -194,6 +211,9 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	}
 	for _, i := range fails {
 		_, _ = record.LeaseFail(ctx, failParams(i))
+	}
+	for _, i := range snoozes {
+		_, _ = record.LeaseSnooze(ctx, snoozeParams(i))
 	}
 	if claim != nil {
 		_, _ = record.ExecutionClaim(ctx, claimParams())
@@ -238,6 +258,16 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 			return fail(err)
 		}
 	}
+	for _, i := range snoozes {
+		_, err := read.LeaseSnooze(ctx, snoozeParams(i))
+		if errors.Is(err, pgx.ErrNoRows) {
+			res.Errs[i] = engine.ErrNoRows
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
 	if claim != nil {
 		r, err := read.ExecutionClaim(ctx, claimParams())
 		if err != nil {
@@ -267,7 +297,7 @@ func (e *Engine) settleApart(ctx context.Context, nowMs int64, outcomes []engine
 	var refs []engine.LeaseRef
 	var results [][]byte
 	for i, o := range outcomes {
-		if !o.Fail {
+		if !o.Fail && !o.Snooze {
 			completes = append(completes, i)
 			refs = append(refs, o.Lease)
 			results = append(results, o.Result)
@@ -309,9 +339,14 @@ func (e *Engine) settleApart(ctx context.Context, nowMs int64, outcomes []engine
 		}
 	}
 	for i, o := range outcomes {
-		if o.Fail {
+		switch {
+		case o.Fail:
 			res.Errs[i] = e.WriteOne(ctx, func(ctx context.Context, q engine.Queries) error {
 				return q.LeaseFail(ctx, o.Lease, nowMs, o.Reason)
+			})
+		case o.Snooze:
+			res.Errs[i] = e.WriteOne(ctx, func(ctx context.Context, q engine.Queries) error {
+				return q.LeaseSnooze(ctx, o.Lease, nowMs, o.RunAtMs)
 			})
 		}
 	}

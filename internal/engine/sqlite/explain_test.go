@@ -237,6 +237,14 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 			_, err := q.LeaseRelease(ctx, sqlitedb.LeaseReleaseParams{Now: 1, ID: id, Epoch: 1})
 			return err
 		},
+		"LeaseSnooze": func(q *sqlitedb.Queries) error {
+			_, err := q.LeaseSnooze(ctx, sqlitedb.LeaseSnoozeParams{RunAt: 9, Now: 1, ID: id, Epoch: 1})
+			return err
+		},
+		"AttemptList": func(q *sqlitedb.Queries) error {
+			_, err := q.AttemptList(ctx, id)
+			return err
+		},
 		"AttemptInsert": func(q *sqlitedb.Queries) error {
 			return q.AttemptInsert(ctx, sqlitedb.AttemptInsertParams{ExecutionID: id, Epoch: 1, AttemptIndex: 1, LeaseID: id, Namespace: "n", InstanceID: "i", State: "completed"})
 		},

@@ -21,6 +21,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), UniqueKey: nullString(e.UniqueKey),
 		GroupKey: e.Group,
+		Metadata: nullString(e.Metadata),
 	})
 	return n == 1, translate(err)
 }

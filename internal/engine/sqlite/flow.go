@@ -126,6 +126,7 @@ func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid
 		leases = append(leases, engine.ClaimedLease{
 			ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
 			Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
+			Metadata: started.Metadata.String,
 		})
 	}
 	return leases, nil

@@ -48,6 +48,7 @@ func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		res.Leases = append(res.Leases, engine.ClaimedLease{
 			ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
 			Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
+			Metadata: started.Metadata.String,
 		})
 	}
 	switch {
@@ -111,11 +112,38 @@ func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs
 	})
 }
 
-// LeaseRelease returns the execution to waiting, fenced in its UPDATE; a
-// released attempt never ran and is not recorded.
+// LeaseRelease returns the execution to waiting, fenced in its UPDATE, then
+// records the attempt as released, in the writer's transaction.
 func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
-	_, err := x.q.LeaseRelease(ctx, sqlitedb.LeaseReleaseParams{LeaseID: l.LeaseID.String(), Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
-	return translate(err)
+	r, err := x.q.LeaseRelease(ctx, sqlitedb.LeaseReleaseParams{LeaseID: l.LeaseID.String(), Now: nowMs, ID: l.ExecutionID, Epoch: l.Epoch})
+	if err != nil {
+		return translate(err)
+	}
+	return x.record(ctx, ended{
+		id: l.ExecutionID, attempts: r.Column1, epoch: l.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
+		holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs,
+	}, "released", nowMs)
+}
+
+// LeaseSnooze returns the execution to waiting until runAtMs, fenced in its
+// UPDATE, then records the attempt as snoozed, in the writer's transaction.
+func (x queries) LeaseSnooze(ctx context.Context, l engine.LeaseRef, nowMs, runAtMs int64) error {
+	r, err := x.q.LeaseSnooze(ctx, sqlitedb.LeaseSnoozeParams{
+		RunAt: runAtMs, Now: nowMs, LeaseID: l.LeaseID.String(), ID: l.ExecutionID, Epoch: l.Epoch,
+	})
+	if err != nil {
+		return translate(err)
+	}
+	return x.record(ctx, ended{
+		id: l.ExecutionID, attempts: r.Column1, epoch: l.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
+		holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs,
+	}, "snoozed", nowMs)
+}
+
+// AttemptList reads the recorded attempts and the row's lease in one query.
+func (x queries) AttemptList(ctx context.Context, id uuid.UUID) ([]engine.Attempt, error) {
+	rows, err := x.q.AttemptList(ctx, id)
+	return engine.Rows(len(rows), err, translate, func(i int) engine.Attempt { return engine.Attempt(rows[i]) })
 }
 
 // LeaseFail ends the lease, fenced in its UPDATE, returning the execution to
@@ -128,7 +156,7 @@ func (x queries) LeaseFail(ctx context.Context, l engine.LeaseRef, nowMs int64, 
 	}
 	return x.record(ctx, ended{
 		id: l.ExecutionID, attempts: r.Attempts, epoch: l.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
-		holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs,
+		holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs, err: reason,
 	}, "failed", nowMs)
 }
 
@@ -163,6 +191,7 @@ func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) 
 		if err := x.record(ctx, ended{
 			id: r.ID, attempts: r.Attempts, epoch: r.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
 			holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs, revokedAtMs: r.RevokedAtMs,
+			err: "lease expired",
 		}, "reclaimed", nowMs); err != nil {
 			return nil, err
 		}
@@ -230,5 +259,6 @@ func (x queries) record(ctx context.Context, a ended, state string, nowMs int64)
 		ExecutionID: a.id, Epoch: a.epoch, AttemptIndex: a.attempts, LeaseID: a.leaseID.UUID,
 		Namespace: a.namespace, InstanceID: a.holder.String, State: state,
 		ClaimedAtMs: a.claimedAtMs.Int64, ExpiresAtMs: a.expiresAtMs.Int64, EndedAtMs: nowMs, RevokedAtMs: a.revokedAtMs,
+		Error: a.err,
 	}))
 }

@@ -143,6 +143,7 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), GroupKey: e.Group,
+		Metadata: nullString(e.Metadata),
 	}))
 }
 
@@ -176,7 +177,7 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, ReclaimCount: r.ReclaimCount,
 		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
 		Holder: r.Holder.String, ClaimedAtMs: r.ClaimedAtMs.Int64, ExpiresAtMs: r.ExpiresAtMs.Int64,
-		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String, Group: r.GroupKey,
+		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String, Group: r.GroupKey, Metadata: r.Metadata.String,
 	}, nil
 }
 
@@ -220,7 +221,7 @@ func (x queries) executionList(ctx context.Context, p engine.ExecutionListParams
 // ExecutionCancel records a running execution's attempt as cancelled, then
 // ends the execution, in the writer's transaction.
 func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error) {
-	if err := x.q.AttemptInsertCancelled(ctx, sqlitedb.AttemptInsertCancelledParams{Now: nowMs, ID: id}); err != nil {
+	if err := x.q.AttemptInsertCancelled(ctx, sqlitedb.AttemptInsertCancelledParams{Now: nowMs, Reason: reason, ID: id}); err != nil {
 		return false, translate(err)
 	}
 	_, err := x.q.ExecutionCancel(ctx, sqlitedb.ExecutionCancelParams{Reason: reason, Now: nowMs, ID: id})
@@ -256,6 +257,7 @@ type ended struct {
 	holder                   sql.NullString
 	claimedAtMs, expiresAtMs sql.NullInt64
 	revokedAtMs              sql.NullInt64
+	err                      string // the attempt's error: the fail reason, "lease expired"
 }
 
 // Stats.

@@ -52,8 +52,11 @@ func (e *Engine) settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 	err := e.write(ctx, func(ctx context.Context, tx *sql.Tx, q queries) error {
 		for i, o := range outcomes {
 			itemErr, fatal := part(ctx, tx, func() error {
-				if o.Fail {
+				switch {
+				case o.Fail:
 					return q.LeaseFail(ctx, o.Lease, nowMs, o.Reason)
+				case o.Snooze:
+					return q.LeaseSnooze(ctx, o.Lease, nowMs, o.RunAtMs)
 				}
 				return q.LeaseComplete(ctx, o.Lease, nowMs, o.Result)
 			})

@@ -1,0 +1,59 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+
+	sqlitedb "github.com/rosterdb/roster/db/sqlite"
+	"github.com/rosterdb/roster/internal/engine"
+)
+
+var _ engine.Enlister = (*Engine)(nil)
+
+// InTx runs fn on the caller's own transaction, a *sql.Tx open on this
+// engine's database file (through any connection of the caller's, with
+// modernc.org/sqlite): the main database of the transaction's connection
+// must be this very file (os.SameFile), else ErrInvalidInput and nothing
+// written. fn's statements run unprepared on tx, in its order; the caller
+// commits. The single writer does not serialize them: SQLite's own write
+// lock does (a transaction begun deferred that read before it writes may
+// get SQLITE_BUSY at its first write; begin it immediate). Other
+// connections, this engine's change check included, see the commit.
+func (e *Engine) InTx(ctx context.Context, tx any, fn func(ctx context.Context, q engine.Queries) error) error {
+	if e.closed.Load() {
+		return engine.ErrClosed
+	}
+	if e.writer == nil {
+		return engine.ErrReadOnly
+	}
+	t, ok := tx.(*sql.Tx)
+	if !ok || t == nil {
+		return fmt.Errorf("%w: tx: a %T is not a *sql.Tx (SQLite takes a database/sql transaction on the Store's file)", engine.ErrInvalidInput, tx)
+	}
+	if e.path == "" {
+		return fmt.Errorf("%w: tx: an in-memory Store's database is reached by no other connection", engine.ErrInvalidInput)
+	}
+	var file string
+	if err := t.QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file); err != nil {
+		return fmt.Errorf("%w: tx: reading its database file: %v", engine.ErrInvalidInput, err)
+	}
+	if !sameFile(file, e.path) {
+		return fmt.Errorf("%w: tx: its database %q is not the Store's", engine.ErrInvalidInput, file)
+	}
+	return fn(ctx, queries{q: sqlitedb.New(t)})
+}
+
+// sameFile reports whether two paths name one existing file.
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
