@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, as an application would use it
+	_ "github.com/lib/pq"              // the "postgres" database/sql driver, another an application may use
 	"github.com/rosterdb/roster/internal/pgtest"
 )
 
@@ -34,8 +35,8 @@ type txKind struct {
 
 // txKinds are the transactions an application on backend b may hand to
 // CreateExecutionsTx: on SQLite a database/sql transaction of
-// modernc.org/sqlite on the file; on PostgreSQL a pgx.Tx and a
-// database/sql transaction through pgx's stdlib.
+// modernc.org/sqlite on the file; on PostgreSQL a pgx.Tx and database/sql
+// transactions through pgx's stdlib and through lib/pq.
 func txKinds(b backend) []txKind {
 	ctx := context.Background()
 	if !b.postgres {
@@ -57,6 +58,14 @@ func txKinds(b backend) []txKind {
 			must(t, err)
 			return appTx{tx: tx, exec: func(q string) error { _, err := tx.Exec(ctx, q); return err },
 				commit: func() error { return tx.Commit(ctx) }, rollback: func() error { return tx.Rollback(ctx) }}
+		}},
+		{"database/sql+lib/pq", func(t *testing.T, url string) appTx {
+			db, err := sql.Open("postgres", url)
+			must(t, err)
+			t.Cleanup(func() { _ = db.Close() })
+			tx, err := db.BeginTx(ctx, nil)
+			must(t, err)
+			return appTx{tx: tx, exec: func(q string) error { _, err := tx.ExecContext(ctx, q); return err }, commit: tx.Commit, rollback: tx.Rollback}
 		}},
 		{"database/sql+pgx-stdlib", func(t *testing.T, url string) appTx {
 			db, err := sql.Open("pgx", url)

@@ -166,8 +166,9 @@ type ReleaseArgs struct {
 // ReleaseLease ends a lease without using up an attempt, for work its holder
 // claimed but never started: the execution waits again at once with its
 // RunAt, Attempts back to what it was before the claim, and its epoch still
-// increased (the released lease is fenced). A stale, expired or ended lease
-// is ErrLeaseLost.
+// increased (the released lease is fenced). The attempt is kept in the
+// history (ListAttempts) as released. A stale, expired or ended lease is
+// ErrLeaseLost.
 func (s *Store) ReleaseLease(ctx context.Context, a ReleaseArgs) error {
 	if err := s.notClosed(); err != nil {
 		return err

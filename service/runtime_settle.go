@@ -329,13 +329,17 @@ func (st *settler) write(batch []*pendingOutcome) {
 			p.unknown = p.unknown || outcomeUnknown(err)
 			again = append(again, p.retryLater())
 		case !p.outcome.Fail:
-			// The database refused this result (a rule of its own, or an
-			// error that did not pass): record why, as the attempt's
-			// failure, rather than lose the outcome.
-			st.log.Error("roster: worker: the database refused a result; failing the attempt instead",
-				"execution", p.j.lease.ExecutionID, "err", err)
+			// The database refused this result or snooze (a rule of its
+			// own, or an error that did not pass): record why, as the
+			// attempt's failure, rather than lose the outcome.
+			st.log.Error("roster: worker: the database refused an outcome; failing the attempt instead",
+				"execution", p.j.lease.ExecutionID, "err", err, "snooze", p.outcome.Snooze)
+			what := "result"
+			if p.outcome.Snooze {
+				what = "snooze"
+			}
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
-				Reason: failReason(fmt.Errorf("roster: the handler's result could not be written: %w", err))}
+				Reason: failReason(fmt.Errorf("roster: the handler's %s could not be written: %w", what, err))}
 			p.tries, p.due, p.unknown = 0, time.Time{}, false
 			again = append(again, p)
 		default:

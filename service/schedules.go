@@ -163,7 +163,9 @@ func (p period) latest(from, now time.Time) time.Time {
 // next run (a period already due still runs) unless its Every or Cron
 // changed or it resumes from paused, when it starts over from now. A bad
 // Every or Cron (one that never fires included), or a Template that
-// CreateExecution would refuse, is ErrInvalidInput and writes nothing.
+// CreateExecution would refuse, is ErrInvalidInput and writes nothing; so
+// is a Template with a UniqueKey (the schedule sets it) or Metadata (its
+// runs carry none).
 func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
 	if err := s.notClosed(); err != nil {
 		return err
@@ -184,6 +186,9 @@ func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
 	}
 	if tpl.UniqueKey != "" || tpl.UniqueFor != 0 {
 		return invalid("Template.UniqueKey", "set by the schedule: leave UniqueKey and UniqueFor empty")
+	}
+	if len(tpl.Metadata) > 0 {
+		return invalid("Template.Metadata", "a schedule's runs carry no metadata: leave it empty")
 	}
 	tpl.Namespace, tpl.RunAt, tpl.Now = sc.Namespace, time.Time{}, time.Time{}
 	row, err := s.executionRow(tpl, "Template.")

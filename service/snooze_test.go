@@ -166,3 +166,44 @@ func TestSnoozeArgument(t *testing.T) {
 		}
 	}
 }
+
+// TestSnoozeSurvivesLockedDatabase: a handler's Snooze is an outcome like
+// the others: while the database refuses writes it is tried again, then
+// written, the attempt not used up.
+func TestSnoozeSurvivesLockedDatabase(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		loc := b.fresh(t)
+		s, _ := b.openImpatient(t, loc, WithClock(time.Now))
+		id := create(t, s, CreateExecutionArgs{})
+		started, finish := make(chan struct{}), make(chan struct{})
+		var runs atomic.Int32
+		stop := runWorker(t, s, WorkerArgs{TTL: 10 * time.Second, LeaseTTL: 10 * time.Second, Handler: func(context.Context, Lease) ([]byte, error) {
+			if runs.Add(1) > 1 {
+				return []byte("after the snooze"), nil
+			}
+			close(started)
+			<-finish
+			return nil, Snooze(time.Hour)
+		}})
+		<-started
+		unblock := b.blockWrites(t, loc)
+		close(finish)
+		time.Sleep(500 * time.Millisecond) // the settler tries and fails
+		if e := getExecution(t, s, id); e.State != ExecutionRunning {
+			t.Fatalf("while writes are refused: %+v", e)
+		}
+		unblock()
+		eventually(t, "the snooze written", func() bool { return getExecution(t, s, id).State == ExecutionWaiting })
+		must(t, stop())
+		e := getExecution(t, s, id)
+		if e.Attempts != 0 || e.RunAt.Before(time.Now().Add(59*time.Minute)) || runs.Load() != 1 {
+			t.Fatalf("after the snooze %+v, %d runs", e, runs.Load())
+		}
+		got, err := s.ListAttempts(ctx, id)
+		must(t, err)
+		if len(got) != 1 || got[0].Outcome != AttemptSnoozed {
+			t.Fatalf("attempts %+v", got)
+		}
+	})
+}

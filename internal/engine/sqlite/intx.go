@@ -16,8 +16,8 @@ var _ engine.Enlister = (*Engine)(nil)
 // engine's database file (through any connection of the caller's, with
 // modernc.org/sqlite): the main database of the transaction's connection
 // must be this very file (os.SameFile), else ErrInvalidInput and nothing
-// written. fn's statements run unprepared on tx, in its order; the caller
-// commits. The single writer does not serialize them: SQLite's own write
+// written. fn's statements run on tx (each prepared once per call), in its
+// order; the caller commits. The single writer does not serialize them: SQLite's own write
 // lock does (a transaction begun deferred that read before it writes may
 // get SQLITE_BUSY at its first write; begin it immediate). Other
 // connections, this engine's change check included, see the commit.
@@ -42,7 +42,63 @@ func (e *Engine) InTx(ctx context.Context, tx any, fn func(ctx context.Context, 
 	if !sameFile(file, e.path) {
 		return fmt.Errorf("%w: tx: its database %q is not the Store's", engine.ErrInvalidInput, file)
 	}
-	return fn(ctx, queries{q: sqlitedb.New(t)})
+	stmts := &txStmts{tx: t, byQuery: map[string]*sql.Stmt{}}
+	defer stmts.close()
+	return fn(ctx, queries{q: sqlitedb.New(stmts)})
+}
+
+// txStmts runs statements on the caller's transaction, each prepared once
+// per InTx: a batch inserts row by row, and SQLite parses a statement
+// run unprepared every time.
+type txStmts struct {
+	tx      *sql.Tx
+	byQuery map[string]*sql.Stmt
+}
+
+func (s *txStmts) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.byQuery[query]; ok {
+		return st, nil
+	}
+	st, err := s.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	s.byQuery[query] = st
+	return st, nil
+}
+
+func (s *txStmts) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (s *txStmts) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return s.tx.PrepareContext(ctx, query)
+}
+
+func (s *txStmts) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *txStmts) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return s.tx.QueryRowContext(ctx, query, args...) // reports the same error
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (s *txStmts) close() {
+	for _, st := range s.byQuery {
+		_ = st.Close()
+	}
 }
 
 // sameFile reports whether two paths name one existing file.
