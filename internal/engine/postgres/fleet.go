@@ -142,7 +142,7 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 		MaxAttempts: make([]int64, n), RunAtMs: make([]int64, n), RetryBackoffMs: make([]int64, n),
 		Ready: make([]bool, n), CreatedAtMs: make([]int64, n), UniqueKeys: make([]string, n), UntilMs: untilMs,
 		GroupKeys: make([]string, n),
-		Metadata: make([]string, n),
+		Metadata:  make([]string, n),
 	}
 	for i, e := range es {
 		p.Ords[i], p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = int32(i), e.ID, e.Namespace, e.Lane, e.Priority
