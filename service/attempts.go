@@ -70,8 +70,11 @@ func (s *Store) ListAttempts(ctx context.Context, executionID uuid.UUID) ([]Atte
 			Outcome:     attemptOutcome(r.State),
 			Error:       r.Error,
 		}
-		if out[i].Outcome == AttemptRunning {
+		switch {
+		case out[i].Outcome == AttemptRunning:
 			out[i].EndedAt = time.Time{}
+		case out[i].Outcome == AttemptLost && out[i].Error == "":
+			out[i].Error = "lease expired" // recorded before attempts kept their errors
 		}
 	}
 	return out, nil

@@ -146,3 +146,25 @@ func TestAttemptErrorKept(t *testing.T) {
 		}
 	})
 }
+
+// TestAttemptLostBeforeErrorsWereKept: a reclaimed attempt recorded before
+// attempts kept their errors (with an empty error) reads as "lease expired".
+func TestAttemptLostBeforeErrorsWereKept(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		loc := b.fresh(t)
+		s, _ := b.open(t, loc)
+		worker(t, s, "ns", "a", []string{"default"}, nil)
+		id := create(t, s, CreateExecutionArgs{MaxAttempts: 2, Now: t0})
+		claim(t, s, "a", t0)
+		if _, err := s.ReclaimExpiredLeases(ctx, t0.Add(time.Hour), 0); err != nil {
+			t.Fatal(err)
+		}
+		b.exec(t, loc, "UPDATE attempts SET error = ''")
+		got, err := s.ListAttempts(ctx, id)
+		must(t, err)
+		if len(got) != 1 || got[0].Outcome != AttemptLost || got[0].Error != "lease expired" {
+			t.Fatalf("attempts %+v", got)
+		}
+	})
+}

@@ -173,7 +173,8 @@ func TestCreateExecutionsTx(t *testing.T) {
 
 // TestCreateExecutionsTxRefused: a tx of another type, nil, or one on
 // another database or schema is ErrInvalidInput, with nothing written and
-// the caller's transaction left usable.
+// the caller's transaction left usable; a closed Store is ErrClosed and a
+// read-only one ErrReadOnly.
 func TestCreateExecutionsTxRefused(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
@@ -185,6 +186,17 @@ func TestCreateExecutionsTxRefused(t *testing.T) {
 			if !errors.Is(err, ErrInvalidInput) {
 				t.Fatalf("tx %#v: err = %v, want ErrInvalidInput", tx, err)
 			}
+		}
+		closed, _ := b.newStore(t)
+		must(t, closed.Close())
+		_, err := closed.CreateExecutionsTx(ctx, "whatever", nil)
+		wantErr(t, err, ErrClosed)
+		if b.shared {
+			ro, _ := b.open(t, loc, WithReadOnly())
+			tx := txKinds(b)[0].begin(t, appURL(t, b, loc))
+			_, err := ro.CreateExecutionsTx(ctx, tx.tx, item)
+			wantErr(t, err, ErrReadOnly)
+			must(t, tx.rollback())
 		}
 		if !b.shared {
 			// A private in-memory database: no other connection reaches it.

@@ -14,8 +14,9 @@
 
 ALTER TABLE executions ADD COLUMN metadata TEXT;
 
+-- (Rows recorded before keep '': a lost attempt reads as "lease expired"
+-- all the same, and no row of a large history is rewritten here.)
 ALTER TABLE attempts ADD COLUMN error TEXT NOT NULL DEFAULT '';
-UPDATE attempts SET error = 'lease expired' WHERE state = 'reclaimed';
 ALTER TABLE attempts DROP CONSTRAINT attempts_state_check;
 ALTER TABLE attempts ADD CONSTRAINT attempts_state_check
     CHECK (state IN ('completed', 'failed', 'reclaimed', 'cancelled', 'released', 'snoozed'));
