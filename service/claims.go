@@ -17,7 +17,10 @@ const maxClaimBatch = 1000
 type ClaimArgs struct {
 	Namespace, InstanceID string
 	LeaseTTL              time.Duration
-	Now                   time.Time
+	// Bound asks for leases bound to the worker's registration (no expiry
+	// of their own): not yet supported, refused with ErrInvalidInput.
+	Bound bool
+	Now   time.Time
 }
 
 // ClaimExecution gives a live worker the best claimable execution of its
@@ -66,6 +69,9 @@ func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	}
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return engine.ClaimParams{}, err
+	}
+	if a.Bound {
+		return engine.ClaimParams{}, invalid("Bound", "leases bound to their holder's registration are not supported by this version of roster")
 	}
 	if err := validTTL("LeaseTTL", a.LeaseTTL); err != nil {
 		return engine.ClaimParams{}, err

@@ -49,6 +49,11 @@ type CreateExecutionArgs struct {
 	// UniqueFor (0 to 30 days) keeps the key held for that long after the
 	// creation, even once the execution ended; 0: only while it is live.
 	UniqueFor time.Duration
+	// Timeout would bound each run (its lease lost at claim + Timeout): 0
+	// (none) is the only value this version accepts; 1 ms to 30 days is
+	// refused with ErrInvalidInput as not yet supported, anything else as
+	// out of range.
+	Timeout time.Duration
 	// Group (optional, an identifier) puts the execution in a group of its
 	// lane: at equal priority the lane's groups take turns (executions
 	// without a group form one group of their own), and the lane's
@@ -75,9 +80,10 @@ type Execution struct {
 	CreatedAt                           time.Time
 	RunAt                               time.Time // when it is (or was last) claimable from
 	RetryBackoff                        time.Duration
-	FinishedAt                          time.Time // when it became completed, failed or cancelled; zero while live
-	UniqueKey                           string    // "" when created without one
-	Group                               string    // "" when created without one
+	FinishedAt                          time.Time     // when it became completed, failed or cancelled; zero while live
+	UniqueKey                           string        // "" when created without one
+	Group                               string        // "" when created without one
+	Timeout                             time.Duration // always 0: run timeouts are not yet supported
 	// The current lease while running, else the last one (zero: never
 	// claimed): its holder, when it was claimed and when it expires (or
 	// expired).
@@ -303,6 +309,12 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 	}
 	if err := validOptionalIdentifier(prefix+"Group", a.Group); err != nil {
 		return engine.Execution{}, err
+	}
+	switch {
+	case a.Timeout < 0 || a.Timeout > maxUniqueFor || (a.Timeout > 0 && a.Timeout < time.Millisecond):
+		return engine.Execution{}, invalid(prefix+"Timeout", "%v is neither 0 nor between 1ms and 30 days", a.Timeout)
+	case a.Timeout != 0:
+		return engine.Execution{}, invalid(prefix+"Timeout", "run timeouts are not supported by this version of roster")
 	}
 	if a.UniqueFor < 0 || a.UniqueFor > maxUniqueFor {
 		return engine.Execution{}, invalid(prefix+"UniqueFor", "%v is outside 0..30 days", a.UniqueFor)

@@ -35,6 +35,12 @@ type Lease struct {
 	Payload                     []byte
 	ExpiresAt                   time.Time
 	Metadata                    map[string]string // the execution's (nil when none)
+	// Bound and Deadline belong to leases bound to their holder's
+	// registration and to run timeouts, which this version does not yet
+	// grant (ClaimArgs.Bound and CreateExecutionArgs.Timeout are refused):
+	// Bound is false and Deadline zero.
+	Bound    bool
+	Deadline time.Time
 }
 
 // RenewLeaseArgs are the arguments of RenewLease: the new expiry is Now + TTL.
