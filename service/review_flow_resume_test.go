@@ -18,6 +18,9 @@ func TestReviewFlowResumeWakes(t *testing.T) {
 					run = conformance
 				}
 				run(t, func(t *testing.T, b backend) {
+					if where == "other-store" && b.pooled {
+						t.Skip("behind PgBouncer's transaction pooling no LISTEN: a worker hears of another Store's change at its poll")
+					}
 					ctx := context.Background()
 					loc := b.fresh(t)
 					s, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
