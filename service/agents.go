@@ -63,6 +63,11 @@ type Agent struct {
 	SpawnedAt, StateChangedAt                       time.Time // zero: the Store's clock
 	IdempotencyKey                                  string    // "" = none
 	Host                                            string    // "" = none: the host that runs the agent
+	// HolderNamespace and HolderInstanceID would name the worker
+	// registration whose end ends the agent: agents bound to a registration
+	// are not supported by this version, so both must be "" (else
+	// ErrInvalidInput).
+	HolderNamespace, HolderInstanceID string
 }
 
 // UpdateAgentStateArgs are the arguments of UpdateAgentState.
@@ -252,6 +257,43 @@ func (s *Store) SetAgentCheckpoint(ctx context.Context, id, sessionID string, cu
 	})
 }
 
+// SetAgentHolder would move an agent to another worker registration. Agents
+// bound to a registration are not supported by this version: a holder given
+// is ErrInvalidInput; none (both "") leaves a live agent as it is (nil), and
+// is ErrInvalidTransition for a terminal one and ErrNotFound for an unknown
+// one.
+func (s *Store) SetAgentHolder(ctx context.Context, id, holderNamespace, holderInstanceID string) error {
+	if err := s.notClosed(); err != nil {
+		return err
+	}
+	if err := validIdentifier("ID", id); err != nil {
+		return err
+	}
+	if err := noHolder(holderNamespace, holderInstanceID); err != nil {
+		return err
+	}
+	a, err := s.GetAgent(ctx, id)
+	if err != nil {
+		return err
+	}
+	if a.State == AgentTerminal {
+		return fmt.Errorf("%w: agent %q is terminal", ErrInvalidTransition, id)
+	}
+	return nil
+}
+
+// noHolder refuses a holder: agents bound to a worker registration are not
+// supported by this version.
+func noHolder(namespace, instanceID string) error {
+	switch {
+	case namespace != "":
+		return invalid("HolderNamespace", "agents bound to a worker registration are not supported by this version of roster")
+	case instanceID != "":
+		return invalid("HolderInstanceID", "agents bound to a worker registration are not supported by this version of roster")
+	}
+	return nil
+}
+
 // FindAgentByIdempotencyKey returns the agent an owner actor spawned under a
 // key, or ErrNotFound.
 func (s *Store) FindAgentByIdempotencyKey(ctx context.Context, ownerActor, key string) (Agent, error) {
@@ -401,6 +443,9 @@ func (s *Store) ListAgents(ctx context.Context, a ListAgentsArgs) (AgentPage, er
 
 // prepareAgent validates a record and fills its zero times from the clock.
 func (s *Store) prepareAgent(a Agent) (Agent, error) {
+	if err := noHolder(a.HolderNamespace, a.HolderInstanceID); err != nil {
+		return Agent{}, err
+	}
 	for _, f := range []struct{ name, v string }{
 		{"ID", a.ID},
 		{"Provider", a.Provider},
