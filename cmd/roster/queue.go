@@ -16,7 +16,7 @@ import (
 // executions create and executions attempts.
 func registerQueue() {
 	ex := commands["executions"]
-	ex.subs["create"] = &command{args: " NAMESPACE LANE", help: "Create an execution of LANE in NAMESPACE: its payload from --payload (text, @FILE, or - for stdin), with --metadata KEY=VALUE entries (repeat), --run-at, --unique-key, --priority, --max-attempts and --capability.", run: executionsCreate}
+	ex.subs["create"] = &command{args: " NAMESPACE LANE", help: "Create an execution of LANE in NAMESPACE: its payload from --payload (text, @FILE, or - for stdin), with --metadata KEY=VALUE entries (repeat), --run-at, --unique-key, --group, --priority, --max-attempts and --capability.", run: executionsCreate}
 	ex.subs["attempts"] = &command{args: " ID", help: "List the attempts of an execution, oldest first: holder, start, end, outcome and error (reads only).", run: executionsAttempts}
 	ex.subList = subList(ex.subs)
 }
@@ -24,7 +24,7 @@ func registerQueue() {
 // createArgFields names the positional arguments of executions create.
 var createArgFields = map[string]string{"Namespace": "NAMESPACE", "Lane": "LANE", "UniqueKey": "--unique-key",
 	"Payload": "--payload", "Priority": "--priority", "MaxAttempts": "--max-attempts",
-	"RequiredCapabilities": "--capability", "Metadata": "--metadata"}
+	"RequiredCapabilities": "--capability", "Metadata": "--metadata", "Group": "--group"}
 
 // parseMetadata reads --metadata KEY=VALUE entries (the value may hold
 // "="; nil when none).
@@ -77,6 +77,7 @@ func executionsCreate(ctx context.Context, c *cli, args []string) error {
 	payload := c.flags.String("payload", "", "the payload: text, @FILE for a file's bytes, or - for stdin")
 	runAt := c.flags.String("run-at", "", "not claimable before this time (RFC 3339; default: at once)")
 	uniqueKey := c.flags.String("unique-key", "", "an idempotent create: while an execution holding this key is live, return it instead")
+	group := c.flags.String("group", "", "the execution's group in its lane: groups take turns, and a lane's per-group cap counts it")
 	priority := c.flags.Int("priority", 0, "higher is claimed first")
 	maxAttempts := c.flags.Int("max-attempts", 0, "attempts allowed (0: the Store's default)")
 	var metadata stringList
@@ -100,7 +101,7 @@ func executionsCreate(ctx context.Context, c *cli, args []string) error {
 			}
 		}
 		a := service.CreateExecutionArgs{Namespace: c.args[0], Lane: c.args[1], Payload: body, RunAt: at,
-			UniqueKey: *uniqueKey, Priority: *priority, MaxAttempts: *maxAttempts, RequiredCapabilities: caps, Metadata: md}
+			UniqueKey: *uniqueKey, Group: *group, Priority: *priority, MaxAttempts: *maxAttempts, RequiredCapabilities: caps, Metadata: md}
 		id, err := s.CreateExecution(ctx, a)
 		if err != nil {
 			return err

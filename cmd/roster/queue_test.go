@@ -44,6 +44,9 @@ func TestCLIExecutionsCreate(t *testing.T) {
 		e.Metadata["who"] != "me=you" || e.UniqueKey != "order-1" || e.Priority != 3 || !e.RunAt.Equal(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) {
 		t.Fatalf("created %+v", e)
 	}
+	if g := created(t, "", "executions", "create", "shop", "ship", "--group", "customer-7"); g.Group != "customer-7" {
+		t.Fatalf("--group: %+v", g)
+	}
 	again := created(t, "", "executions", "create", "shop", "ship", "--unique-key", "order-1")
 	if again.ID != e.ID {
 		t.Fatalf("the unique key made another execution %s", again.ID)

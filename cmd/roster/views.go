@@ -67,6 +67,7 @@ type executionJSON struct {
 	PayloadText    *string    `json:"payload_text,omitempty"`
 	ResultText     *string    `json:"result_text,omitempty"`
 	UniqueKey      string     `json:"unique_key"`
+	Group          string     `json:"group"`
 	Holder         string     `json:"holder"`
 	ClaimedAt      *time.Time `json:"claimed_at"`
 	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
@@ -81,7 +82,7 @@ func executionView(e service.Execution) executionJSON {
 		Payload: e.Payload, Result: e.Result, RequiredCapabilities: orEmpty(e.RequiredCapabilities),
 		Attempts: e.Attempts, MaxAttempts: e.MaxAttempts, ReclaimCount: e.ReclaimCount, LastError: e.LastError,
 		CreatedAt: e.CreatedAt, RunAt: e.RunAt, RetryBackoffMs: e.RetryBackoff.Milliseconds(),
-		PayloadText: text(e.Payload), ResultText: text(e.Result), UniqueKey: e.UniqueKey, Holder: e.Holder,
+		PayloadText: text(e.Payload), ResultText: text(e.Result), UniqueKey: e.UniqueKey, Group: e.Group, Holder: e.Holder,
 		ClaimedAt: optional(e.ClaimedAt), LeaseExpiresAt: optional(e.LeaseExpiresAt), FinishedAt: optional(e.FinishedAt),
 		Metadata: orEmptyMap(e.Metadata),
 	}

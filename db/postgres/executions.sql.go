@@ -175,6 +175,11 @@ type ExecutionInsertParams struct {
 // agent_state_counts: the agents' count trigger locks the two rows of a
 // transition in state order before it updates them (migration 11).
 // worker_events is only appended to and pruned: nothing waits on its rows.
+// Lane claim locks: a claim of lanes with limits or groups (flow.sql) takes a
+// transaction advisory lock of one bigint key per lane, in lane order, before
+// it reads or writes anything else; only claims take them, and a claim never
+// waits for a row a settle holds (it locks waiting executions, a settle
+// running ones), so a settle that claims may take them after its outcomes.
 // A claim (ExecutionClaim) locks the waiting executions it takes before its
 // worker's row, against the order, but it never waits: both locks are SKIP
 // LOCKED (a revoke can still wait for a claim, when the execution it saw
