@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// SPEC §4 Flow control "Caps hold at every instant, fleet-wide": RunWorkers
+// Flow control "Caps hold at every instant, fleet-wide": RunWorkers
 // on several Stores (settles pipelined with claims, batch claims at
 // Concurrency > 1, workers of two lanes of which one is limited) never run
 // more handlers of the lane, or of a group, than its caps. A handler runs

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// SPEC §4 fair shares: a group with 10 ready executions created after a
+// fair shares: a group with 10 ready executions created after a
 // group with a big backlog: all 10 start within the next 20 claims of the
 // lane, here in batches of 3 and with a cap on the lane.
 func TestReviewFlowFairBatches(t *testing.T) {

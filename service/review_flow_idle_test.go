@@ -14,7 +14,7 @@ type heldCounter struct {
 
 func (h *heldCounter) ClaimHeld(string, int) { h.held.Add(1) }
 
-// SPEC §4 "Idle costs nothing": a RunWorker whose only ready work is held
+// "Idle costs nothing": a RunWorker whose only ready work is held
 // back by a pause, a cap or a rate must not hammer the database: it claims
 // again on a wake, at the poll (1 s here) or at the rate window's end.
 func TestReviewFlowIdleWorkerDoesNotSpin(t *testing.T) {

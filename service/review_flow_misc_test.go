@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// SPEC §4 Claim: "the instance must be alive in the namespace (else
+// Claim: "the instance must be alive in the namespace (else
 // ErrNotRegistered)", also when its lanes are flow lanes, with or without
 // the per-worker hint of a previous flow claim, and for an unknown one.
 func TestReviewFlowDeadWorkerNotRegistered(t *testing.T) {
@@ -66,7 +66,7 @@ func TestReviewFlowHintAfterDelete(t *testing.T) {
 	})
 }
 
-// Bad input writes nothing (SPEC §4: ErrInvalidInput, nothing written).
+// Bad input writes nothing (: ErrInvalidInput, nothing written).
 func TestReviewFlowBadLimitsWriteNothing(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
 		ctx := context.Background()

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// SPEC §4 Flow control: only "a RatePeriod outside 1 s to 24 h" (with a
+// Flow control: only "a RatePeriod outside 1 s to 24 h" (with a
 // Rate) is ErrInvalidInput; a period of 1.0000005 s is inside.
 func TestReviewFlowRatePeriodInsideRange(t *testing.T) {
 	validationOnly(t, func(t *testing.T, b backend) {

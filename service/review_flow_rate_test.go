@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// SPEC §4 Flow control "Rates": "At most Rate claims of the lane begin in
+// Flow control "Rates": "At most Rate claims of the lane begin in
 // each window [k·RatePeriod, (k+1)·RatePeriod)". Claims do not reach the
 // lane lock in the order of their Now: a claim that read its clock just
 // before a window boundary can commit just after one that read it just

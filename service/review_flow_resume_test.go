@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// SPEC §4 Pause: "PutLaneLimits with Paused: false or DeleteLaneLimits
+// Pause: "PutLaneLimits with Paused: false or DeleteLaneLimits
 // resumes it and wakes idle workers as new work does" (in every process).
 // RunWorker polls once an hour here: only a wake-up can start the handler.
 func TestReviewFlowResumeWakes(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// SPEC §4 "Idle costs nothing": on SQLite a claim that finds nothing
+// "Idle costs nothing": on SQLite a claim that finds nothing
 // claimable writes nothing, also in a flow lane (empty; or capped, paused,
 // rate-limited with ready work held back). PRAGMA data_version on another
 // connection changes exactly when some connection commits.

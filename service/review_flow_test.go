@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// SPEC §4 Claim: "Best means highest Priority, then earliest RunAt, then
+// Claim: "Best means highest Priority, then earliest RunAt, then
 // lowest id (between groups of one lane, fair shares decide at equal
 // priority ...)". Fair shares are between groups of ONE lane: across two
 // lanes of a worker, the earliest RunAt must win. Here lane "b" has groups
@@ -43,7 +43,7 @@ func TestReviewFlowOrderAcrossLanes(t *testing.T) {
 	})
 }
 
-// SPEC §4 ClaimExecutions: "returned best first" with best = Priority,
+// ClaimExecutions: "returned best first" with best = Priority,
 // RunAt, id. Lane "b" has a cap (so the worker claims through the flow path)
 // that is far from reached; lane "a" has no limits. A batch of 2 must take the
 // two oldest executions (both of lane a), not one of each lane.

@@ -9,7 +9,7 @@ import (
 // A run's end frees room under a cap; an idle RunWorker held back by that
 // cap must start the next execution at once, not at its next poll (here an
 // hour, so only a wake-up can start it). The commit under review says "a
-// run's end wakes idle workers"; SPEC §4 "Work starts in milliseconds,
+// run's end wakes idle workers"; "Work starts in milliseconds,
 // across processes" and "A claim that a cap forbids takes other claimable
 // work instead ... A cap lowered below what is running stops new claims of
 // that lane until the count is under it". Each case ends the one running

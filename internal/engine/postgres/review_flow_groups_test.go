@@ -11,12 +11,12 @@ import (
 	"github.com/rosterdb/roster/internal/pgtest"
 )
 
-// SPEC §4 Flow control: "A lane without limits costs nothing extra: its
+// Flow control: "A lane without limits costs nothing extra: its
 // claim is what it was." A lane that once had an execution with a Group
 // (its lane_groups rows are never removed, and there is no API to remove
 // them) has no limits, yet its worker's claim is refused by the claim
 // statement (errFlow) and goes through the flow claim, which takes a
-// transaction id even when there is nothing to claim (SPEC "Idle costs
+// transaction id even when there is nothing to claim (the contract "Idle costs
 // nothing": no transaction id, no WAL).
 func TestReviewGroupedLaneWithoutLimitsIdleClaim(t *testing.T) {
 	e := openAt(t, pgtest.Fresh(t))

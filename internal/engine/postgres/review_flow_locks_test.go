@@ -29,7 +29,7 @@ func (h hookQueries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []
 	return ls, err
 }
 
-// SPEC §4 "Caps hold at every instant, fleet-wide". engine.FlowClaim takes
+// "Caps hold at every instant, fleet-wide". engine.FlowClaim takes
 // the claim locks of the lanes FlowWorker listed (its own statement, READ
 // COMMITTED), then reads the lanes' limits in a later statement. A lane
 // that gets its limits between the two (PutLaneLimits committing then) is

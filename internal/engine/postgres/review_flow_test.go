@@ -10,9 +10,9 @@ import (
 	"github.com/rosterdb/roster/internal/pgtest"
 )
 
-// SPEC §4 "Idle costs nothing": "a claim that finds nothing claimable is a
+// "Idle costs nothing": "a claim that finds nothing claimable is a
 // read (on PostgreSQL it takes no transaction id and writes no WAL)", and
-// §4 Flow control: "A lane without limits costs nothing extra". A worker
+// README "Flow control": a lane without limits costs nothing extra. A worker
 // whose lane has limits claims through engine.FlowClaim; when nothing is
 // claimable (its lane is empty) that claim must take no transaction id
 // either (as TestIdleClaimTakesNoTransactionID checks for the plain claim).
