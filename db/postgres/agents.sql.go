@@ -12,7 +12,7 @@ import (
 )
 
 const agentFindByIdempotencyKey = `-- name: AgentFindByIdempotencyKey :one
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE owner_actor = $1 AND idempotency_key = $2
 `
 
@@ -42,12 +42,14 @@ func (q *Queries) AgentFindByIdempotencyKey(ctx context.Context, arg AgentFindBy
 		&i.StateChangedAtMs,
 		&i.IdempotencyKey,
 		&i.Host,
+		&i.HolderNamespace,
+		&i.HolderInstanceID,
 	)
 	return i, err
 }
 
 const agentFindLiveByProviderSession = `-- name: AgentFindLiveByProviderSession :one
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE provider = $1 AND provider_session_id = $2
   AND state <> 'terminal'
 `
@@ -78,12 +80,14 @@ func (q *Queries) AgentFindLiveByProviderSession(ctx context.Context, arg AgentF
 		&i.StateChangedAtMs,
 		&i.IdempotencyKey,
 		&i.Host,
+		&i.HolderNamespace,
+		&i.HolderInstanceID,
 	)
 	return i, err
 }
 
 const agentGet = `-- name: AgentGet :one
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents WHERE id = $1
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents WHERE id = $1
 `
 
 // AgentGet reads one agent by id.
@@ -107,6 +111,8 @@ func (q *Queries) AgentGet(ctx context.Context, id string) (Agent, error) {
 		&i.StateChangedAtMs,
 		&i.IdempotencyKey,
 		&i.Host,
+		&i.HolderNamespace,
+		&i.HolderInstanceID,
 	)
 	return i, err
 }
@@ -170,7 +176,7 @@ func (q *Queries) AgentInsert(ctx context.Context, arg AgentInsertParams) error 
 }
 
 const agentList = `-- name: AgentList :many
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE id > $1
 ORDER BY id
 LIMIT $2
@@ -208,6 +214,8 @@ func (q *Queries) AgentList(ctx context.Context, arg AgentListParams) ([]Agent, 
 			&i.StateChangedAtMs,
 			&i.IdempotencyKey,
 			&i.Host,
+			&i.HolderNamespace,
+			&i.HolderInstanceID,
 		); err != nil {
 			return nil, err
 		}
@@ -220,7 +228,7 @@ func (q *Queries) AgentList(ctx context.Context, arg AgentListParams) ([]Agent, 
 }
 
 const agentListByOwner = `-- name: AgentListByOwner :many
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE owner_actor = $1 AND id > $2
   AND ($3::text = '' OR state = $3)
 ORDER BY id
@@ -266,6 +274,8 @@ func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerPara
 			&i.StateChangedAtMs,
 			&i.IdempotencyKey,
 			&i.Host,
+			&i.HolderNamespace,
+			&i.HolderInstanceID,
 		); err != nil {
 			return nil, err
 		}
@@ -278,7 +288,7 @@ func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerPara
 }
 
 const agentListByState = `-- name: AgentListByState :many
-SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host FROM agents
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE state = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -317,6 +327,8 @@ func (q *Queries) AgentListByState(ctx context.Context, arg AgentListByStatePara
 			&i.StateChangedAtMs,
 			&i.IdempotencyKey,
 			&i.Host,
+			&i.HolderNamespace,
+			&i.HolderInstanceID,
 		); err != nil {
 			return nil, err
 		}
@@ -329,7 +341,7 @@ func (q *Queries) AgentListByState(ctx context.Context, arg AgentListByStatePara
 }
 
 const agentListVisibleIn = `-- name: AgentListVisibleIn :many
-SELECT a.id, a.state, a.terminal_reason, a.provider, a.provider_session_id, a.checkpoint_session_id, a.checkpoint_cursor, a.owner_actor, a.owner_peer_class, a.owner_write_namespace, a.owner_visible_namespaces, a.spawn_fingerprint, a.spawned_at_ms, a.state_changed_at_ms, a.idempotency_key, a.host FROM agent_visibility AS v
+SELECT a.id, a.state, a.terminal_reason, a.provider, a.provider_session_id, a.checkpoint_session_id, a.checkpoint_cursor, a.owner_actor, a.owner_peer_class, a.owner_write_namespace, a.owner_visible_namespaces, a.spawn_fingerprint, a.spawned_at_ms, a.state_changed_at_ms, a.idempotency_key, a.host, a.holder_namespace, a.holder_instance_id FROM agent_visibility AS v
 JOIN agents AS a ON a.id = v.agent_id
 WHERE v.namespace = $1 AND v.agent_id > $2
   AND ($3::text = '' OR a.state = $3)
@@ -379,6 +391,8 @@ func (q *Queries) AgentListVisibleIn(ctx context.Context, arg AgentListVisibleIn
 			&i.StateChangedAtMs,
 			&i.IdempotencyKey,
 			&i.Host,
+			&i.HolderNamespace,
+			&i.HolderInstanceID,
 		); err != nil {
 			return nil, err
 		}

@@ -59,7 +59,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions WHERE id = $1
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions WHERE id = $1
 `
 
 // ExecutionGet reads one execution by id.
@@ -93,6 +93,9 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.UniqueKey,
 		&i.GroupKey,
 		&i.Metadata,
+		&i.TimeoutMs,
+		&i.DeadlineMs,
+		&i.Bound,
 	)
 	return i, err
 }
@@ -272,7 +275,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, arg ExecutionInsertMa
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE id > $1
 ORDER BY id
 LIMIT $2
@@ -320,6 +323,9 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -332,7 +338,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 }
 
 const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE lane = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -382,6 +388,9 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -394,7 +403,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 }
 
 const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE namespace = $1 AND id > $2
   AND ($3::text = '' OR lane = $3) AND ($4::text = '' OR state = $4)
 ORDER BY id
@@ -453,6 +462,9 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -465,7 +477,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE state = $1 AND state <> 'running' AND id > $2
   AND ($3::text = '' OR lane = $3)
 ORDER BY id
@@ -522,6 +534,9 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -534,7 +549,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionListRunning = `-- name: ExecutionListRunning :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE state = 'running' AND id > $1
   AND ($2::text = '' OR lane = $2)
 ORDER BY id
@@ -586,6 +601,9 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}

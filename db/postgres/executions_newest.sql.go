@@ -12,7 +12,7 @@ import (
 )
 
 const executionListByLaneNewest = `-- name: ExecutionListByLaneNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE lane = $1 AND id < $2
 ORDER BY id DESC
 LIMIT $3
@@ -62,6 +62,9 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -74,7 +77,7 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 }
 
 const executionListByNamespaceNewest = `-- name: ExecutionListByNamespaceNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE namespace = $1 AND id < $2
   AND ($3::text = '' OR lane = $3) AND ($4::text = '' OR state = $4)
 ORDER BY id DESC
@@ -133,6 +136,9 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -145,7 +151,7 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 }
 
 const executionListByStateNewest = `-- name: ExecutionListByStateNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE state = $1 AND state <> 'running' AND id < $2
   AND ($3::text = '' OR lane = $3)
 ORDER BY id DESC
@@ -202,6 +208,9 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -215,7 +224,7 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 
 const executionListNewest = `-- name: ExecutionListNewest :many
 
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE id < $1
 ORDER BY id DESC
 LIMIT $2
@@ -265,6 +274,9 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -277,7 +289,7 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 }
 
 const executionListRunningNewest = `-- name: ExecutionListRunningNewest :many
-SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, payload, result, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE state = 'running' AND id < $1
   AND ($2::text = '' OR lane = $2)
 ORDER BY id DESC
@@ -329,6 +341,9 @@ func (q *Queries) ExecutionListRunningNewest(ctx context.Context, arg ExecutionL
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}

@@ -26,6 +26,8 @@ type Agent struct {
 	StateChangedAtMs       int64
 	IdempotencyKey         pgtype.Text
 	Host                   pgtype.Text
+	HolderNamespace        pgtype.Text
+	HolderInstanceID       pgtype.Text
 }
 
 type AgentStateCount struct {
@@ -80,6 +82,9 @@ type Execution struct {
 	UniqueKey            pgtype.Text
 	GroupKey             string
 	Metadata             pgtype.Text
+	TimeoutMs            int64
+	DeadlineMs           pgtype.Int8
+	Bound                bool
 }
 
 type ExecutionKey struct {

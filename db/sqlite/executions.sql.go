@@ -35,7 +35,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions WHERE id = ?1
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions WHERE id = ?1
 `
 
 // ExecutionGet reads one execution by id.
@@ -69,6 +69,9 @@ func (q *Queries) ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, er
 		&i.UniqueKey,
 		&i.GroupKey,
 		&i.Metadata,
+		&i.TimeoutMs,
+		&i.DeadlineMs,
+		&i.Bound,
 	)
 	return i, err
 }
@@ -136,7 +139,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE id > ?1
 ORDER BY id
 LIMIT ?2
@@ -184,6 +187,9 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -199,7 +205,7 @@ func (q *Queries) ExecutionList(ctx context.Context, arg ExecutionListParams) ([
 }
 
 const executionListByLane = `-- name: ExecutionListByLane :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE lane = ?1 AND id > ?2
 ORDER BY id
 LIMIT ?3
@@ -249,6 +255,9 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -264,7 +273,7 @@ func (q *Queries) ExecutionListByLane(ctx context.Context, arg ExecutionListByLa
 }
 
 const executionListByNamespace = `-- name: ExecutionListByNamespace :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE namespace = ?1 AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3) AND (CAST(?4 AS TEXT) = '' OR state = ?4)
 ORDER BY id
@@ -323,6 +332,9 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -338,7 +350,7 @@ func (q *Queries) ExecutionListByNamespace(ctx context.Context, arg ExecutionLis
 }
 
 const executionListByState = `-- name: ExecutionListByState :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions INDEXED BY executions_state
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions INDEXED BY executions_state
 WHERE state = ?1 AND state <> 'running' AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3)
 ORDER BY id
@@ -395,6 +407,9 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -410,7 +425,7 @@ func (q *Queries) ExecutionListByState(ctx context.Context, arg ExecutionListByS
 }
 
 const executionListRunning = `-- name: ExecutionListRunning :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions INDEXED BY executions_expiry
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions INDEXED BY executions_expiry
 WHERE state = 'running' AND id > ?1
   AND (CAST(?2 AS TEXT) = '' OR lane = ?2)
 ORDER BY id
@@ -462,6 +477,9 @@ func (q *Queries) ExecutionListRunning(ctx context.Context, arg ExecutionListRun
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 const executionListByLaneNewest = `-- name: ExecutionListByLaneNewest :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE lane = ?1 AND id < ?2
 ORDER BY id DESC
 LIMIT ?3
@@ -62,6 +62,9 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -77,7 +80,7 @@ func (q *Queries) ExecutionListByLaneNewest(ctx context.Context, arg ExecutionLi
 }
 
 const executionListByNamespaceNewest = `-- name: ExecutionListByNamespaceNewest :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE namespace = ?1 AND id < ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3) AND (CAST(?4 AS TEXT) = '' OR state = ?4)
 ORDER BY id DESC
@@ -136,6 +139,9 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -151,7 +157,7 @@ func (q *Queries) ExecutionListByNamespaceNewest(ctx context.Context, arg Execut
 }
 
 const executionListByStateNewest = `-- name: ExecutionListByStateNewest :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions INDEXED BY executions_state
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions INDEXED BY executions_state
 WHERE state = ?1 AND state <> 'running' AND id < ?2
   AND (CAST(?3 AS TEXT) = '' OR lane = ?3)
 ORDER BY id DESC
@@ -208,6 +214,9 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -224,7 +233,7 @@ func (q *Queries) ExecutionListByStateNewest(ctx context.Context, arg ExecutionL
 
 const executionListNewest = `-- name: ExecutionListNewest :many
 
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions
 WHERE id < ?1
 ORDER BY id DESC
 LIMIT ?2
@@ -274,6 +283,9 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}
@@ -289,7 +301,7 @@ func (q *Queries) ExecutionListNewest(ctx context.Context, arg ExecutionListNewe
 }
 
 const executionListRunningNewest = `-- name: ExecutionListRunningNewest :many
-SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata FROM executions INDEXED BY executions_expiry
+SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions INDEXED BY executions_expiry
 WHERE state = 'running' AND id < ?1
   AND (CAST(?2 AS TEXT) = '' OR lane = ?2)
 ORDER BY id DESC
@@ -341,6 +353,9 @@ func (q *Queries) ExecutionListRunningNewest(ctx context.Context, arg ExecutionL
 			&i.UniqueKey,
 			&i.GroupKey,
 			&i.Metadata,
+			&i.TimeoutMs,
+			&i.DeadlineMs,
+			&i.Bound,
 		); err != nil {
 			return nil, err
 		}

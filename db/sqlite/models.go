@@ -27,6 +27,8 @@ type Agent struct {
 	StateChangedAtMs       int64
 	IdempotencyKey         sql.NullString
 	Host                   sql.NullString
+	HolderNamespace        sql.NullString
+	HolderInstanceID       sql.NullString
 }
 
 type AgentStateCount struct {
@@ -81,6 +83,9 @@ type Execution struct {
 	UniqueKey            sql.NullString
 	GroupKey             string
 	Metadata             sql.NullString
+	TimeoutMs            int64
+	DeadlineMs           sql.NullInt64
+	Bound                int64
 }
 
 type ExecutionKey struct {
