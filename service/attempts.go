@@ -67,7 +67,7 @@ func (s *Store) ListAttempts(ctx context.Context, executionID uuid.UUID) ([]Atte
 			InstanceID:  r.InstanceID,
 			StartedAt:   msTime(r.ClaimedAtMs),
 			EndedAt:     optionalTime(r.EndedAtMs),
-			Outcome:     attemptOutcome(r.State),
+			Outcome:     attemptOutcome(r.State, r.Error),
 			Error:       r.Error,
 		}
 		switch {
@@ -81,10 +81,18 @@ func (s *Store) ListAttempts(ctx context.Context, executionID uuid.UUID) ([]Atte
 }
 
 // attemptOutcome names a stored attempt state as an outcome: a reclaimed
-// attempt was lost.
-func attemptOutcome(state string) AttemptOutcome {
-	if state == "reclaimed" {
+// attempt timed out when its lease ended at its deadline (the reclaim
+// recorded "timed out"), else it was lost.
+func attemptOutcome(state, reason string) AttemptOutcome {
+	switch {
+	case state == "reclaimed" && reason == timedOut:
+		return AttemptTimedOut
+	case state == "reclaimed":
 		return AttemptLost
 	}
 	return AttemptOutcome(state)
 }
+
+// timedOut is the LastError (and the attempt's error) of an execution
+// reclaimed because its lease reached its deadline.
+const timedOut = "timed out"

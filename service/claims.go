@@ -17,8 +17,10 @@ const maxClaimBatch = 1000
 type ClaimArgs struct {
 	Namespace, InstanceID string
 	LeaseTTL              time.Duration
-	// Bound asks for leases bound to the worker's registration (no expiry
-	// of their own): not yet supported, refused with ErrInvalidInput.
+	// Bound asks for leases bound to the worker's registration: they have
+	// no expiry of their own and hold exactly while the worker is alive
+	// (its heartbeats keep them; nothing is written per lease). LeaseTTL
+	// must then be 0.
 	Bound bool
 	Now   time.Time
 }
@@ -70,11 +72,13 @@ func (s *Store) claimParams(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	if err := validWorkerKey(a.Namespace, a.InstanceID); err != nil {
 		return engine.ClaimParams{}, err
 	}
-	if a.Bound {
-		return engine.ClaimParams{}, invalid("Bound", "leases bound to their holder's registration are not supported by this version of roster")
-	}
-	if err := validTTL("LeaseTTL", a.LeaseTTL); err != nil {
-		return engine.ClaimParams{}, err
+	switch {
+	case a.Bound && a.LeaseTTL != 0:
+		return engine.ClaimParams{}, invalid("LeaseTTL", "%v with Bound: a bound lease has no TTL of its own (give 0)", a.LeaseTTL)
+	case !a.Bound:
+		if err := validTTL("LeaseTTL", a.LeaseTTL); err != nil {
+			return engine.ClaimParams{}, err
+		}
 	}
 	if err := validTime("Now", a.Now); err != nil {
 		return engine.ClaimParams{}, err
@@ -89,7 +93,7 @@ func (s *Store) newClaim(a ClaimArgs, n int) (engine.ClaimParams, error) {
 	now := s.now(a.Now).UnixMilli()
 	p := engine.ClaimParams{
 		Namespace: a.Namespace, InstanceID: a.InstanceID,
-		NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), LeaseIDs: make([]uuid.UUID, n),
+		NowMs: now, ExpiresAtMs: now + a.LeaseTTL.Milliseconds(), Bound: a.Bound, LeaseIDs: make([]uuid.UUID, n),
 		MaxBytes: s.cfg.claimBytes,
 	}
 	for i := range p.LeaseIDs {
@@ -123,7 +127,7 @@ func (s *Store) claimResult(res engine.ClaimResult, err error, p engine.ClaimPar
 	}
 	leases := make([]Lease, len(res.Leases))
 	for i, c := range res.Leases {
-		leases[i] = leaseFromRow(c, p.InstanceID)
+		leases[i] = leaseFromRow(c, p.InstanceID, p.Bound)
 	}
 	if len(leases) > 0 {
 		s.noteClaimed(leases)
@@ -141,7 +145,7 @@ func (s *Store) claimResult(res engine.ClaimResult, err error, p engine.ClaimPar
 	return leases, next, nil
 }
 
-func leaseFromRow(r engine.ClaimedLease, instanceID string) Lease {
+func leaseFromRow(r engine.ClaimedLease, instanceID string, bound bool) Lease {
 	return Lease{
 		ExecutionID:  r.ExecutionID,
 		LeaseID:      r.LeaseID,
@@ -152,6 +156,8 @@ func leaseFromRow(r engine.ClaimedLease, instanceID string) Lease {
 		Lane:         r.Lane,
 		Payload:      r.Payload,
 		ExpiresAt:    msTime(r.ExpiresAtMs),
+		Bound:        bound,
+		Deadline:     optionalTime(r.DeadlineMs),
 		Metadata:     decodeMetadata(r.Metadata),
 	}
 }

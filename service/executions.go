@@ -49,10 +49,10 @@ type CreateExecutionArgs struct {
 	// UniqueFor (0 to 30 days) keeps the key held for that long after the
 	// creation, even once the execution ended; 0: only while it is live.
 	UniqueFor time.Duration
-	// Timeout would bound each run (its lease lost at claim + Timeout): 0
-	// (none) is the only value this version accepts; 1 ms to 30 days is
-	// refused with ErrInvalidInput as not yet supported, anything else as
-	// out of range.
+	// Timeout bounds each run (0: none; else 1 ms to 30 days, whole
+	// milliseconds): a lease of the execution is lost at its claim + Timeout
+	// (Lease.Deadline) whatever its renewals or its holder's heartbeats, and
+	// the execution is reclaimed with LastError "timed out".
 	Timeout time.Duration
 	// Group (optional, an identifier) puts the execution in a group of its
 	// lane: at equal priority the lane's groups take turns (executions
@@ -83,13 +83,17 @@ type Execution struct {
 	FinishedAt                          time.Time     // when it became completed, failed or cancelled; zero while live
 	UniqueKey                           string        // "" when created without one
 	Group                               string        // "" when created without one
-	Timeout                             time.Duration // always 0: run timeouts are not yet supported
+	Timeout                             time.Duration // 0: none
 	// The current lease while running, else the last one (zero: never
 	// claimed): its holder, when it was claimed and when it expires (or
-	// expired).
-	Holder                    string
-	ClaimedAt, LeaseExpiresAt time.Time
-	Metadata                  map[string]string // nil when none
+	// expired). A bound lease (LeaseBound) has no expiry of its own: its
+	// LeaseExpiresAt is its deadline, zero when it has none, and it lives
+	// as long as its holder's registration. LeaseDeadline is the claim +
+	// Timeout (zero: none).
+	Holder                                   string
+	ClaimedAt, LeaseExpiresAt, LeaseDeadline time.Time
+	LeaseBound                               bool
+	Metadata                                 map[string]string // nil when none
 }
 
 // CancelExecutionArgs are the arguments of CancelExecution.
@@ -313,8 +317,8 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 	switch {
 	case a.Timeout < 0 || a.Timeout > maxUniqueFor || (a.Timeout > 0 && a.Timeout < time.Millisecond):
 		return engine.Execution{}, invalid(prefix+"Timeout", "%v is neither 0 nor between 1ms and 30 days", a.Timeout)
-	case a.Timeout != 0:
-		return engine.Execution{}, invalid(prefix+"Timeout", "run timeouts are not supported by this version of roster")
+	case a.Timeout%time.Millisecond != 0:
+		return engine.Execution{}, invalid(prefix+"Timeout", "%v is not a whole number of milliseconds", a.Timeout)
 	}
 	if a.UniqueFor < 0 || a.UniqueFor > maxUniqueFor {
 		return engine.Execution{}, invalid(prefix+"UniqueFor", "%v is outside 0..30 days", a.UniqueFor)
@@ -368,6 +372,7 @@ func (s *Store) executionRow(a CreateExecutionArgs, prefix string) (engine.Execu
 		UniqueKey:            a.UniqueKey,
 		Group:                a.Group,
 		Metadata:             metadata,
+		TimeoutMs:            a.Timeout.Milliseconds(),
 	}, nil
 }
 
@@ -515,9 +520,21 @@ func executionFromRow(r engine.Execution) Execution {
 		Group:                r.Group,
 		Holder:               r.Holder,
 		ClaimedAt:            optionalTime(r.ClaimedAtMs),
-		LeaseExpiresAt:       optionalTime(r.ExpiresAtMs),
+		LeaseExpiresAt:       leaseExpiry(r.ExpiresAtMs),
+		LeaseDeadline:        optionalTime(r.DeadlineMs),
+		LeaseBound:           r.Bound,
+		Timeout:              time.Duration(r.TimeoutMs) * time.Millisecond,
 		Metadata:             decodeMetadata(r.Metadata),
 	}
+}
+
+// leaseExpiry is a stored lease expiry as a time: zero when absent, or when
+// the lease is bound without a deadline (it has no expiry of its own).
+func leaseExpiry(ms int64) time.Time {
+	if ms == engine.NeverMs {
+		return time.Time{}
+	}
+	return optionalTime(ms)
 }
 
 // optionalTime is msTime with 0 as the zero time (absent).

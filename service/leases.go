@@ -35,10 +35,10 @@ type Lease struct {
 	Payload                     []byte
 	ExpiresAt                   time.Time
 	Metadata                    map[string]string // the execution's (nil when none)
-	// Bound and Deadline belong to leases bound to their holder's
-	// registration and to run timeouts, which this version does not yet
-	// grant (ClaimArgs.Bound and CreateExecutionArgs.Timeout are refused):
-	// Bound is false and Deadline zero.
+	// Bound: the lease is bound to its holder's registration (no expiry of
+	// its own; ExpiresAt is the holder's expiry at the claim, and it moves
+	// with every heartbeat). Deadline is the claim + the execution's
+	// Timeout (zero: none): the lease is lost then, whatever else.
 	Bound    bool
 	Deadline time.Time
 }
@@ -94,8 +94,10 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 	if err := s.notClosed(); err != nil {
 		return time.Time{}, err
 	}
-	if err := validTTL("TTL", a.TTL); err != nil {
-		return time.Time{}, err
+	if !a.Lease.Bound {
+		if err := validTTL("TTL", a.TTL); err != nil {
+			return time.Time{}, err
+		}
 	}
 	if err := validTime("Now", a.Now); err != nil {
 		return time.Time{}, err
@@ -107,9 +109,30 @@ func (s *Store) RenewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, er
 // LeaseTTL RunWorker checked once).
 func (s *Store) renewLease(ctx context.Context, a RenewLeaseArgs) (time.Time, error) {
 	now := s.now(a.Now).UnixMilli()
+	if a.Lease.Bound {
+		return s.boundExpiry(ctx, a.Lease, now)
+	}
 	expires := now + a.TTL.Milliseconds()
 	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error {
-		return leaseError(q.LeaseRenew(ctx, leaseRef(a.Lease), now, expires), a.Lease)
+		var err error
+		expires, err = q.LeaseRenew(ctx, leaseRef(a.Lease), now, expires)
+		return leaseError(err, a.Lease)
+	})
+	if err != nil {
+		return time.Time{}, s.observeLease(err)
+	}
+	return msTime(expires), nil
+}
+
+// boundExpiry is RenewLease of a bound lease: it writes nothing and returns
+// the holder's current expiry (never past the lease's deadline), or
+// ErrLeaseLost when the holder is not alive or the lease ended.
+func (s *Store) boundExpiry(ctx context.Context, l Lease, now int64) (time.Time, error) {
+	var expires int64
+	err := s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		expires, err = q.LeaseHolderExpiry(ctx, leaseRef(l), now)
+		return leaseError(err, l)
 	})
 	if err != nil {
 		return time.Time{}, s.observeLease(err)

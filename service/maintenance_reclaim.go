@@ -8,8 +8,10 @@ import (
 )
 
 // ReclaimExpiredLeases ends up to limit (0 = all) leases expired at now,
-// soonest first: each execution returns to waiting with ReclaimCount + 1 while
-// attempts remain, else ends failed with LastError "lease expired". The old
+// soonest first (a bound lease expired when its holder's registration
+// lapsed, was marked dead or swept): each execution returns to waiting with
+// ReclaimCount + 1 while attempts remain, else ends failed, with LastError
+// "timed out" when the lease reached its Deadline, else "lease expired". The old
 // holders are fenced: their lease calls get ErrLeaseLost. It works in bounded
 // batches, one transaction each.
 func (s *Store) ReclaimExpiredLeases(ctx context.Context, now time.Time, limit int) (int, error) {
@@ -37,6 +39,10 @@ func (m maintenance) reclaim(ctx context.Context, nowMs int64, limit int) (int, 
 		}
 		var n int
 		err := m.write(ctx, func(ctx context.Context, q engine.Queries) error {
+			// Bound leases of holders that lapsed expire with them first.
+			if _, err := q.LeaseRevokeLapsedBound(ctx, nowMs, batch); err != nil {
+				return err
+			}
 			ids, err := q.LeaseReclaimBatch(ctx, nowMs, batch)
 			n = len(ids)
 			return err

@@ -154,6 +154,10 @@ func (s *Store) RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (Regis
 			if !errors.Is(err, engine.ErrNoRows) {
 				return err
 			}
+			// A lapsed row is taken over: its bound leases end with it.
+			if err := q.LeaseRevokeBoundOfLapsed(ctx, key, now); err != nil {
+				return err
+			}
 			err = q.WorkerRegister(ctx, w)
 			if err == nil {
 				outcome = Registered

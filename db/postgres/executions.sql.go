@@ -117,10 +117,10 @@ const executionInsert = `-- name: ExecutionInsert :exec
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, group_key, metadata
+        run_at_ms, retry_backoff_ms, ready, group_key, metadata, timeout_ms
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11, $12, $13
+        $9, $10, $11, $12, $13, $14
     )
     RETURNING namespace
 )
@@ -141,6 +141,7 @@ type ExecutionInsertParams struct {
 	Ready                bool
 	GroupKey             string
 	Metadata             pgtype.Text
+	TimeoutMs            int64
 }
 
 // Executions: create, read, list, cancel, and prune finished history.
@@ -208,6 +209,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 		arg.Ready,
 		arg.GroupKey,
 		arg.Metadata,
+		arg.TimeoutMs,
 	)
 	return err
 }
@@ -220,15 +222,15 @@ WITH input AS (
            unnest($7::bigint[]) AS max_attempts, unnest($8::bigint[]) AS run_at_ms,
            unnest($9::bigint[]) AS retry_backoff_ms, unnest($10::boolean[]) AS ready,
            unnest($11::bigint[]) AS created_at_ms, unnest($12::text[]) AS metadata,
-           unnest($13::text[]) AS group_key
+           unnest($13::text[]) AS group_key, unnest($14::bigint[]) AS timeout_ms
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, group_key, metadata
+        run_at_ms, retry_backoff_ms, ready, group_key, metadata, timeout_ms
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
-           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key, nullif(i.metadata, '')
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key, nullif(i.metadata, ''), i.timeout_ms
     FROM input AS i
     RETURNING namespace
 )
@@ -249,6 +251,7 @@ type ExecutionInsertManyParams struct {
 	CreatedAtMs    []int64
 	Metadata       []string
 	GroupKeys      []string
+	TimeoutsMs     []int64
 }
 
 // ExecutionInsertMany creates many waiting executions in one statement (the
@@ -270,6 +273,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, arg ExecutionInsertMa
 		arg.CreatedAtMs,
 		arg.Metadata,
 		arg.GroupKeys,
+		arg.TimeoutsMs,
 	)
 	return err
 }

@@ -40,7 +40,7 @@ WITH input AS (
            unnest($10::bigint[]) AS retry_backoff_ms, unnest($11::boolean[]) AS ready,
            unnest($12::bigint[]) AS created_at_ms, unnest($13::text[]) AS unique_key,
            unnest($14::bigint[]) AS until_ms, unnest($15::text[]) AS metadata,
-           unnest($16::text[]) AS group_key
+           unnest($16::text[]) AS group_key, unnest($17::bigint[]) AS timeout_ms
 ), held AS (
     SELECT i.ord, coalesce(
         (SELECT x.id FROM executions AS x
@@ -53,12 +53,12 @@ WITH input AS (
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
+        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata, timeout_ms
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
            i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, nullif(i.unique_key, ''),
-           i.group_key, nullif(i.metadata, '')
+           i.group_key, nullif(i.metadata, ''), i.timeout_ms
     FROM input AS i
     WHERE NOT EXISTS (SELECT 1 FROM held AS h WHERE h.ord = i.ord AND h.holder IS NOT NULL)
     ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
@@ -101,6 +101,7 @@ type ExecutionInsertManyUniqueParams struct {
 	UntilMs        []int64
 	Metadata       []string
 	GroupKeys      []string
+	TimeoutsMs     []int64
 }
 
 type ExecutionInsertManyUniqueRow struct {
@@ -138,6 +139,7 @@ func (q *Queries) ExecutionInsertManyUnique(ctx context.Context, arg ExecutionIn
 		arg.UntilMs,
 		arg.Metadata,
 		arg.GroupKeys,
+		arg.TimeoutsMs,
 	)
 	if err != nil {
 		return nil, err

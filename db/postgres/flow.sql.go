@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const executionPickGroups = `-- name: ExecutionPickGroups :many
@@ -80,23 +81,30 @@ func (q *Queries) ExecutionPickGroups(ctx context.Context, arg ExecutionPickGrou
 
 const executionStartMany = `-- name: ExecutionStartMany :many
 WITH holder AS (
-    SELECT 1 AS alive FROM workers AS wk
-    WHERE wk.namespace = $6 AND wk.instance_id = $1::text
+    SELECT wk.last_heartbeat_ms + wk.ttl_ms AS expires_at_ms FROM workers AS wk
+    WHERE wk.namespace = $7 AND wk.instance_id = $1::text
       AND wk.last_heartbeat_ms + wk.ttl_ms > $2::bigint
     FOR KEY SHARE OF wk SKIP LOCKED
 )
 UPDATE executions AS x
 SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
     lease_id = s.lease_id, holder = $1::text, claimed_at_ms = $2::bigint,
-    expires_at_ms = $3::bigint, revoked_at_ms = NULL
-FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::uuid[]) AS lease_id) AS s
+    bound = $3::boolean,
+    deadline_ms = CASE WHEN x.timeout_ms > 0 THEN CAST($2 AS bigint) + x.timeout_ms END,
+    expires_at_ms = CASE WHEN x.timeout_ms > 0 THEN least($4::bigint, CAST($2 AS bigint) + x.timeout_ms)
+        ELSE $4::bigint END,
+    revoked_at_ms = NULL
+FROM (SELECT unnest($5::uuid[]) AS id, unnest($6::uuid[]) AS lease_id) AS s
 WHERE x.id = s.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, CAST(coalesce(x.metadata, '') AS text) AS metadata
+RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, CAST(coalesce(x.metadata, '') AS text) AS metadata,
+          x.expires_at_ms, CAST(coalesce(x.deadline_ms, 0) AS bigint) AS deadline_ms,
+          CAST((SELECT h.expires_at_ms FROM holder AS h) AS bigint) AS holder_expires_at_ms
 `
 
 type ExecutionStartManyParams struct {
 	InstanceID  string
 	Now         int64
+	Bind        bool
 	ExpiresAtMs int64
 	Ids         []uuid.UUID
 	LeaseIds    []uuid.UUID
@@ -104,13 +112,16 @@ type ExecutionStartManyParams struct {
 }
 
 type ExecutionStartManyRow struct {
-	ID       uuid.UUID
-	Attempts int64
-	Epoch    int64
-	Lane     string
-	Payload  []byte
-	LeaseID  uuid.NullUUID
-	Metadata string
+	ID                uuid.UUID
+	Attempts          int64
+	Epoch             int64
+	Lane              string
+	Payload           []byte
+	LeaseID           uuid.NullUUID
+	Metadata          string
+	ExpiresAtMs       pgtype.Int8
+	DeadlineMs        int64
+	HolderExpiresAtMs int64
 }
 
 // ExecutionStartMany moves the given waiting executions to running, each
@@ -118,11 +129,13 @@ type ExecutionStartManyRow struct {
 // that is not, cancelled meanwhile, is left out), while their worker is
 // alive: it locks the worker's row FOR KEY SHARE (no lease outlives its
 // worker: a MarkWorkerDead or sweep waits for the claim; SKIP LOCKED: a
-// worker being deleted starts nothing).
+// worker being deleted starts nothing), bound or of their own and expiring
+// as ExecutionClaim's do; each row carries the worker's expiry too.
 func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartManyParams) ([]ExecutionStartManyRow, error) {
 	rows, err := q.db.Query(ctx, executionStartMany,
 		arg.InstanceID,
 		arg.Now,
+		arg.Bind,
 		arg.ExpiresAtMs,
 		arg.Ids,
 		arg.LeaseIds,
@@ -143,6 +156,9 @@ func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartMany
 			&i.Payload,
 			&i.LeaseID,
 			&i.Metadata,
+			&i.ExpiresAtMs,
+			&i.DeadlineMs,
+			&i.HolderExpiresAtMs,
 		); err != nil {
 			return nil, err
 		}

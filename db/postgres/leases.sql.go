@@ -69,7 +69,7 @@ func (q *Queries) AttemptList(ctx context.Context, id uuid.UUID) ([]AttemptListR
 const executionClaim = `-- name: ExecutionClaim :one
 
 WITH w AS (
-    SELECT wk.lanes, wk.capabilities FROM workers AS wk
+    SELECT wk.lanes, wk.capabilities, wk.last_heartbeat_ms + wk.ttl_ms AS expires_at_ms FROM workers AS wk
     WHERE wk.namespace = $2 AND wk.instance_id = $4
       AND wk.last_heartbeat_ms + wk.ttl_ms > $3::bigint
 ), due AS (
@@ -119,10 +119,15 @@ WITH w AS (
     UPDATE executions AS x
     SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
         lease_id = ($6::uuid[])[candidates.n], holder = $4,
-        claimed_at_ms = $3::bigint, expires_at_ms = $7::bigint, revoked_at_ms = NULL
+        claimed_at_ms = $3::bigint, bound = $7::boolean,
+        deadline_ms = CASE WHEN x.timeout_ms > 0 THEN CAST($3 AS bigint) + x.timeout_ms END,
+        expires_at_ms = CASE WHEN x.timeout_ms > 0 THEN least($8::bigint, CAST($3 AS bigint) + x.timeout_ms)
+            ELSE $8::bigint END,
+        revoked_at_ms = NULL
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, x.metadata, candidates.n
+    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, x.metadata, x.expires_at_ms,
+              coalesce(x.deadline_ms, 0) AS deadline_ms, candidates.n
 ), short AS (
     SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality($6::uuid[])
 )
@@ -152,7 +157,10 @@ SELECT
     CAST(coalesce(array_agg(started.lane ORDER BY started.n), '{}') AS text[]) AS lanes,
     CAST(coalesce(array_agg(started.payload ORDER BY started.n), '{}') AS bytea[]) AS payloads,
     CAST(coalesce(array_agg(started.lease_id ORDER BY started.n), '{}') AS uuid[]) AS lease_ids,
-    CAST(coalesce(array_agg(coalesce(started.metadata, '') ORDER BY started.n), '{}') AS text[]) AS metadata
+    CAST(coalesce(array_agg(coalesce(started.metadata, '') ORDER BY started.n), '{}') AS text[]) AS metadata,
+    CAST(coalesce(array_agg(started.expires_at_ms ORDER BY started.n), '{}') AS bigint[]) AS expires,
+    CAST(coalesce(array_agg(started.deadline_ms ORDER BY started.n), '{}') AS bigint[]) AS deadlines,
+    CAST(coalesce((SELECT w.expires_at_ms FROM w), 0) AS bigint) AS holder_expires_at_ms
 FROM started
 `
 
@@ -163,22 +171,26 @@ type ExecutionClaimParams struct {
 	InstanceID  string
 	Promote     bool
 	LeaseIds    []uuid.UUID
+	Bind        bool
 	ExpiresAtMs int64
 }
 
 type ExecutionClaimRow struct {
-	Alive       bool
-	Due         bool
-	Flow        bool
-	Bounded     bool
-	NextRunAtMs int64
-	Ids         []uuid.UUID
-	Attempts    []int64
-	Epochs      []int64
-	Lanes       []string
-	Payloads    [][]byte
-	LeaseIds    []uuid.UUID
-	Metadata    []string
+	Alive             bool
+	Due               bool
+	Flow              bool
+	Bounded           bool
+	NextRunAtMs       int64
+	Ids               []uuid.UUID
+	Attempts          []int64
+	Epochs            []int64
+	Lanes             []string
+	Payloads          [][]byte
+	LeaseIds          []uuid.UUID
+	Metadata          []string
+	Expires           []int64
+	Deadlines         []int64
+	HolderExpiresAtMs int64
 }
 
 // Leases: claim, renew, complete, fail, release, revoke, list expired and
@@ -225,9 +237,12 @@ type ExecutionClaimRow struct {
 //     none), when the worker should look again at the latest.
 //
 // When there is nothing to claim it locks nothing, writes nothing and takes
-// no transaction id. One row: alive (false: the worker is
-// not alive, nothing claimed), due, next_run_at_ms, and the claimed leases
-// as arrays, best first (metadata ”: none).
+// no transaction id. Each lease is bound (@bound) or of its own, and
+// expires at @expires_at_ms or at its deadline (claim + the execution's
+// timeout) when that comes first. One row: alive (false: the worker is
+// not alive, nothing claimed), due, next_run_at_ms, the claimed leases
+// as arrays, best first (metadata ”: none; deadline 0: none), and the
+// worker's expiry (that of the leases bound to it).
 func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) (ExecutionClaimRow, error) {
 	row := q.db.QueryRow(ctx, executionClaim,
 		arg.MaxBytes,
@@ -236,6 +251,7 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 		arg.InstanceID,
 		arg.Promote,
 		arg.LeaseIds,
+		arg.Bind,
 		arg.ExpiresAtMs,
 	)
 	var i ExecutionClaimRow
@@ -252,6 +268,9 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 		&i.Payloads,
 		&i.LeaseIds,
 		&i.Metadata,
+		&i.Expires,
+		&i.Deadlines,
+		&i.HolderExpiresAtMs,
 	)
 	return i, err
 }
@@ -285,10 +304,15 @@ func (q *Queries) ExecutionPromoteDue(ctx context.Context, arg ExecutionPromoteD
 
 const leaseComplete = `-- name: LeaseComplete :one
 WITH completed AS (
-    UPDATE executions SET state = 'completed', result = $1, finished_at_ms = $2::bigint
-    WHERE id = $3 AND epoch = $4 AND lease_id = $5::uuid
-      AND CASE WHEN state = 'running' THEN expires_at_ms > $2::bigint AND revoked_at_ms IS NULL ELSE false END
-    RETURNING id, namespace, lane
+    UPDATE executions AS x SET state = 'completed', result = $1, finished_at_ms = $2::bigint
+    WHERE x.id = $3 AND x.epoch = $4 AND x.lease_id = $5::uuid
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $2::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > $2::bigint))
+          ELSE false END
+    RETURNING x.id, x.namespace, x.lane
 )
 SELECT c.id FROM completed AS c
 WHERE CASE WHEN EXISTS (
@@ -333,7 +357,12 @@ WITH input AS (
     UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = $5::bigint
     FROM input
     WHERE x.id = input.id AND x.epoch = input.epoch AND x.lease_id = input.lease_id
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $5::bigint AND x.revoked_at_ms IS NULL ELSE false END
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $5::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > $5::bigint))
+          ELSE false END
     RETURNING x.id, x.epoch, x.lease_id, x.namespace, x.lane
 ), woken AS (
     SELECT count(roster_wake(w.namespace)) AS n FROM (
@@ -405,7 +434,12 @@ WITH failed AS (
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST($1 AS bigint) END,
         last_error = $2
     WHERE x.id = $3 AND x.epoch = $4 AND x.lease_id = $5::uuid
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL ELSE false END
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $1::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > $1::bigint))
+          ELSE false END
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.lane, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
     INSERT INTO attempts (
@@ -517,13 +551,62 @@ func (q *Queries) LeaseGetOutcome(ctx context.Context, arg LeaseGetOutcomeParams
 	return outcome, err
 }
 
+const leaseHolderExpiry = `-- name: LeaseHolderExpiry :one
+SELECT least(w.last_heartbeat_ms + w.ttl_ms, x.expires_at_ms)::bigint AS expires_at_ms
+FROM executions AS x
+JOIN workers AS w ON w.namespace = x.namespace AND w.instance_id = x.holder
+WHERE x.id = $1 AND x.epoch = $2 AND x.lease_id = $3::uuid
+  AND CASE WHEN x.state = 'running' THEN x.bound AND x.expires_at_ms > $4::bigint AND x.revoked_at_ms IS NULL ELSE false END
+  AND w.last_heartbeat_ms + w.ttl_ms > $4::bigint
+`
+
+type LeaseHolderExpiryParams struct {
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.UUID
+	Now     int64
+}
+
+// LeaseHolderExpiry reads when the current, unrevoked bound lease of an
+// execution expires (its holder's expiry, never past its deadline) while its
+// holder is alive at @now; no row when the lease is lost. It writes nothing:
+// a bound lease is kept alive by its holder's heartbeats.
+func (q *Queries) LeaseHolderExpiry(ctx context.Context, arg LeaseHolderExpiryParams) (int64, error) {
+	row := q.db.QueryRow(ctx, leaseHolderExpiry,
+		arg.ID,
+		arg.Epoch,
+		arg.LeaseID,
+		arg.Now,
+	)
+	var expires_at_ms int64
+	err := row.Scan(&expires_at_ms)
+	return expires_at_ms, err
+}
+
 const leaseListExpired = `-- name: LeaseListExpired :many
-SELECT id, lease_id, attempts, epoch, namespace, holder, expires_at_ms
-FROM executions
-WHERE state = 'running' AND expires_at_ms <= $1::bigint
-  AND ($2::text = '' OR namespace = $2)
-  AND (expires_at_ms, id) > ($3::bigint, $4::uuid)
-ORDER BY expires_at_ms, id
+SELECT l.id, l.lease_id, l.attempts, l.epoch, l.namespace, l.holder, l.expires_at_ms
+FROM (
+    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, e.expires_at_ms
+    FROM executions AS e
+    WHERE e.state = 'running' AND e.expires_at_ms <= $1::bigint
+      AND ($2::text = '' OR e.namespace = $2)
+      AND (e.expires_at_ms, e.id) > ($3::bigint, $4::uuid)
+      AND NOT (e.bound AND e.revoked_at_ms IS NULL AND EXISTS (
+          SELECT 1 FROM workers AS h
+          WHERE h.namespace = e.namespace AND h.instance_id = e.holder
+            AND h.last_heartbeat_ms + h.ttl_ms < e.expires_at_ms
+      ))
+    UNION ALL
+    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, w.last_heartbeat_ms + w.ttl_ms
+    FROM workers AS w
+    JOIN executions AS e ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= $1::bigint
+      AND ($2::text = '' OR w.namespace = $2)
+      AND e.bound AND e.revoked_at_ms IS NULL
+      AND w.last_heartbeat_ms + w.ttl_ms < e.expires_at_ms
+      AND (w.last_heartbeat_ms + w.ttl_ms, e.id) > ($3::bigint, $4::uuid)
+) AS l
+ORDER BY l.expires_at_ms, l.id
 LIMIT $5
 `
 
@@ -546,7 +629,10 @@ type LeaseListExpiredRow struct {
 }
 
 // LeaseListExpired pages the running leases expired by @as_of, by (expiry,
-// execution id), of one namespace ("" = every namespace).
+// execution id), of one namespace ("" = every namespace): those whose own
+// expiry passed (from executions_expiry) and the bound ones whose holder
+// lapsed first (from the lapsed workers, probing executions_holder), each
+// once, at the earlier of the two.
 func (q *Queries) LeaseListExpired(ctx context.Context, arg LeaseListExpiredParams) ([]LeaseListExpiredRow, error) {
 	rows, err := q.db.Query(ctx, leaseListExpired,
 		arg.AsOf,
@@ -621,11 +707,11 @@ WITH expired AS (
         ready = x.retry_backoff_ms = 0,
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST($1 AS bigint) END,
         reclaim_count = x.reclaim_count + 1,
-        last_error = 'lease expired'
+        last_error = CASE WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out' ELSE 'lease expired' END
     FROM expired
     WHERE x.id = expired.id
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms,
-              x.expires_at_ms, x.revoked_at_ms,
+              x.expires_at_ms, x.revoked_at_ms, x.last_error,
               CASE WHEN x.state = 'waiting' OR EXISTS (
                   SELECT 1 FROM lane_limits AS m
                   WHERE m.namespace = x.namespace AND m.lane = x.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
@@ -636,7 +722,7 @@ WITH expired AS (
         claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
     SELECT r.id, r.attempts, r.epoch, r.lease_id, r.namespace, r.holder, 'reclaimed',
-           r.claimed_at_ms, r.expires_at_ms, $1::bigint, r.revoked_at_ms, 'lease expired'
+           r.claimed_at_ms, r.expires_at_ms, $1::bigint, r.revoked_at_ms, r.last_error
     FROM requeued AS r
 )
 SELECT requeued.id FROM requeued
@@ -651,8 +737,9 @@ type LeaseReclaimBatchParams struct {
 // first (leases another reclaimer holds are skipped, not waited for): each
 // execution waits again while attempts remain (claimable from now plus its
 // backoff; its namespace's workers are woken), else ends failed; either way
-// it counts the reclaim, with LastError "lease expired", and the attempt is
-// recorded as reclaimed.
+// it counts the reclaim, with LastError "timed out" when the lease ended at
+// its deadline, else "lease expired", and the attempt is recorded as
+// reclaimed with that error.
 func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, leaseReclaimBatch, arg.Now, arg.BatchSize)
 	if err != nil {
@@ -678,7 +765,12 @@ WITH released AS (
     UPDATE executions AS x
     SET state = 'waiting', attempts = x.attempts - 1, ready = true
     WHERE x.id = $1 AND x.epoch = $2 AND x.lease_id = $3::uuid
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $4::bigint AND x.revoked_at_ms IS NULL ELSE false END
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $4::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > $4::bigint))
+          ELSE false END
     RETURNING x.id, x.namespace, x.attempts, x.epoch, x.lease_id, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
     INSERT INTO attempts (
@@ -718,10 +810,10 @@ func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (uui
 }
 
 const leaseRenew = `-- name: LeaseRenew :one
-UPDATE executions SET expires_at_ms = $1::bigint
-WHERE id = $2 AND epoch = $3 AND lease_id = $4::uuid
+UPDATE executions SET expires_at_ms = least($1::bigint, coalesce(deadline_ms, $1::bigint))
+WHERE id = $2 AND epoch = $3 AND lease_id = $4::uuid AND NOT bound
   AND CASE WHEN state = 'running' THEN expires_at_ms > $5::bigint AND revoked_at_ms IS NULL ELSE false END
-RETURNING id
+RETURNING expires_at_ms
 `
 
 type LeaseRenewParams struct {
@@ -732,8 +824,10 @@ type LeaseRenewParams struct {
 	Now         int64
 }
 
-// LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
-func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UUID, error) {
+// LeaseRenew extends the current, unexpired, unrevoked lease of its own
+// (not bound) of an execution, never past its deadline, and returns the new
+// expiry.
+func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (pgtype.Int8, error) {
 	row := q.db.QueryRow(ctx, leaseRenew,
 		arg.ExpiresAtMs,
 		arg.ID,
@@ -741,9 +835,34 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UU
 		arg.LeaseID,
 		arg.Now,
 	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+	var expires_at_ms pgtype.Int8
+	err := row.Scan(&expires_at_ms)
+	return expires_at_ms, err
+}
+
+const leaseRevokeBoundOfLapsed = `-- name: LeaseRevokeBoundOfLapsed :exec
+UPDATE executions AS x
+SET expires_at_ms = least(x.expires_at_ms, w.last_heartbeat_ms + w.ttl_ms), revoked_at_ms = $1::bigint
+FROM workers AS w
+WHERE w.namespace = $2 AND w.instance_id = $3::text
+  AND w.last_heartbeat_ms + w.ttl_ms <= $1::bigint
+  AND x.namespace = w.namespace AND x.holder = w.instance_id AND x.state = 'running'
+  AND x.bound AND x.revoked_at_ms IS NULL
+`
+
+type LeaseRevokeBoundOfLapsedParams struct {
+	Now        int64
+	Namespace  string
+	InstanceID string
+}
+
+// LeaseRevokeBoundOfLapsed ends for good, at @now, the bound leases of one
+// holder whose registration lapsed, each expiring when its holder did: run
+// before a register takes the lapsed row over, so that no lease of the old
+// registration lives on in the new one.
+func (q *Queries) LeaseRevokeBoundOfLapsed(ctx context.Context, arg LeaseRevokeBoundOfLapsedParams) error {
+	_, err := q.db.Exec(ctx, leaseRevokeBoundOfLapsed, arg.Now, arg.Namespace, arg.InstanceID)
+	return err
 }
 
 const leaseRevokeHeldBy = `-- name: LeaseRevokeHeldBy :exec
@@ -769,13 +888,52 @@ func (q *Queries) LeaseRevokeHeldBy(ctx context.Context, arg LeaseRevokeHeldByPa
 	return err
 }
 
+const leaseRevokeLapsedBound = `-- name: LeaseRevokeLapsedBound :execrows
+WITH lapsed AS (
+    SELECT x.id, w.last_heartbeat_ms + w.ttl_ms AS lapsed_at_ms
+    FROM workers AS w
+    JOIN executions AS x ON x.namespace = w.namespace AND x.holder = w.instance_id AND x.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= $1::bigint AND x.bound AND x.revoked_at_ms IS NULL
+    LIMIT $2
+    FOR UPDATE OF x SKIP LOCKED
+)
+UPDATE executions AS x
+SET expires_at_ms = least(x.expires_at_ms, lapsed.lapsed_at_ms), revoked_at_ms = $1::bigint
+FROM lapsed
+WHERE x.id = lapsed.id AND x.state = 'running' AND x.revoked_at_ms IS NULL
+`
+
+type LeaseRevokeLapsedBoundParams struct {
+	Now       int64
+	BatchSize int32
+}
+
+// LeaseRevokeLapsedBound ends for good, at @now, up to @batch_size bound
+// leases whose holder's registration lapsed (and was not yet swept), each
+// expiring when its holder did (or at its deadline, when that came first),
+// so that a reclaim finds them; leases another session holds are skipped,
+// not waited for. It walks the lapsed workers by expiry and their running
+// leases by holder, never the running work.
+func (q *Queries) LeaseRevokeLapsedBound(ctx context.Context, arg LeaseRevokeLapsedBoundParams) (int64, error) {
+	result, err := q.db.Exec(ctx, leaseRevokeLapsedBound, arg.Now, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const leaseSnooze = `-- name: LeaseSnooze :one
 WITH snoozed AS (
     UPDATE executions AS x
     SET state = 'waiting', attempts = x.attempts - 1, run_at_ms = $1::bigint,
         ready = $1::bigint <= $2::bigint
     WHERE x.id = $3 AND x.epoch = $4 AND x.lease_id = $5::uuid
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $2::bigint AND x.revoked_at_ms IS NULL ELSE false END
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > $2::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > $2::bigint))
+          ELSE false END
     RETURNING x.id, x.namespace, x.attempts, x.epoch, x.lease_id, x.holder, x.claimed_at_ms, x.expires_at_ms, x.ready
 ), recorded AS (
     INSERT INTO attempts (

@@ -35,11 +35,18 @@ func (q *Queries) StatsAgents(ctx context.Context) ([]AgentStateCount, error) {
 }
 
 const statsExpiredLeases = `-- name: StatsExpiredLeases :many
-SELECT namespace, count(*) AS expired
-FROM executions
-WHERE state = 'running' AND expires_at_ms <= $1::bigint
-GROUP BY namespace
-ORDER BY namespace
+SELECT x.namespace, count(*) AS expired
+FROM (
+    SELECT e.namespace FROM executions AS e
+    WHERE e.state = 'running' AND e.expires_at_ms <= $1::bigint
+    UNION ALL
+    SELECT e.namespace FROM workers AS w
+    JOIN executions AS e ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= $1::bigint
+      AND e.bound AND e.revoked_at_ms IS NULL AND e.expires_at_ms > $1::bigint
+) AS x
+GROUP BY x.namespace
+ORDER BY x.namespace
 `
 
 type StatsExpiredLeasesRow struct {
@@ -47,7 +54,9 @@ type StatsExpiredLeasesRow struct {
 	Expired   int64
 }
 
-// StatsExpiredLeases counts each namespace's running leases expired by @at.
+// StatsExpiredLeases counts each namespace's running leases expired by @at:
+// by their own expiry, or bound to a holder that lapsed (walking the lapsed
+// workers, as LeaseListExpired does).
 func (q *Queries) StatsExpiredLeases(ctx context.Context, at int64) ([]StatsExpiredLeasesRow, error) {
 	rows, err := q.db.Query(ctx, statsExpiredLeases, at)
 	if err != nil {

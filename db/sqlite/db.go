@@ -222,6 +222,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.leaseGetOutcomeStmt, err = db.PrepareContext(ctx, leaseGetOutcome); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseGetOutcome: %w", err)
 	}
+	if q.leaseHolderExpiryStmt, err = db.PrepareContext(ctx, leaseHolderExpiry); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseHolderExpiry: %w", err)
+	}
 	if q.leaseListExpiredStmt, err = db.PrepareContext(ctx, leaseListExpired); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseListExpired: %w", err)
 	}
@@ -234,8 +237,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.leaseRenewStmt, err = db.PrepareContext(ctx, leaseRenew); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseRenew: %w", err)
 	}
+	if q.leaseRevokeBoundOfLapsedStmt, err = db.PrepareContext(ctx, leaseRevokeBoundOfLapsed); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseRevokeBoundOfLapsed: %w", err)
+	}
 	if q.leaseRevokeHeldByStmt, err = db.PrepareContext(ctx, leaseRevokeHeldBy); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseRevokeHeldBy: %w", err)
+	}
+	if q.leaseRevokeLapsedBoundStmt, err = db.PrepareContext(ctx, leaseRevokeLapsedBound); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseRevokeLapsedBound: %w", err)
 	}
 	if q.leaseSnoozeStmt, err = db.PrepareContext(ctx, leaseSnooze); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseSnooze: %w", err)
@@ -662,6 +671,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing leaseGetOutcomeStmt: %w", cerr)
 		}
 	}
+	if q.leaseHolderExpiryStmt != nil {
+		if cerr := q.leaseHolderExpiryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseHolderExpiryStmt: %w", cerr)
+		}
+	}
 	if q.leaseListExpiredStmt != nil {
 		if cerr := q.leaseListExpiredStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing leaseListExpiredStmt: %w", cerr)
@@ -682,9 +696,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing leaseRenewStmt: %w", cerr)
 		}
 	}
+	if q.leaseRevokeBoundOfLapsedStmt != nil {
+		if cerr := q.leaseRevokeBoundOfLapsedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseRevokeBoundOfLapsedStmt: %w", cerr)
+		}
+	}
 	if q.leaseRevokeHeldByStmt != nil {
 		if cerr := q.leaseRevokeHeldByStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing leaseRevokeHeldByStmt: %w", cerr)
+		}
+	}
+	if q.leaseRevokeLapsedBoundStmt != nil {
+		if cerr := q.leaseRevokeLapsedBoundStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseRevokeLapsedBoundStmt: %w", cerr)
 		}
 	}
 	if q.leaseSnoozeStmt != nil {
@@ -942,11 +966,14 @@ type Queries struct {
 	leaseFailStmt                        *sql.Stmt
 	leaseFindHeldStmt                    *sql.Stmt
 	leaseGetOutcomeStmt                  *sql.Stmt
+	leaseHolderExpiryStmt                *sql.Stmt
 	leaseListExpiredStmt                 *sql.Stmt
 	leaseReclaimBatchStmt                *sql.Stmt
 	leaseReleaseStmt                     *sql.Stmt
 	leaseRenewStmt                       *sql.Stmt
+	leaseRevokeBoundOfLapsedStmt         *sql.Stmt
 	leaseRevokeHeldByStmt                *sql.Stmt
+	leaseRevokeLapsedBoundStmt           *sql.Stmt
 	leaseSnoozeStmt                      *sql.Stmt
 	scheduleAdvanceStmt                  *sql.Stmt
 	scheduleDeleteStmt                   *sql.Stmt
@@ -1049,11 +1076,14 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		leaseFailStmt:                        q.leaseFailStmt,
 		leaseFindHeldStmt:                    q.leaseFindHeldStmt,
 		leaseGetOutcomeStmt:                  q.leaseGetOutcomeStmt,
+		leaseHolderExpiryStmt:                q.leaseHolderExpiryStmt,
 		leaseListExpiredStmt:                 q.leaseListExpiredStmt,
 		leaseReclaimBatchStmt:                q.leaseReclaimBatchStmt,
 		leaseReleaseStmt:                     q.leaseReleaseStmt,
 		leaseRenewStmt:                       q.leaseRenewStmt,
+		leaseRevokeBoundOfLapsedStmt:         q.leaseRevokeBoundOfLapsedStmt,
 		leaseRevokeHeldByStmt:                q.leaseRevokeHeldByStmt,
+		leaseRevokeLapsedBoundStmt:           q.leaseRevokeLapsedBoundStmt,
 		leaseSnoozeStmt:                      q.leaseSnoozeStmt,
 		scheduleAdvanceStmt:                  q.scheduleAdvanceStmt,
 		scheduleDeleteStmt:                   q.scheduleDeleteStmt,

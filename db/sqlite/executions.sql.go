@@ -92,10 +92,10 @@ const executionInsert = `-- name: ExecutionInsert :exec
 
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms, ready, group_key, metadata
+    run_at_ms, retry_backoff_ms, ready, group_key, metadata, timeout_ms
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12, ?13
+    ?9, ?10, ?11, ?12, ?13, ?14
 )
 `
 
@@ -113,6 +113,7 @@ type ExecutionInsertParams struct {
 	Ready                int64
 	GroupKey             string
 	Metadata             sql.NullString
+	TimeoutMs            int64
 }
 
 // Executions: create, read, list, cancel, and prune finished history.
@@ -134,6 +135,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, arg ExecutionInsertParams
 		arg.Ready,
 		arg.GroupKey,
 		arg.Metadata,
+		arg.TimeoutMs,
 	)
 	return err
 }

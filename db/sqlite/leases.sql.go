@@ -366,35 +366,44 @@ const executionStart = `-- name: ExecutionStart :one
 UPDATE executions
 SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
     lease_id = CAST(?1 AS TEXT), holder = CAST(?2 AS TEXT), claimed_at_ms = CAST(?3 AS INTEGER),
-    expires_at_ms = CAST(?4 AS INTEGER),
+    bound = CAST(?4 AS INTEGER),
+    deadline_ms = CASE WHEN timeout_ms > 0 THEN CAST(?3 AS INTEGER) + timeout_ms END,
+    expires_at_ms = CASE WHEN timeout_ms > 0
+        THEN min(CAST(?5 AS INTEGER), CAST(?3 AS INTEGER) + timeout_ms)
+        ELSE CAST(?5 AS INTEGER) END,
     revoked_at_ms = NULL
-WHERE id = ?5 AND state = 'waiting'
-RETURNING attempts, epoch, lane, payload, metadata
+WHERE id = ?6 AND state = 'waiting'
+RETURNING attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms
 `
 
 type ExecutionStartParams struct {
 	LeaseID     string
 	Holder      string
 	Now         int64
+	Bound       int64
 	ExpiresAtMs int64
 	ID          uuid.UUID
 }
 
 type ExecutionStartRow struct {
-	Attempts int64
-	Epoch    int64
-	Lane     string
-	Payload  []byte
-	Metadata sql.NullString
+	Attempts    int64
+	Epoch       int64
+	Lane        string
+	Payload     []byte
+	Metadata    sql.NullString
+	ExpiresAtMs sql.NullInt64
+	DeadlineMs  sql.NullInt64
 }
 
 // ExecutionStart moves a waiting execution to running under a new lease,
-// attempt and epoch.
+// attempt and epoch, bound or of its own, expiring at @expires_at_ms or at
+// its deadline (claim + timeout) when that comes first.
 func (q *Queries) ExecutionStart(ctx context.Context, arg ExecutionStartParams) (ExecutionStartRow, error) {
 	row := q.queryRow(ctx, q.executionStartStmt, executionStart,
 		arg.LeaseID,
 		arg.Holder,
 		arg.Now,
+		arg.Bound,
 		arg.ExpiresAtMs,
 		arg.ID,
 	)
@@ -405,6 +414,8 @@ func (q *Queries) ExecutionStart(ctx context.Context, arg ExecutionStartParams) 
 		&i.Lane,
 		&i.Payload,
 		&i.Metadata,
+		&i.ExpiresAtMs,
+		&i.DeadlineMs,
 	)
 	return i, err
 }
@@ -412,7 +423,12 @@ func (q *Queries) ExecutionStart(ctx context.Context, arg ExecutionStartParams) 
 const leaseComplete = `-- name: LeaseComplete :one
 UPDATE executions SET state = 'completed', result = ?1, finished_at_ms = CAST(?2 AS INTEGER)
 WHERE id = ?3 AND epoch = ?4 AND lease_id = CAST(?5 AS TEXT) AND state = 'running'
-  AND expires_at_ms > ?2 AND revoked_at_ms IS NULL
+  AND expires_at_ms > CAST(?2 AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(?2 AS INTEGER)
+  ))
 RETURNING id
 `
 
@@ -452,7 +468,12 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     finished_at_ms = CASE WHEN attempts < max_attempts THEN NULL ELSE CAST(?1 AS INTEGER) END,
     last_error = ?2
 WHERE id = ?3 AND epoch = ?4 AND lease_id = CAST(?5 AS TEXT) AND state = 'running'
-  AND expires_at_ms > ?1 AND revoked_at_ms IS NULL
+  AND expires_at_ms > CAST(?1 AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(?1 AS INTEGER)
+  ))
 RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
 `
 
@@ -498,7 +519,7 @@ func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (LeaseFail
 }
 
 const leaseFindHeld = `-- name: LeaseFindHeld :many
-SELECT id, epoch, lease_id FROM executions INDEXED BY executions_expiry
+SELECT id, epoch, lease_id FROM executions INDEXED BY executions_holder
 WHERE namespace = ?1 AND holder = CAST(?2 AS TEXT) AND state = 'running'
   AND lease_id IN (SELECT j.value FROM json_each(CAST(?3 AS TEXT)) AS j)
 `
@@ -568,13 +589,64 @@ func (q *Queries) LeaseGetOutcome(ctx context.Context, arg LeaseGetOutcomeParams
 	return outcome, err
 }
 
+const leaseHolderExpiry = `-- name: LeaseHolderExpiry :one
+SELECT CAST(min(w.last_heartbeat_ms + w.ttl_ms, x.expires_at_ms) AS INTEGER) AS expires_at_ms
+FROM executions AS x
+JOIN workers AS w ON w.namespace = x.namespace AND w.instance_id = x.holder
+WHERE x.id = ?1 AND x.epoch = ?2 AND x.lease_id = CAST(?3 AS TEXT) AND x.state = 'running'
+  AND x.bound = 1 AND x.expires_at_ms > CAST(?4 AS INTEGER) AND x.revoked_at_ms IS NULL
+  AND w.last_heartbeat_ms + w.ttl_ms > CAST(?4 AS INTEGER)
+`
+
+type LeaseHolderExpiryParams struct {
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID string
+	Now     int64
+}
+
+// LeaseHolderExpiry reads when the current, unrevoked bound lease of an
+// execution expires (its holder's expiry, never past its deadline) while its
+// holder is alive at @now; no row when the lease is lost. It writes nothing:
+// a bound lease is kept alive by its holder's heartbeats.
+func (q *Queries) LeaseHolderExpiry(ctx context.Context, arg LeaseHolderExpiryParams) (int64, error) {
+	row := q.queryRow(ctx, q.leaseHolderExpiryStmt, leaseHolderExpiry,
+		arg.ID,
+		arg.Epoch,
+		arg.LeaseID,
+		arg.Now,
+	)
+	var expires_at_ms int64
+	err := row.Scan(&expires_at_ms)
+	return expires_at_ms, err
+}
+
 const leaseListExpired = `-- name: LeaseListExpired :many
-SELECT id, lease_id, attempts, epoch, namespace, holder, expires_at_ms
-FROM executions INDEXED BY executions_expiry
-WHERE state = 'running' AND expires_at_ms <= CAST(?1 AS INTEGER)
-  AND (CAST(?2 AS TEXT) = '' OR namespace = ?2)
-  AND (expires_at_ms, id) > (CAST(?3 AS INTEGER), CAST(?4 AS TEXT))
-ORDER BY expires_at_ms, id
+SELECT x.id, x.lease_id, x.attempts, x.epoch, x.namespace, x.holder, x.expires_at_ms
+FROM (
+    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, e.expires_at_ms
+    FROM executions AS e INDEXED BY executions_expiry
+    WHERE e.state = 'running' AND e.expires_at_ms <= CAST(?1 AS INTEGER)
+      AND (CAST(?2 AS TEXT) = '' OR e.namespace = ?2)
+      AND (e.expires_at_ms, e.id) > (CAST(?3 AS INTEGER), CAST(?4 AS TEXT))
+      AND NOT (e.bound = 1 AND e.revoked_at_ms IS NULL AND EXISTS (
+          SELECT 1 FROM workers AS h
+          WHERE h.namespace = e.namespace AND h.instance_id = e.holder
+            AND h.last_heartbeat_ms + h.ttl_ms < e.expires_at_ms
+      ))
+    UNION ALL
+    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder,
+           CAST(w.last_heartbeat_ms + w.ttl_ms AS INTEGER)
+    FROM workers AS w INDEXED BY workers_expiry
+    JOIN executions AS e INDEXED BY executions_holder
+      ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= ?1
+      AND (CAST(?2 AS TEXT) = '' OR w.namespace = ?2)
+      AND e.bound = 1 AND e.revoked_at_ms IS NULL
+      AND w.last_heartbeat_ms + w.ttl_ms < e.expires_at_ms
+      AND (w.last_heartbeat_ms + w.ttl_ms, e.id) > (CAST(?3 AS INTEGER), CAST(?4 AS TEXT))
+) AS x
+ORDER BY x.expires_at_ms, x.id
 LIMIT ?5
 `
 
@@ -597,7 +669,10 @@ type LeaseListExpiredRow struct {
 }
 
 // LeaseListExpired pages the running leases expired by @as_of, by (expiry,
-// execution id), of one namespace ("" = every namespace).
+// execution id), of one namespace ("" = every namespace): those whose own
+// expiry passed (from executions_expiry) and the bound ones whose holder
+// lapsed first (from the lapsed workers, probing executions_holder), each
+// once, at the earlier of the two.
 func (q *Queries) LeaseListExpired(ctx context.Context, arg LeaseListExpiredParams) ([]LeaseListExpiredRow, error) {
 	rows, err := q.query(ctx, q.leaseListExpiredStmt, leaseListExpired,
 		arg.AsOf,
@@ -646,14 +721,14 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     ready = retry_backoff_ms = 0,
     finished_at_ms = CASE WHEN attempts < max_attempts THEN NULL ELSE CAST(?1 AS INTEGER) END,
     reclaim_count = reclaim_count + 1,
-    last_error = 'lease expired'
+    last_error = CASE WHEN deadline_ms IS NOT NULL AND expires_at_ms >= deadline_ms THEN 'timed out' ELSE 'lease expired' END
 WHERE state = 'running' AND id IN (
     SELECT r.id FROM executions AS r INDEXED BY executions_expiry
     WHERE r.state = 'running' AND r.expires_at_ms <= ?1
     ORDER BY r.expires_at_ms, r.id
     LIMIT ?2
 )
-RETURNING id, attempts, epoch, lease_id, namespace, holder, claimed_at_ms, expires_at_ms, revoked_at_ms
+RETURNING id, attempts, epoch, lease_id, namespace, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, last_error
 `
 
 type LeaseReclaimBatchParams struct {
@@ -671,12 +746,14 @@ type LeaseReclaimBatchRow struct {
 	ClaimedAtMs sql.NullInt64
 	ExpiresAtMs sql.NullInt64
 	RevokedAtMs sql.NullInt64
+	LastError   string
 }
 
 // LeaseReclaimBatch ends up to @batch_size expired leases, soonest expiry
 // first: each execution waits again while attempts remain (claimable from
 // now plus its backoff), else ends failed; either way it counts the reclaim,
-// with LastError "lease expired". It returns the leases to record.
+// with LastError "timed out" when the lease ended at its deadline, else
+// "lease expired". It returns the leases to record.
 func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchParams) ([]LeaseReclaimBatchRow, error) {
 	rows, err := q.query(ctx, q.leaseReclaimBatchStmt, leaseReclaimBatch, arg.Now, arg.BatchSize)
 	if err != nil {
@@ -696,6 +773,7 @@ func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchPa
 			&i.ClaimedAtMs,
 			&i.ExpiresAtMs,
 			&i.RevokedAtMs,
+			&i.LastError,
 		); err != nil {
 			return nil, err
 		}
@@ -715,6 +793,11 @@ UPDATE executions
 SET state = 'waiting', attempts = attempts - 1, ready = 1
 WHERE id = ?1 AND epoch = ?2 AND lease_id = CAST(?3 AS TEXT) AND state = 'running'
   AND expires_at_ms > CAST(?4 AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(?4 AS INTEGER)
+  ))
 RETURNING CAST(attempts + 1 AS INTEGER) AS attempt_index, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
 `
 
@@ -759,10 +842,10 @@ func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (Lea
 }
 
 const leaseRenew = `-- name: LeaseRenew :one
-UPDATE executions SET expires_at_ms = CAST(?1 AS INTEGER)
-WHERE id = ?2 AND epoch = ?3 AND lease_id = CAST(?4 AS TEXT) AND state = 'running'
+UPDATE executions SET expires_at_ms = min(CAST(?1 AS INTEGER), coalesce(deadline_ms, CAST(?1 AS INTEGER)))
+WHERE id = ?2 AND epoch = ?3 AND lease_id = CAST(?4 AS TEXT) AND state = 'running' AND bound = 0
   AND expires_at_ms > CAST(?5 AS INTEGER) AND revoked_at_ms IS NULL
-RETURNING id
+RETURNING expires_at_ms
 `
 
 type LeaseRenewParams struct {
@@ -773,8 +856,10 @@ type LeaseRenewParams struct {
 	Now         int64
 }
 
-// LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
-func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UUID, error) {
+// LeaseRenew extends the current, unexpired, unrevoked lease of its own
+// (not bound) of an execution, never past its deadline, and returns the new
+// expiry.
+func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (sql.NullInt64, error) {
 	row := q.queryRow(ctx, q.leaseRenewStmt, leaseRenew,
 		arg.ExpiresAtMs,
 		arg.ID,
@@ -782,13 +867,43 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (uuid.UU
 		arg.LeaseID,
 		arg.Now,
 	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+	var expires_at_ms sql.NullInt64
+	err := row.Scan(&expires_at_ms)
+	return expires_at_ms, err
+}
+
+const leaseRevokeBoundOfLapsed = `-- name: LeaseRevokeBoundOfLapsed :exec
+UPDATE executions INDEXED BY executions_holder
+SET expires_at_ms = min(expires_at_ms, (
+        SELECT w.last_heartbeat_ms + w.ttl_ms FROM workers AS w
+        WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder)),
+    revoked_at_ms = CAST(?1 AS INTEGER)
+WHERE namespace = ?2 AND holder = CAST(?3 AS TEXT) AND state = 'running'
+  AND bound = 1 AND revoked_at_ms IS NULL
+  AND EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = ?2 AND w.instance_id = CAST(?3 AS TEXT)
+        AND w.last_heartbeat_ms + w.ttl_ms <= ?1
+  )
+`
+
+type LeaseRevokeBoundOfLapsedParams struct {
+	Now        interface{}
+	Namespace  interface{}
+	InstanceID interface{}
+}
+
+// LeaseRevokeBoundOfLapsed ends for good, at @now, the bound leases of one
+// holder whose registration lapsed, each expiring when its holder did: run
+// before a register takes the lapsed row over, so that no lease of the old
+// registration lives on in the new one.
+func (q *Queries) LeaseRevokeBoundOfLapsed(ctx context.Context, arg LeaseRevokeBoundOfLapsedParams) error {
+	_, err := q.exec(ctx, q.leaseRevokeBoundOfLapsedStmt, leaseRevokeBoundOfLapsed, arg.Now, arg.Namespace, arg.InstanceID)
+	return err
 }
 
 const leaseRevokeHeldBy = `-- name: LeaseRevokeHeldBy :exec
-UPDATE executions INDEXED BY executions_expiry
+UPDATE executions INDEXED BY executions_holder
 SET expires_at_ms = min(expires_at_ms, CAST(?1 AS INTEGER)), revoked_at_ms = CAST(?1 AS INTEGER)
 WHERE state = 'running' AND revoked_at_ms IS NULL
   AND (namespace, holder) IN (
@@ -810,12 +925,51 @@ func (q *Queries) LeaseRevokeHeldBy(ctx context.Context, arg LeaseRevokeHeldByPa
 	return err
 }
 
+const leaseRevokeLapsedBound = `-- name: LeaseRevokeLapsedBound :execrows
+UPDATE executions
+SET expires_at_ms = min(expires_at_ms, (
+        SELECT w.last_heartbeat_ms + w.ttl_ms FROM workers AS w
+        WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder)),
+    revoked_at_ms = CAST(?1 AS INTEGER)
+WHERE id IN (
+    SELECT x.id FROM workers AS w INDEXED BY workers_expiry
+    JOIN executions AS x INDEXED BY executions_holder
+      ON x.namespace = w.namespace AND x.holder = w.instance_id AND x.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= ?1
+      AND x.bound = 1 AND x.revoked_at_ms IS NULL
+    LIMIT ?2
+)
+`
+
+type LeaseRevokeLapsedBoundParams struct {
+	Now       int64
+	BatchSize int64
+}
+
+// LeaseRevokeLapsedBound ends for good, at @now, up to @batch_size bound
+// leases whose holder's registration lapsed (and was not yet swept), each
+// expiring when its holder did (or at its deadline, when that came first),
+// so that a reclaim finds them. It walks the lapsed workers by expiry and
+// their running leases by holder, never the running work.
+func (q *Queries) LeaseRevokeLapsedBound(ctx context.Context, arg LeaseRevokeLapsedBoundParams) (int64, error) {
+	result, err := q.exec(ctx, q.leaseRevokeLapsedBoundStmt, leaseRevokeLapsedBound, arg.Now, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const leaseSnooze = `-- name: LeaseSnooze :one
 UPDATE executions
 SET state = 'waiting', attempts = attempts - 1, run_at_ms = CAST(?1 AS INTEGER),
     ready = CAST(?1 AS INTEGER) <= CAST(?2 AS INTEGER)
 WHERE id = ?3 AND epoch = ?4 AND lease_id = CAST(?5 AS TEXT) AND state = 'running'
   AND expires_at_ms > CAST(?2 AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(?2 AS INTEGER)
+  ))
 RETURNING CAST(attempts + 1 AS INTEGER) AS attempt_index, lease_id, namespace, holder, claimed_at_ms, expires_at_ms
 `
 
@@ -861,7 +1015,7 @@ func (q *Queries) LeaseSnooze(ctx context.Context, arg LeaseSnoozeParams) (Lease
 
 const workerGetClaimer = `-- name: WorkerGetClaimer :one
 
-SELECT w.capabilities,
+SELECT w.capabilities, CAST(w.last_heartbeat_ms + w.ttl_ms AS INTEGER) AS expires_at_ms,
        CAST(coalesce((SELECT min(l.lane) FROM worker_lanes AS l
                       WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id), '') AS TEXT) AS first_lane,
        CAST(coalesce((SELECT max(l.lane) FROM worker_lanes AS l
@@ -879,6 +1033,7 @@ type WorkerGetClaimerParams struct {
 
 type WorkerGetClaimerRow struct {
 	Capabilities string
+	ExpiresAtMs  int64
 	FirstLane    string
 	LastLane     string
 }
@@ -892,10 +1047,16 @@ type WorkerGetClaimerRow struct {
 // epoch alone could be issued twice by a database restored from a backup
 // that lacks the last claims; a lease id, a fresh UUIDv7 per claim, never is).
 // WorkerGetClaimer reads what a claim needs of an alive worker: its
-// capabilities and its first and last lane (equal: it serves one lane).
+// capabilities, its first and last lane (equal: it serves one lane) and its
+// expiry (that of the leases bound to it).
 func (q *Queries) WorkerGetClaimer(ctx context.Context, arg WorkerGetClaimerParams) (WorkerGetClaimerRow, error) {
 	row := q.queryRow(ctx, q.workerGetClaimerStmt, workerGetClaimer, arg.Namespace, arg.InstanceID, arg.Now)
 	var i WorkerGetClaimerRow
-	err := row.Scan(&i.Capabilities, &i.FirstLane, &i.LastLane)
+	err := row.Scan(
+		&i.Capabilities,
+		&i.ExpiresAtMs,
+		&i.FirstLane,
+		&i.LastLane,
+	)
 	return i, err
 }

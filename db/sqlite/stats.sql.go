@@ -38,11 +38,19 @@ func (q *Queries) StatsAgents(ctx context.Context) ([]AgentStateCount, error) {
 }
 
 const statsExpiredLeases = `-- name: StatsExpiredLeases :many
-SELECT namespace, CAST(count(*) AS INTEGER) AS expired
-FROM executions INDEXED BY executions_expiry
-WHERE state = 'running' AND expires_at_ms <= CAST(?1 AS INTEGER)
-GROUP BY namespace
-ORDER BY namespace
+SELECT x.namespace, CAST(count(*) AS INTEGER) AS expired
+FROM (
+    SELECT e.namespace FROM executions AS e INDEXED BY executions_expiry
+    WHERE e.state = 'running' AND e.expires_at_ms <= CAST(?1 AS INTEGER)
+    UNION ALL
+    SELECT e.namespace FROM workers AS w INDEXED BY workers_expiry
+    JOIN executions AS e INDEXED BY executions_holder
+      ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= ?1
+      AND e.bound = 1 AND e.revoked_at_ms IS NULL AND e.expires_at_ms > CAST(?1 AS INTEGER)
+) AS x
+GROUP BY x.namespace
+ORDER BY x.namespace
 `
 
 type StatsExpiredLeasesRow struct {
@@ -50,7 +58,9 @@ type StatsExpiredLeasesRow struct {
 	Expired   int64
 }
 
-// StatsExpiredLeases counts each namespace's running leases expired by @at.
+// StatsExpiredLeases counts each namespace's running leases expired by @at:
+// by their own expiry, or bound to a holder that lapsed (walking the lapsed
+// workers, as LeaseListExpired does).
 func (q *Queries) StatsExpiredLeases(ctx context.Context, at int64) ([]StatsExpiredLeasesRow, error) {
 	rows, err := q.query(ctx, q.statsExpiredLeasesStmt, statsExpiredLeases, at)
 	if err != nil {

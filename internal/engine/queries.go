@@ -52,8 +52,14 @@ type Queries interface {
 	ExecutionInsertMany(ctx context.Context, es []Execution) error
 	// ExecutionGet reads an execution.
 	ExecutionGet(ctx context.Context, id uuid.UUID) (Execution, error)
-	// LeaseRenew extends the current, unexpired, unrevoked lease, or ErrNoRows.
-	LeaseRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) error
+	// LeaseRenew extends the current, unexpired, unrevoked lease of its own
+	// (not bound) to expiresAtMs, never past its deadline, and returns the
+	// new expiry; or ErrNoRows.
+	LeaseRenew(ctx context.Context, l LeaseRef, nowMs, expiresAtMs int64) (int64, error)
+	// LeaseHolderExpiry reads when the current, unrevoked bound lease
+	// expires (its holder's expiry, never past its deadline) while its holder
+	// is alive; ErrNoRows when the lease is lost. It writes nothing.
+	LeaseHolderExpiry(ctx context.Context, l LeaseRef, nowMs int64) (int64, error)
 	// LeaseComplete ends the current, unexpired, unrevoked lease and its
 	// execution as completed with the result (the lease stays on the row as
 	// its last; no attempt is recorded), or returns ErrNoRows. One statement
@@ -97,6 +103,13 @@ type Queries interface {
 	// LeaseRevokeHeldBy ends for good, at now, every running lease the
 	// instances hold: they expire (and can be reclaimed) and are never renewed.
 	LeaseRevokeHeldBy(ctx context.Context, holders []WorkerKey, nowMs int64) error
+	// LeaseRevokeLapsedBound ends for good, at now, up to batch bound leases
+	// whose holder lapsed (not yet swept), each expiring when its holder did
+	// (or at its deadline), and returns how many.
+	LeaseRevokeLapsedBound(ctx context.Context, nowMs int64, batch int) (int, error)
+	// LeaseRevokeBoundOfLapsed ends for good, at now, the bound leases of one
+	// holder whose registration lapsed (before a register takes it over).
+	LeaseRevokeBoundOfLapsed(ctx context.Context, k WorkerKey, nowMs int64) error
 	// LeaseListExpired reads a keyset page of expired running leases.
 	LeaseListExpired(ctx context.Context, p ExpiredLeaseListParams) ([]ExpiredLease, error)
 	// LeaseReclaimBatch ends up to batch expired leases (soonest first):

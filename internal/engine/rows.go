@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/google/uuid"
+import (
+	"math"
+
+	"github.com/google/uuid"
+)
 
 // WorkerKey identifies a worker instance.
 type WorkerKey struct{ Namespace, InstanceID string }
@@ -55,6 +59,9 @@ type Execution struct {
 	UniqueKey                           string // "": none
 	Group                               string // "": none
 	Metadata                            string // a JSON object of strings; "": none
+	TimeoutMs                           int64  // 0: none
+	DeadlineMs                          int64  // the current or last lease's; 0: none
+	Bound                               bool   // the current or last lease is bound to its holder
 }
 
 // ReadyAtCreate tells whether a new execution is claimable at once, by
@@ -76,11 +83,37 @@ type ExecutionListParams struct {
 // for a worker, matched against the lanes and capabilities it registered.
 type ClaimParams struct {
 	Namespace, InstanceID string
-	NowMs, ExpiresAtMs    int64
-	LeaseIDs              []uuid.UUID // one fresh lease id per execution claimed
+	NowMs, ExpiresAtMs    int64 // ExpiresAtMs: the expiry of a lease of its own (not Bound)
+	// Bound: the leases are bound to the worker's registration (they have
+	// no expiry of their own: NeverMs is stored, or their deadline).
+	Bound    bool
+	LeaseIDs []uuid.UUID // one fresh lease id per execution claimed
 	// MaxBytes bounds the payloads the claim returns (always at least one
 	// execution); 0 means MaxClaimBytes.
 	MaxBytes int64
+}
+
+// NeverMs is the expiry stored for a bound lease without a deadline: it has
+// no expiry of its own (its holder's registration is its liveness).
+const NeverMs = math.MaxInt64
+
+// StoredExpiresAtMs is the expiry a claim stores on each lease before its
+// deadline cuts it: NeverMs for a bound lease.
+func (p ClaimParams) StoredExpiresAtMs() int64 {
+	if p.Bound {
+		return NeverMs
+	}
+	return p.ExpiresAtMs
+}
+
+// LeaseExpiresAtMs is a claimed lease's expiry as its holder knows it:
+// storedMs (the stored expiry, already cut at the deadline), and for a bound
+// lease no later than its holder's expiry at the claim.
+func (p ClaimParams) LeaseExpiresAtMs(storedMs, holderMs int64) int64 {
+	if p.Bound && holderMs < storedMs {
+		return holderMs
+	}
+	return storedMs
 }
 
 // Bytes is the bound on the claim's payloads: MaxBytes, or MaxClaimBytes.
@@ -98,6 +131,7 @@ type ClaimedLease struct {
 	Namespace, Lane      string
 	Payload              []byte
 	ExpiresAtMs          int64
+	DeadlineMs           int64  // claim + the execution's timeout; 0: none
 	Metadata             string // the execution's (a JSON object; "": none)
 }
 

@@ -52,10 +52,10 @@
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, group_key, metadata
+        run_at_ms, retry_backoff_ms, ready, group_key, metadata, timeout_ms
     ) VALUES (
         @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
-        @run_at_ms, @retry_backoff_ms, @ready, @group_key, @metadata
+        @run_at_ms, @retry_backoff_ms, @ready, @group_key, @metadata, @timeout_ms
     )
     RETURNING namespace
 )
@@ -73,15 +73,15 @@ WITH input AS (
            unnest(@max_attempts::bigint[]) AS max_attempts, unnest(@run_at_ms::bigint[]) AS run_at_ms,
            unnest(@retry_backoff_ms::bigint[]) AS retry_backoff_ms, unnest(@ready::boolean[]) AS ready,
            unnest(@created_at_ms::bigint[]) AS created_at_ms, unnest(@metadata::text[]) AS metadata,
-           unnest(@group_keys::text[]) AS group_key
+           unnest(@group_keys::text[]) AS group_key, unnest(@timeouts_ms::bigint[]) AS timeout_ms
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, group_key, metadata
+        run_at_ms, retry_backoff_ms, ready, group_key, metadata, timeout_ms
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
-           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key, nullif(i.metadata, '')
+           i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, i.group_key, nullif(i.metadata, ''), i.timeout_ms
     FROM input AS i
     RETURNING namespace
 )

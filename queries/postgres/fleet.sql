@@ -199,7 +199,7 @@ WITH input AS (
            unnest(@retry_backoff_ms::bigint[]) AS retry_backoff_ms, unnest(@ready::boolean[]) AS ready,
            unnest(@created_at_ms::bigint[]) AS created_at_ms, unnest(@unique_keys::text[]) AS unique_key,
            unnest(@until_ms::bigint[]) AS until_ms, unnest(@metadata::text[]) AS metadata,
-           unnest(@group_keys::text[]) AS group_key
+           unnest(@group_keys::text[]) AS group_key, unnest(@timeouts_ms::bigint[]) AS timeout_ms
 ), held AS (
     SELECT i.ord, coalesce(
         (SELECT x.id FROM executions AS x
@@ -212,12 +212,12 @@ WITH input AS (
 ), inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
+        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata, timeout_ms
     )
     SELECT i.id, i.namespace, i.lane, i.priority, i.payload,
            CASE WHEN i.caps = '' THEN '{}'::text[] ELSE string_to_array(i.caps, chr(31)) END,
            i.max_attempts, i.created_at_ms, i.run_at_ms, i.retry_backoff_ms, i.ready, nullif(i.unique_key, ''),
-           i.group_key, nullif(i.metadata, '')
+           i.group_key, nullif(i.metadata, ''), i.timeout_ms
     FROM input AS i
     WHERE NOT EXISTS (SELECT 1 FROM held AS h WHERE h.ord = i.ord AND h.holder IS NOT NULL)
     ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING

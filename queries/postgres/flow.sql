@@ -137,9 +137,10 @@ CROSS JOIN LATERAL (
 -- that is not, cancelled meanwhile, is left out), while their worker is
 -- alive: it locks the worker's row FOR KEY SHARE (no lease outlives its
 -- worker: a MarkWorkerDead or sweep waits for the claim; SKIP LOCKED: a
--- worker being deleted starts nothing).
+-- worker being deleted starts nothing), bound or of their own and expiring
+-- as ExecutionClaim's do; each row carries the worker's expiry too.
 WITH holder AS (
-    SELECT 1 AS alive FROM workers AS wk
+    SELECT wk.last_heartbeat_ms + wk.ttl_ms AS expires_at_ms FROM workers AS wk
     WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id::text
       AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
     FOR KEY SHARE OF wk SKIP LOCKED
@@ -147,10 +148,16 @@ WITH holder AS (
 UPDATE executions AS x
 SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
     lease_id = s.lease_id, holder = @instance_id::text, claimed_at_ms = @now::bigint,
-    expires_at_ms = @expires_at_ms::bigint, revoked_at_ms = NULL
+    bound = @bind::boolean,
+    deadline_ms = CASE WHEN x.timeout_ms > 0 THEN CAST(@now AS bigint) + x.timeout_ms END,
+    expires_at_ms = CASE WHEN x.timeout_ms > 0 THEN least(@expires_at_ms::bigint, CAST(@now AS bigint) + x.timeout_ms)
+        ELSE @expires_at_ms::bigint END,
+    revoked_at_ms = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@lease_ids::uuid[]) AS lease_id) AS s
 WHERE x.id = s.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, CAST(coalesce(x.metadata, '') AS text) AS metadata;
+RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, CAST(coalesce(x.metadata, '') AS text) AS metadata,
+          x.expires_at_ms, CAST(coalesce(x.deadline_ms, 0) AS bigint) AS deadline_ms,
+          CAST((SELECT h.expires_at_ms FROM holder AS h) AS bigint) AS holder_expires_at_ms;
 
 -- name: LaneGroupsServe :exec
 -- LaneGroupsServe records when each group given was last served.

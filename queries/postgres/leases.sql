@@ -43,11 +43,14 @@
 --     after @now among the scheduled executions of the worker's lanes (0:
 --     none), when the worker should look again at the latest.
 -- When there is nothing to claim it locks nothing, writes nothing and takes
--- no transaction id. One row: alive (false: the worker is
--- not alive, nothing claimed), due, next_run_at_ms, and the claimed leases
--- as arrays, best first (metadata '': none).
+-- no transaction id. Each lease is bound (@bound) or of its own, and
+-- expires at @expires_at_ms or at its deadline (claim + the execution's
+-- timeout) when that comes first. One row: alive (false: the worker is
+-- not alive, nothing claimed), due, next_run_at_ms, the claimed leases
+-- as arrays, best first (metadata '': none; deadline 0: none), and the
+-- worker's expiry (that of the leases bound to it).
 WITH w AS (
-    SELECT wk.lanes, wk.capabilities FROM workers AS wk
+    SELECT wk.lanes, wk.capabilities, wk.last_heartbeat_ms + wk.ttl_ms AS expires_at_ms FROM workers AS wk
     WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
       AND wk.last_heartbeat_ms + wk.ttl_ms > @now::bigint
 ), due AS (
@@ -97,10 +100,15 @@ WITH w AS (
     UPDATE executions AS x
     SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
         lease_id = (@lease_ids::uuid[])[candidates.n], holder = @instance_id,
-        claimed_at_ms = @now::bigint, expires_at_ms = @expires_at_ms::bigint, revoked_at_ms = NULL
+        claimed_at_ms = @now::bigint, bound = @bind::boolean,
+        deadline_ms = CASE WHEN x.timeout_ms > 0 THEN CAST(@now AS bigint) + x.timeout_ms END,
+        expires_at_ms = CASE WHEN x.timeout_ms > 0 THEN least(@expires_at_ms::bigint, CAST(@now AS bigint) + x.timeout_ms)
+            ELSE @expires_at_ms::bigint END,
+        revoked_at_ms = NULL
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, x.metadata, candidates.n
+    RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, x.metadata, x.expires_at_ms,
+              coalesce(x.deadline_ms, 0) AS deadline_ms, candidates.n
 ), short AS (
     SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality(@lease_ids::uuid[])
 )
@@ -130,7 +138,10 @@ SELECT
     CAST(coalesce(array_agg(started.lane ORDER BY started.n), '{}') AS text[]) AS lanes,
     CAST(coalesce(array_agg(started.payload ORDER BY started.n), '{}') AS bytea[]) AS payloads,
     CAST(coalesce(array_agg(started.lease_id ORDER BY started.n), '{}') AS uuid[]) AS lease_ids,
-    CAST(coalesce(array_agg(coalesce(started.metadata, '') ORDER BY started.n), '{}') AS text[]) AS metadata
+    CAST(coalesce(array_agg(coalesce(started.metadata, '') ORDER BY started.n), '{}') AS text[]) AS metadata,
+    CAST(coalesce(array_agg(started.expires_at_ms ORDER BY started.n), '{}') AS bigint[]) AS expires,
+    CAST(coalesce(array_agg(started.deadline_ms ORDER BY started.n), '{}') AS bigint[]) AS deadlines,
+    CAST(coalesce((SELECT w.expires_at_ms FROM w), 0) AS bigint) AS holder_expires_at_ms
 FROM started;
 
 -- name: ExecutionPromoteDue :execrows
@@ -147,11 +158,25 @@ WHERE id = ANY (ARRAY(
 ));
 
 -- name: LeaseRenew :one
--- LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
-UPDATE executions SET expires_at_ms = @expires_at_ms::bigint
-WHERE id = @id AND epoch = @epoch AND lease_id = @lease_id::uuid
+-- LeaseRenew extends the current, unexpired, unrevoked lease of its own
+-- (not bound) of an execution, never past its deadline, and returns the new
+-- expiry.
+UPDATE executions SET expires_at_ms = least(@expires_at_ms::bigint, coalesce(deadline_ms, @expires_at_ms::bigint))
+WHERE id = @id AND epoch = @epoch AND lease_id = @lease_id::uuid AND NOT bound
   AND CASE WHEN state = 'running' THEN expires_at_ms > @now::bigint AND revoked_at_ms IS NULL ELSE false END
-RETURNING id;
+RETURNING expires_at_ms;
+
+-- name: LeaseHolderExpiry :one
+-- LeaseHolderExpiry reads when the current, unrevoked bound lease of an
+-- execution expires (its holder's expiry, never past its deadline) while its
+-- holder is alive at @now; no row when the lease is lost. It writes nothing:
+-- a bound lease is kept alive by its holder's heartbeats.
+SELECT least(w.last_heartbeat_ms + w.ttl_ms, x.expires_at_ms)::bigint AS expires_at_ms
+FROM executions AS x
+JOIN workers AS w ON w.namespace = x.namespace AND w.instance_id = x.holder
+WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
+  AND CASE WHEN x.state = 'running' THEN x.bound AND x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
+  AND w.last_heartbeat_ms + w.ttl_ms > @now::bigint;
 
 -- name: LeaseComplete :one
 -- LeaseComplete ends the current, unexpired, unrevoked lease and its
@@ -160,10 +185,15 @@ RETURNING id;
 -- lost. When its lane has a cap, the namespace's workers are woken (the end
 -- frees room for a claim a cap held back).
 WITH completed AS (
-    UPDATE executions SET state = 'completed', result = @result, finished_at_ms = @now::bigint
-    WHERE id = @id AND epoch = @epoch AND lease_id = @lease_id::uuid
-      AND CASE WHEN state = 'running' THEN expires_at_ms > @now::bigint AND revoked_at_ms IS NULL ELSE false END
-    RETURNING id, namespace, lane
+    UPDATE executions AS x SET state = 'completed', result = @result, finished_at_ms = @now::bigint
+    WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > @now::bigint))
+          ELSE false END
+    RETURNING x.id, x.namespace, x.lane
 )
 SELECT c.id FROM completed AS c
 WHERE CASE WHEN EXISTS (
@@ -186,7 +216,12 @@ WITH input AS (
     UPDATE executions AS x SET state = 'completed', result = input.result, finished_at_ms = @now::bigint
     FROM input
     WHERE x.id = input.id AND x.epoch = input.epoch AND x.lease_id = input.lease_id
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > @now::bigint))
+          ELSE false END
     RETURNING x.id, x.epoch, x.lease_id, x.namespace, x.lane
 ), woken AS (
     SELECT count(roster_wake(w.namespace)) AS n FROM (
@@ -217,7 +252,12 @@ WITH failed AS (
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST(@now AS bigint) END,
         last_error = @last_error
     WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > @now::bigint))
+          ELSE false END
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.lane, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
     INSERT INTO attempts (
@@ -245,7 +285,12 @@ WITH released AS (
     UPDATE executions AS x
     SET state = 'waiting', attempts = x.attempts - 1, ready = true
     WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > @now::bigint))
+          ELSE false END
     RETURNING x.id, x.namespace, x.attempts, x.epoch, x.lease_id, x.holder, x.claimed_at_ms, x.expires_at_ms
 ), recorded AS (
     INSERT INTO attempts (
@@ -268,7 +313,12 @@ WITH snoozed AS (
     SET state = 'waiting', attempts = x.attempts - 1, run_at_ms = @run_at::bigint,
         ready = @run_at::bigint <= @now::bigint
     WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = @lease_id::uuid
-      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL ELSE false END
+      AND CASE WHEN x.state = 'running' THEN x.expires_at_ms > @now::bigint AND x.revoked_at_ms IS NULL
+          AND (NOT x.bound OR EXISTS (
+              SELECT 1 FROM workers AS w
+              WHERE w.namespace = x.namespace AND w.instance_id = x.holder
+                AND w.last_heartbeat_ms + w.ttl_ms > @now::bigint))
+          ELSE false END
     RETURNING x.id, x.namespace, x.attempts, x.epoch, x.lease_id, x.holder, x.claimed_at_ms, x.expires_at_ms, x.ready
 ), recorded AS (
     INSERT INTO attempts (
@@ -334,15 +384,68 @@ WHERE state = 'running' AND revoked_at_ms IS NULL
       SELECT unnest(@namespaces::text[]), unnest(@holders::text[])
   );
 
+-- name: LeaseRevokeLapsedBound :execrows
+-- LeaseRevokeLapsedBound ends for good, at @now, up to @batch_size bound
+-- leases whose holder's registration lapsed (and was not yet swept), each
+-- expiring when its holder did (or at its deadline, when that came first),
+-- so that a reclaim finds them; leases another session holds are skipped,
+-- not waited for. It walks the lapsed workers by expiry and their running
+-- leases by holder, never the running work.
+WITH lapsed AS (
+    SELECT x.id, w.last_heartbeat_ms + w.ttl_ms AS lapsed_at_ms
+    FROM workers AS w
+    JOIN executions AS x ON x.namespace = w.namespace AND x.holder = w.instance_id AND x.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= @now::bigint AND x.bound AND x.revoked_at_ms IS NULL
+    LIMIT @batch_size
+    FOR UPDATE OF x SKIP LOCKED
+)
+UPDATE executions AS x
+SET expires_at_ms = least(x.expires_at_ms, lapsed.lapsed_at_ms), revoked_at_ms = @now::bigint
+FROM lapsed
+WHERE x.id = lapsed.id AND x.state = 'running' AND x.revoked_at_ms IS NULL;
+
+-- name: LeaseRevokeBoundOfLapsed :exec
+-- LeaseRevokeBoundOfLapsed ends for good, at @now, the bound leases of one
+-- holder whose registration lapsed, each expiring when its holder did: run
+-- before a register takes the lapsed row over, so that no lease of the old
+-- registration lives on in the new one.
+UPDATE executions AS x
+SET expires_at_ms = least(x.expires_at_ms, w.last_heartbeat_ms + w.ttl_ms), revoked_at_ms = @now::bigint
+FROM workers AS w
+WHERE w.namespace = @namespace AND w.instance_id = @instance_id::text
+  AND w.last_heartbeat_ms + w.ttl_ms <= @now::bigint
+  AND x.namespace = w.namespace AND x.holder = w.instance_id AND x.state = 'running'
+  AND x.bound AND x.revoked_at_ms IS NULL;
+
 -- name: LeaseListExpired :many
 -- LeaseListExpired pages the running leases expired by @as_of, by (expiry,
--- execution id), of one namespace ("" = every namespace).
-SELECT id, lease_id, attempts, epoch, namespace, holder, expires_at_ms
-FROM executions
-WHERE state = 'running' AND expires_at_ms <= @as_of::bigint
-  AND (@namespace::text = '' OR namespace = @namespace)
-  AND (expires_at_ms, id) > (@after_expires_at_ms::bigint, @after_id::uuid)
-ORDER BY expires_at_ms, id
+-- execution id), of one namespace ("" = every namespace): those whose own
+-- expiry passed (from executions_expiry) and the bound ones whose holder
+-- lapsed first (from the lapsed workers, probing executions_holder), each
+-- once, at the earlier of the two.
+SELECT l.id, l.lease_id, l.attempts, l.epoch, l.namespace, l.holder, l.expires_at_ms
+FROM (
+    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, e.expires_at_ms
+    FROM executions AS e
+    WHERE e.state = 'running' AND e.expires_at_ms <= @as_of::bigint
+      AND (@namespace::text = '' OR e.namespace = @namespace)
+      AND (e.expires_at_ms, e.id) > (@after_expires_at_ms::bigint, @after_id::uuid)
+      AND NOT (e.bound AND e.revoked_at_ms IS NULL AND EXISTS (
+          SELECT 1 FROM workers AS h
+          WHERE h.namespace = e.namespace AND h.instance_id = e.holder
+            AND h.last_heartbeat_ms + h.ttl_ms < e.expires_at_ms
+      ))
+    UNION ALL
+    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, w.last_heartbeat_ms + w.ttl_ms
+    FROM workers AS w
+    JOIN executions AS e ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= @as_of::bigint
+      AND (@namespace::text = '' OR w.namespace = @namespace)
+      AND e.bound AND e.revoked_at_ms IS NULL
+      AND w.last_heartbeat_ms + w.ttl_ms < e.expires_at_ms
+      AND (w.last_heartbeat_ms + w.ttl_ms, e.id) > (@after_expires_at_ms::bigint, @after_id::uuid)
+) AS l
+ORDER BY l.expires_at_ms, l.id
 LIMIT @max_rows;
 
 -- name: LeaseReclaimBatch :many
@@ -350,8 +453,9 @@ LIMIT @max_rows;
 -- first (leases another reclaimer holds are skipped, not waited for): each
 -- execution waits again while attempts remain (claimable from now plus its
 -- backoff; its namespace's workers are woken), else ends failed; either way
--- it counts the reclaim, with LastError "lease expired", and the attempt is
--- recorded as reclaimed.
+-- it counts the reclaim, with LastError "timed out" when the lease ended at
+-- its deadline, else "lease expired", and the attempt is recorded as
+-- reclaimed with that error.
 WITH expired AS (
     SELECT r.id FROM executions AS r
     WHERE r.state = 'running' AND r.expires_at_ms <= @now::bigint
@@ -369,11 +473,11 @@ WITH expired AS (
         ready = x.retry_backoff_ms = 0,
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST(@now AS bigint) END,
         reclaim_count = x.reclaim_count + 1,
-        last_error = 'lease expired'
+        last_error = CASE WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out' ELSE 'lease expired' END
     FROM expired
     WHERE x.id = expired.id
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms,
-              x.expires_at_ms, x.revoked_at_ms,
+              x.expires_at_ms, x.revoked_at_ms, x.last_error,
               CASE WHEN x.state = 'waiting' OR EXISTS (
                   SELECT 1 FROM lane_limits AS m
                   WHERE m.namespace = x.namespace AND m.lane = x.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
@@ -384,7 +488,7 @@ WITH expired AS (
         claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
     SELECT r.id, r.attempts, r.epoch, r.lease_id, r.namespace, r.holder, 'reclaimed',
-           r.claimed_at_ms, r.expires_at_ms, @now::bigint, r.revoked_at_ms, 'lease expired'
+           r.claimed_at_ms, r.expires_at_ms, @now::bigint, r.revoked_at_ms, r.last_error
     FROM requeued AS r
 )
 SELECT requeued.id FROM requeued;

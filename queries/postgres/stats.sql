@@ -10,12 +10,21 @@ GROUP BY namespace
 ORDER BY namespace;
 
 -- name: StatsExpiredLeases :many
--- StatsExpiredLeases counts each namespace's running leases expired by @at.
-SELECT namespace, count(*) AS expired
-FROM executions
-WHERE state = 'running' AND expires_at_ms <= @at::bigint
-GROUP BY namespace
-ORDER BY namespace;
+-- StatsExpiredLeases counts each namespace's running leases expired by @at:
+-- by their own expiry, or bound to a holder that lapsed (walking the lapsed
+-- workers, as LeaseListExpired does).
+SELECT x.namespace, count(*) AS expired
+FROM (
+    SELECT e.namespace FROM executions AS e
+    WHERE e.state = 'running' AND e.expires_at_ms <= @at::bigint
+    UNION ALL
+    SELECT e.namespace FROM workers AS w
+    JOIN executions AS e ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= @at::bigint
+      AND e.bound AND e.revoked_at_ms IS NULL AND e.expires_at_ms > @at::bigint
+) AS x
+GROUP BY x.namespace
+ORDER BY x.namespace;
 
 -- name: StatsLanes :many
 -- StatsLanes counts each lane's ready, scheduled and running executions, with

@@ -6,10 +6,10 @@
 -- after its creation time, else scheduled until a claim finds it due).
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms, ready, group_key, metadata
+    run_at_ms, retry_backoff_ms, ready, group_key, metadata, timeout_ms
 ) VALUES (
     @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
-    @run_at_ms, @retry_backoff_ms, @ready, @group_key, @metadata
+    @run_at_ms, @retry_backoff_ms, @ready, @group_key, @metadata, @timeout_ms
 );
 
 -- name: ExecutionGet :one

@@ -9,8 +9,9 @@
 
 -- name: WorkerGetClaimer :one
 -- WorkerGetClaimer reads what a claim needs of an alive worker: its
--- capabilities and its first and last lane (equal: it serves one lane).
-SELECT w.capabilities,
+-- capabilities, its first and last lane (equal: it serves one lane) and its
+-- expiry (that of the leases bound to it).
+SELECT w.capabilities, CAST(w.last_heartbeat_ms + w.ttl_ms AS INTEGER) AS expires_at_ms,
        CAST(coalesce((SELECT min(l.lane) FROM worker_lanes AS l
                       WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id), '') AS TEXT) AS first_lane,
        CAST(coalesce((SELECT max(l.lane) FROM worker_lanes AS l
@@ -73,14 +74,19 @@ LIMIT @limit;
 
 -- name: ExecutionStart :one
 -- ExecutionStart moves a waiting execution to running under a new lease,
--- attempt and epoch.
+-- attempt and epoch, bound or of its own, expiring at @expires_at_ms or at
+-- its deadline (claim + timeout) when that comes first.
 UPDATE executions
 SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
     lease_id = CAST(@lease_id AS TEXT), holder = CAST(@holder AS TEXT), claimed_at_ms = CAST(@now AS INTEGER),
-    expires_at_ms = CAST(@expires_at_ms AS INTEGER),
+    bound = CAST(@bound AS INTEGER),
+    deadline_ms = CASE WHEN timeout_ms > 0 THEN CAST(@now AS INTEGER) + timeout_ms END,
+    expires_at_ms = CASE WHEN timeout_ms > 0
+        THEN min(CAST(@expires_at_ms AS INTEGER), CAST(@now AS INTEGER) + timeout_ms)
+        ELSE CAST(@expires_at_ms AS INTEGER) END,
     revoked_at_ms = NULL
 WHERE id = @id AND state = 'waiting'
-RETURNING attempts, epoch, lane, payload, metadata;
+RETURNING attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms;
 
 -- name: ExecutionNextRunAtOneLane :one
 -- ExecutionNextRunAtOneLane finds the earliest RunAt after @now among one
@@ -104,11 +110,25 @@ SELECT CAST(coalesce((
 ), 0) AS INTEGER) AS next_run_at_ms;
 
 -- name: LeaseRenew :one
--- LeaseRenew extends the current, unexpired, unrevoked lease of an execution.
-UPDATE executions SET expires_at_ms = CAST(@expires_at_ms AS INTEGER)
-WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
+-- LeaseRenew extends the current, unexpired, unrevoked lease of its own
+-- (not bound) of an execution, never past its deadline, and returns the new
+-- expiry.
+UPDATE executions SET expires_at_ms = min(CAST(@expires_at_ms AS INTEGER), coalesce(deadline_ms, CAST(@expires_at_ms AS INTEGER)))
+WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running' AND bound = 0
   AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
-RETURNING id;
+RETURNING expires_at_ms;
+
+-- name: LeaseHolderExpiry :one
+-- LeaseHolderExpiry reads when the current, unrevoked bound lease of an
+-- execution expires (its holder's expiry, never past its deadline) while its
+-- holder is alive at @now; no row when the lease is lost. It writes nothing:
+-- a bound lease is kept alive by its holder's heartbeats.
+SELECT CAST(min(w.last_heartbeat_ms + w.ttl_ms, x.expires_at_ms) AS INTEGER) AS expires_at_ms
+FROM executions AS x
+JOIN workers AS w ON w.namespace = x.namespace AND w.instance_id = x.holder
+WHERE x.id = @id AND x.epoch = @epoch AND x.lease_id = CAST(@lease_id AS TEXT) AND x.state = 'running'
+  AND x.bound = 1 AND x.expires_at_ms > CAST(@now AS INTEGER) AND x.revoked_at_ms IS NULL
+  AND w.last_heartbeat_ms + w.ttl_ms > CAST(@now AS INTEGER);
 
 -- name: LeaseComplete :one
 -- LeaseComplete ends the current, unexpired, unrevoked lease and its
@@ -116,7 +136,12 @@ RETURNING id;
 -- last).
 UPDATE executions SET state = 'completed', result = @result, finished_at_ms = CAST(@now AS INTEGER)
 WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
-  AND expires_at_ms > @now AND revoked_at_ms IS NULL
+  AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(@now AS INTEGER)
+  ))
 RETURNING id;
 
 -- name: LeaseFail :one
@@ -135,7 +160,12 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     finished_at_ms = CASE WHEN attempts < max_attempts THEN NULL ELSE CAST(@now AS INTEGER) END,
     last_error = @last_error
 WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
-  AND expires_at_ms > @now AND revoked_at_ms IS NULL
+  AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(@now AS INTEGER)
+  ))
 RETURNING attempts, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
 
 -- name: LeaseRelease :one
@@ -148,6 +178,11 @@ UPDATE executions
 SET state = 'waiting', attempts = attempts - 1, ready = 1
 WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
   AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(@now AS INTEGER)
+  ))
 RETURNING CAST(attempts + 1 AS INTEGER) AS attempt_index, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
 
 -- name: LeaseSnooze :one
@@ -159,6 +194,11 @@ SET state = 'waiting', attempts = attempts - 1, run_at_ms = CAST(@run_at AS INTE
     ready = CAST(@run_at AS INTEGER) <= CAST(@now AS INTEGER)
 WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND state = 'running'
   AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(@now AS INTEGER)
+  ))
 RETURNING CAST(attempts + 1 AS INTEGER) AS attempt_index, lease_id, namespace, holder, claimed_at_ms, expires_at_ms;
 
 -- name: AttemptInsert :exec
@@ -186,7 +226,7 @@ WHERE x.id = @id AND x.state = 'running';
 -- name: LeaseFindHeld :many
 -- LeaseFindHeld reads which leases of a JSON array of lease ids one worker
 -- holds now (a claim whose outcome was unknown, looked up).
-SELECT id, epoch, lease_id FROM executions INDEXED BY executions_expiry
+SELECT id, epoch, lease_id FROM executions INDEXED BY executions_holder
 WHERE namespace = @namespace AND holder = CAST(@holder AS TEXT) AND state = 'running'
   AND lease_id IN (SELECT j.value FROM json_each(CAST(@lease_ids AS TEXT)) AS j);
 
@@ -208,7 +248,7 @@ LIMIT 1;
 -- LeaseRevokeHeldBy ends for good, at @now, every running lease of each
 -- [namespace, holder] pair of a JSON array: the leases expire (and can be
 -- reclaimed) and no later call renews, completes or fails them.
-UPDATE executions INDEXED BY executions_expiry
+UPDATE executions INDEXED BY executions_holder
 SET expires_at_ms = min(expires_at_ms, CAST(@now AS INTEGER)), revoked_at_ms = CAST(@now AS INTEGER)
 WHERE state = 'running' AND revoked_at_ms IS NULL
   AND (namespace, holder) IN (
@@ -216,22 +256,83 @@ WHERE state = 'running' AND revoked_at_ms IS NULL
       FROM json_each(CAST(@holders AS TEXT)) AS j
   );
 
+-- name: LeaseRevokeLapsedBound :execrows
+-- LeaseRevokeLapsedBound ends for good, at @now, up to @batch_size bound
+-- leases whose holder's registration lapsed (and was not yet swept), each
+-- expiring when its holder did (or at its deadline, when that came first),
+-- so that a reclaim finds them. It walks the lapsed workers by expiry and
+-- their running leases by holder, never the running work.
+UPDATE executions
+SET expires_at_ms = min(expires_at_ms, (
+        SELECT w.last_heartbeat_ms + w.ttl_ms FROM workers AS w
+        WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder)),
+    revoked_at_ms = CAST(@now AS INTEGER)
+WHERE id IN (
+    SELECT x.id FROM workers AS w INDEXED BY workers_expiry
+    JOIN executions AS x INDEXED BY executions_holder
+      ON x.namespace = w.namespace AND x.holder = w.instance_id AND x.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= @now
+      AND x.bound = 1 AND x.revoked_at_ms IS NULL
+    LIMIT @batch_size
+);
+
+-- name: LeaseRevokeBoundOfLapsed :exec
+-- LeaseRevokeBoundOfLapsed ends for good, at @now, the bound leases of one
+-- holder whose registration lapsed, each expiring when its holder did: run
+-- before a register takes the lapsed row over, so that no lease of the old
+-- registration lives on in the new one.
+UPDATE executions INDEXED BY executions_holder
+SET expires_at_ms = min(expires_at_ms, (
+        SELECT w.last_heartbeat_ms + w.ttl_ms FROM workers AS w
+        WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder)),
+    revoked_at_ms = CAST(@now AS INTEGER)
+WHERE namespace = @namespace AND holder = CAST(@instance_id AS TEXT) AND state = 'running'
+  AND bound = 1 AND revoked_at_ms IS NULL
+  AND EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = @namespace AND w.instance_id = CAST(@instance_id AS TEXT)
+        AND w.last_heartbeat_ms + w.ttl_ms <= @now
+  );
+
 -- name: LeaseListExpired :many
 -- LeaseListExpired pages the running leases expired by @as_of, by (expiry,
--- execution id), of one namespace ("" = every namespace).
-SELECT id, lease_id, attempts, epoch, namespace, holder, expires_at_ms
-FROM executions INDEXED BY executions_expiry
-WHERE state = 'running' AND expires_at_ms <= CAST(@as_of AS INTEGER)
-  AND (CAST(@namespace AS TEXT) = '' OR namespace = @namespace)
-  AND (expires_at_ms, id) > (CAST(@after_expires_at_ms AS INTEGER), CAST(@after_id AS TEXT))
-ORDER BY expires_at_ms, id
+-- execution id), of one namespace ("" = every namespace): those whose own
+-- expiry passed (from executions_expiry) and the bound ones whose holder
+-- lapsed first (from the lapsed workers, probing executions_holder), each
+-- once, at the earlier of the two.
+SELECT x.id, x.lease_id, x.attempts, x.epoch, x.namespace, x.holder, x.expires_at_ms
+FROM (
+    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, e.expires_at_ms
+    FROM executions AS e INDEXED BY executions_expiry
+    WHERE e.state = 'running' AND e.expires_at_ms <= CAST(@as_of AS INTEGER)
+      AND (CAST(@namespace AS TEXT) = '' OR e.namespace = @namespace)
+      AND (e.expires_at_ms, e.id) > (CAST(@after_expires_at_ms AS INTEGER), CAST(@after_id AS TEXT))
+      AND NOT (e.bound = 1 AND e.revoked_at_ms IS NULL AND EXISTS (
+          SELECT 1 FROM workers AS h
+          WHERE h.namespace = e.namespace AND h.instance_id = e.holder
+            AND h.last_heartbeat_ms + h.ttl_ms < e.expires_at_ms
+      ))
+    UNION ALL
+    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder,
+           CAST(w.last_heartbeat_ms + w.ttl_ms AS INTEGER)
+    FROM workers AS w INDEXED BY workers_expiry
+    JOIN executions AS e INDEXED BY executions_holder
+      ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= @as_of
+      AND (CAST(@namespace AS TEXT) = '' OR w.namespace = @namespace)
+      AND e.bound = 1 AND e.revoked_at_ms IS NULL
+      AND w.last_heartbeat_ms + w.ttl_ms < e.expires_at_ms
+      AND (w.last_heartbeat_ms + w.ttl_ms, e.id) > (CAST(@after_expires_at_ms AS INTEGER), CAST(@after_id AS TEXT))
+) AS x
+ORDER BY x.expires_at_ms, x.id
 LIMIT @limit;
 
 -- name: LeaseReclaimBatch :many
 -- LeaseReclaimBatch ends up to @batch_size expired leases, soonest expiry
 -- first: each execution waits again while attempts remain (claimable from
 -- now plus its backoff), else ends failed; either way it counts the reclaim,
--- with LastError "lease expired". It returns the leases to record.
+-- with LastError "timed out" when the lease ended at its deadline, else
+-- "lease expired". It returns the leases to record.
 UPDATE executions
 SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     run_at_ms = CASE WHEN attempts < max_attempts THEN CAST(@now AS INTEGER) + CASE
@@ -242,14 +343,14 @@ SET state = CASE WHEN attempts < max_attempts THEN 'waiting' ELSE 'failed' END,
     ready = retry_backoff_ms = 0,
     finished_at_ms = CASE WHEN attempts < max_attempts THEN NULL ELSE CAST(@now AS INTEGER) END,
     reclaim_count = reclaim_count + 1,
-    last_error = 'lease expired'
+    last_error = CASE WHEN deadline_ms IS NOT NULL AND expires_at_ms >= deadline_ms THEN 'timed out' ELSE 'lease expired' END
 WHERE state = 'running' AND id IN (
     SELECT r.id FROM executions AS r INDEXED BY executions_expiry
     WHERE r.state = 'running' AND r.expires_at_ms <= @now
     ORDER BY r.expires_at_ms, r.id
     LIMIT @batch_size
 )
-RETURNING id, attempts, epoch, lease_id, namespace, holder, claimed_at_ms, expires_at_ms, revoked_at_ms;
+RETURNING id, attempts, epoch, lease_id, namespace, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, last_error;
 
 -- name: AttemptList :many
 -- AttemptList reads an execution's attempts by epoch (its primary key): the

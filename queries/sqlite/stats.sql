@@ -10,12 +10,22 @@ GROUP BY namespace
 ORDER BY namespace;
 
 -- name: StatsExpiredLeases :many
--- StatsExpiredLeases counts each namespace's running leases expired by @at.
-SELECT namespace, CAST(count(*) AS INTEGER) AS expired
-FROM executions INDEXED BY executions_expiry
-WHERE state = 'running' AND expires_at_ms <= CAST(@at AS INTEGER)
-GROUP BY namespace
-ORDER BY namespace;
+-- StatsExpiredLeases counts each namespace's running leases expired by @at:
+-- by their own expiry, or bound to a holder that lapsed (walking the lapsed
+-- workers, as LeaseListExpired does).
+SELECT x.namespace, CAST(count(*) AS INTEGER) AS expired
+FROM (
+    SELECT e.namespace FROM executions AS e INDEXED BY executions_expiry
+    WHERE e.state = 'running' AND e.expires_at_ms <= CAST(@at AS INTEGER)
+    UNION ALL
+    SELECT e.namespace FROM workers AS w INDEXED BY workers_expiry
+    JOIN executions AS e INDEXED BY executions_holder
+      ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= @at
+      AND e.bound = 1 AND e.revoked_at_ms IS NULL AND e.expires_at_ms > CAST(@at AS INTEGER)
+) AS x
+GROUP BY x.namespace
+ORDER BY x.namespace;
 
 -- name: StatsLanes :many
 -- StatsLanes counts each lane's ready, scheduled and running executions, with

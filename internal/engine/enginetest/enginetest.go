@@ -235,7 +235,9 @@ func testFenceLeaseID(t *testing.T, h Harness) {
 		name string
 		call func() error
 	}{
-		{"LeaseRenew", func() error { return write(func(q engine.Queries) error { return q.LeaseRenew(ctx, old, 4, 5000) }) }},
+		{"LeaseRenew", func() error {
+			return write(func(q engine.Queries) error { _, err := q.LeaseRenew(ctx, old, 4, 5000); return err })
+		}},
 		{"LeaseComplete", func() error {
 			return write(func(q engine.Queries) error { return q.LeaseComplete(ctx, old, 4, []byte("stale")) })
 		}},

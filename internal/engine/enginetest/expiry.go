@@ -30,7 +30,8 @@ func testLeaseRevokeHeldBy(t *testing.T, h Harness) {
 				t.Fatalf("revoked %+v: want running, expired at 100", x)
 			}
 			wantNoRows(t, "renew", v.tryLease(func(ctx context.Context, q engine.Queries) error {
-				return q.LeaseRenew(ctx, ref(l), 50, 5000)
+				_, err := q.LeaseRenew(ctx, ref(l), 50, 5000)
+				return err
 			}))
 			wantNoRows(t, "complete", v.tryLease(func(ctx context.Context, q engine.Queries) error {
 				return q.LeaseComplete(ctx, ref(l), 50, nil)
@@ -48,7 +49,10 @@ func testLeaseRevokeHeldBy(t *testing.T, h Harness) {
 		if x := v.get(theirs.ExecutionID); x.ExpiresAtMs != 1000 {
 			t.Fatalf("another worker's lease %+v", x)
 		}
-		must(t, v.tryLease(func(ctx context.Context, q engine.Queries) error { return q.LeaseRenew(ctx, ref(theirs), 200, 2000) }))
+		must(t, v.tryLease(func(ctx context.Context, q engine.Queries) error {
+			_, err := q.LeaseRenew(ctx, ref(theirs), 200, 2000)
+			return err
+		}))
 	})
 	t.Run("EarlierExpiryKept", func(t *testing.T) {
 		v.write(func(ctx context.Context, q engine.Queries) error {

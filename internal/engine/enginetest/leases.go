@@ -13,17 +13,23 @@ import (
 // reclaim leases.
 func leaseTests() map[string]methodTest {
 	return map[string]methodTest{
-		"LeaseRenew":        testLeaseRenew,
-		"LeaseComplete":     testLeaseComplete,
-		"LeaseCompleteMany": testLeaseCompleteManyMethod,
-		"LeaseRelease":      testLeaseRelease,
-		"LeaseFindHeld":     testLeaseFindHeld,
-		"LeaseGetOutcome":   testLeaseGetOutcome,
-		"WorkerNextRunAt":   testWorkerNextRunAt,
-		"LeaseFail":         testLeaseFail,
-		"LeaseRevokeHeldBy": testLeaseRevokeHeldBy,
-		"LeaseListExpired":  testLeaseListExpired,
-		"LeaseReclaimBatch": testLeaseReclaimBatch,
+		"LeaseRenew": func(t *testing.T, h Harness) {
+			t.Run("OwnLease", func(t *testing.T) { testLeaseRenew(t, h) })
+			t.Run("Timeout", func(t *testing.T) { testTimeoutOwnLease(t, h) })
+		},
+		"LeaseComplete":            testLeaseComplete,
+		"LeaseCompleteMany":        testLeaseCompleteManyMethod,
+		"LeaseRelease":             testLeaseRelease,
+		"LeaseFindHeld":            testLeaseFindHeld,
+		"LeaseGetOutcome":          testLeaseGetOutcome,
+		"WorkerNextRunAt":          testWorkerNextRunAt,
+		"LeaseFail":                testLeaseFail,
+		"LeaseRevokeHeldBy":        testLeaseRevokeHeldBy,
+		"LeaseListExpired":         testLeaseListExpired,
+		"LeaseReclaimBatch":        testLeaseReclaimBatch,
+		"LeaseHolderExpiry":        testLeaseHolderExpiry,
+		"LeaseRevokeLapsedBound":   testLeaseRevokeLapsedBound,
+		"LeaseRevokeBoundOfLapsed": testLeaseRevokeBoundOfLapsed,
 	}
 }
 
@@ -59,7 +65,10 @@ func stale(l engine.ClaimedLease) (epoch, leaseID engine.LeaseRef) {
 func testLeaseRenew(t *testing.T, h Harness) {
 	v, ls := leased(t, h, 2, 1, 0)
 	renew := func(l engine.LeaseRef, now, expires int64) error {
-		return v.tryLease(func(ctx context.Context, q engine.Queries) error { return q.LeaseRenew(ctx, l, now, expires) })
+		return v.tryLease(func(ctx context.Context, q engine.Queries) error {
+			_, err := q.LeaseRenew(ctx, l, now, expires)
+			return err
+		})
 	}
 	t.Run("Current", func(t *testing.T) {
 		must(t, renew(ref(ls[0]), 500, 2000))

@@ -141,8 +141,9 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 		Priorities: make([]int64, n), Payloads: make([][]byte, n), Capabilities: make([]string, n),
 		MaxAttempts: make([]int64, n), RunAtMs: make([]int64, n), RetryBackoffMs: make([]int64, n),
 		Ready: make([]bool, n), CreatedAtMs: make([]int64, n), UniqueKeys: make([]string, n), UntilMs: untilMs,
-		GroupKeys: make([]string, n),
-		Metadata:  make([]string, n),
+		GroupKeys:  make([]string, n),
+		Metadata:   make([]string, n),
+		TimeoutsMs: make([]int64, n),
 	}
 	for i, e := range es {
 		p.Ords[i], p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = int32(i), e.ID, e.Namespace, e.Lane, e.Priority
@@ -151,6 +152,7 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
 		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i], p.GroupKeys[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey, e.Group
 		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i], p.Metadata[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey, e.Metadata
+		p.TimeoutsMs[i] = e.TimeoutMs
 	}
 	rows, err := x.q.ExecutionInsertManyUnique(ctx, p)
 	if err != nil {

@@ -96,7 +96,7 @@ func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilit
 // leases in the order of ids.
 func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid.UUID) ([]engine.ClaimedLease, error) {
 	rows, err := x.q.ExecutionStartMany(ctx, pgdb.ExecutionStartManyParams{
-		InstanceID: p.InstanceID, Namespace: p.Namespace, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs,
+		InstanceID: p.InstanceID, Namespace: p.Namespace, Now: p.NowMs, ExpiresAtMs: p.StoredExpiresAtMs(), Bind: p.Bound,
 		Ids: ids, LeaseIds: p.LeaseIDs[:len(ids)],
 	})
 	if err != nil {
@@ -114,7 +114,8 @@ func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid
 		}
 		leases = append(leases, engine.ClaimedLease{
 			ExecutionID: id, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
-			Namespace: p.Namespace, Lane: r.Lane, Payload: r.Payload, ExpiresAtMs: p.ExpiresAtMs,
+			Namespace: p.Namespace, Lane: r.Lane, Payload: r.Payload,
+			ExpiresAtMs: p.LeaseExpiresAtMs(r.ExpiresAtMs.Int64, r.HolderExpiresAtMs), DeadlineMs: r.DeadlineMs,
 			Metadata: r.Metadata,
 		})
 	}

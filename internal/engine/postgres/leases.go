@@ -19,7 +19,7 @@ func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	for try := 1; ; try++ {
 		r, err := x.q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
 			LeaseIds: p.LeaseIDs, Namespace: p.Namespace, Now: p.NowMs, InstanceID: p.InstanceID,
-			Promote: try <= maxPromotions, ExpiresAtMs: p.ExpiresAtMs, MaxBytes: p.Bytes(),
+			Promote: try <= maxPromotions, ExpiresAtMs: p.StoredExpiresAtMs(), Bind: p.Bound, MaxBytes: p.Bytes(),
 		})
 		if err != nil {
 			return engine.ClaimResult{}, translate(err)
@@ -34,9 +34,23 @@ func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	}
 }
 
-func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
-	_, err := x.q.LeaseRenew(ctx, pgdb.LeaseRenewParams{LeaseID: l.LeaseID, ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
-	return translate(err)
+func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) (int64, error) {
+	exp, err := x.q.LeaseRenew(ctx, pgdb.LeaseRenewParams{LeaseID: l.LeaseID, ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	return exp.Int64, translate(err)
+}
+
+func (x queries) LeaseHolderExpiry(ctx context.Context, l engine.LeaseRef, nowMs int64) (int64, error) {
+	exp, err := x.q.LeaseHolderExpiry(ctx, pgdb.LeaseHolderExpiryParams{LeaseID: l.LeaseID, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	return exp, translate(err)
+}
+
+func (x queries) LeaseRevokeLapsedBound(ctx context.Context, nowMs int64, batch int) (int, error) {
+	n, err := x.q.LeaseRevokeLapsedBound(ctx, pgdb.LeaseRevokeLapsedBoundParams{Now: nowMs, BatchSize: int32(batch)})
+	return int(n), translate(err)
+}
+
+func (x queries) LeaseRevokeBoundOfLapsed(ctx context.Context, k engine.WorkerKey, nowMs int64) error {
+	return translate(x.q.LeaseRevokeBoundOfLapsed(ctx, pgdb.LeaseRevokeBoundOfLapsedParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs}))
 }
 
 func (x queries) LeaseComplete(ctx context.Context, l engine.LeaseRef, nowMs int64, result []byte) error {
@@ -139,7 +153,8 @@ func claimResult(r pgdb.ExecutionClaimRow, p engine.ClaimParams) (res engine.Cla
 	for i, id := range r.Ids {
 		res.Leases[i] = engine.ClaimedLease{
 			ExecutionID: id, LeaseID: r.LeaseIds[i], AttemptIndex: r.Attempts[i], Epoch: r.Epochs[i],
-			Namespace: p.Namespace, Lane: r.Lanes[i], Payload: r.Payloads[i], ExpiresAtMs: p.ExpiresAtMs,
+			Namespace: p.Namespace, Lane: r.Lanes[i], Payload: r.Payloads[i],
+			ExpiresAtMs: p.LeaseExpiresAtMs(r.Expires[i], r.HolderExpiresAtMs), DeadlineMs: r.Deadlines[i],
 			Metadata: r.Metadata[i],
 		}
 	}

@@ -135,6 +135,7 @@ func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error 
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), GroupKey: e.Group, Metadata: text(e.Metadata),
+		TimeoutMs: e.TimeoutMs,
 	}))
 }
 
@@ -147,6 +148,7 @@ func (x queries) ExecutionInsertMany(ctx context.Context, es []engine.Execution)
 		Priorities: make([]int64, n), Payloads: make([][]byte, n), Capabilities: make([]string, n),
 		MaxAttempts: make([]int64, n), RunAtMs: make([]int64, n), RetryBackoffMs: make([]int64, n),
 		Ready: make([]bool, n), CreatedAtMs: make([]int64, n), GroupKeys: make([]string, n), Metadata: make([]string, n),
+		TimeoutsMs: make([]int64, n),
 	}
 	for i, e := range es {
 		p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = e.ID, e.Namespace, e.Lane, e.Priority
@@ -154,6 +156,7 @@ func (x queries) ExecutionInsertMany(ctx context.Context, es []engine.Execution)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
 		p.Ready[i], p.CreatedAtMs[i], p.GroupKeys[i], p.Metadata[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.Group, e.Metadata
+		p.TimeoutsMs[i] = e.TimeoutMs
 	}
 	return translate(x.q.ExecutionInsertMany(ctx, p))
 }
@@ -174,6 +177,7 @@ func executionFromRow(r pgdb.Execution) engine.Execution {
 		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
 		Holder: r.Holder.String, ClaimedAtMs: r.ClaimedAtMs.Int64, ExpiresAtMs: r.ExpiresAtMs.Int64,
 		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String, Group: r.GroupKey, Metadata: r.Metadata.String,
+		TimeoutMs: r.TimeoutMs, DeadlineMs: r.DeadlineMs.Int64, Bound: r.Bound,
 	}
 }
 

@@ -313,19 +313,51 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if liveOnly[name] {
+			switch {
+			case liveOnly[name]:
 				assertLiveRowsOnly(t, e, call)
-				return
+			case strings.HasPrefix(name, "LeaseListExpired"):
+				assertMergedExpiry(t, e, call)
+			default:
+				assertIndexed(t, e, call)
 			}
-			assertIndexed(t, e, call)
 		})
 	}
 }
 
-// liveOnly names the statements that read every running execution (a dead
-// worker's leases, the running list): they walk the partial index of
-// running executions, which holds live rows only.
+// liveOnly names the statements that read running executions by holder or
+// all of them (a dead worker's leases, the running list): they walk a
+// partial index of running executions, which holds live rows only.
 var liveOnly = map[string]bool{"LeaseRevokeHeldBy": true, "LeaseFindHeld": true, "ExecutionListRunning": true}
+
+// assertMergedExpiry checks the plan of the expired-lease list: a merge of
+// the leases expired by their own expiry, in the order of executions_expiry,
+// and the bound leases of lapsed holders, found through the lapsed workers
+// (workers_expiry) and executions_holder and sorted among themselves only
+// (they are expired: never the running work); no step scans a table.
+func assertMergedExpiry(t *testing.T, e *Engine, call func(q *sqlitedb.Queries) error) {
+	t.Helper()
+	rec := &planRecorder{conn: e.writer}
+	_ = call(sqlitedb.New(rec))
+	for _, plan := range rec.plans {
+		for _, want := range []string{"MERGE (UNION ALL)", "SEARCH e USING INDEX executions_expiry (expires_at_ms>? AND expires_at_ms<?)",
+			"SEARCH w USING COVERING INDEX workers_expiry (<expr><?)", "SEARCH e USING INDEX executions_holder (namespace=? AND holder=?)"} {
+			if !strings.Contains(plan, want) {
+				t.Fatalf("the plan lacks %q:\n%s", want, plan)
+			}
+		}
+		right := strings.Index(plan, "\nRIGHT\n")
+		if right < 0 {
+			t.Fatalf("no right branch:\n%s", plan)
+		}
+		if line := planScans(plan[:right], false); line != "" {
+			t.Fatalf("the own-expiry branch is not index-backed (%q):\n%s", line, plan)
+		}
+		if line := planScans(strings.Replace(plan[right:], "USE TEMP B-TREE FOR ORDER BY", "", 1), false); line != "" {
+			t.Fatalf("the lapsed-holder branch is not index-backed (%q):\n%s", line, plan)
+		}
+	}
+}
 
 // assertLiveRowsOnly fails unless every table step of call's statements
 // reads a partial index of live executions (a sort of those rows is fine).
@@ -338,7 +370,7 @@ func assertLiveRowsOnly(t *testing.T, e *Engine, call func(q *sqlitedb.Queries) 
 			if !strings.HasPrefix(line, "SCAN ") && !strings.HasPrefix(line, "SEARCH ") || strings.Contains(line, "VIRTUAL TABLE") {
 				continue
 			}
-			if !strings.Contains(line, "INDEX executions_expiry") {
+			if !strings.Contains(line, "INDEX executions_expiry") && !strings.Contains(line, "INDEX executions_holder") {
 				t.Fatalf("a step may read finished history: %q\n%s", line, plan)
 			}
 		}
@@ -443,7 +475,7 @@ func TestStatsReadsLiveRowsOnly(t *testing.T) {
 		"StatsLanes": {func(q *sqlitedb.Queries) error { _, err := q.StatsLanes(ctx, 5); return err },
 			[]string{"INDEX executions_ready", "INDEX executions_scheduled", "INDEX executions_expiry", "INDEX executions_state (state=?)"}},
 		"StatsExpiredLeases": {func(q *sqlitedb.Queries) error { _, err := q.StatsExpiredLeases(ctx, 5); return err },
-			[]string{"INDEX executions_expiry"}},
+			[]string{"INDEX executions_expiry", "INDEX workers_expiry (<expr><?)", "INDEX executions_holder (namespace=? AND holder=?)"}},
 		"StatsAgents": {func(q *sqlitedb.Queries) error { _, err := q.StatsAgents(ctx); return err },
 			[]string{"agent_state_counts"}},
 	} {
@@ -451,7 +483,7 @@ func TestStatsReadsLiveRowsOnly(t *testing.T) {
 			rec := &planRecorder{conn: e.writer}
 			_ = tc.call(sqlitedb.New(rec))
 			for _, line := range strings.Split(rec.plans[0], "\n") {
-				if !strings.HasPrefix(line, "SCAN ") && !strings.HasPrefix(line, "SEARCH ") || line == "SCAN l" {
+				if !strings.HasPrefix(line, "SCAN ") && !strings.HasPrefix(line, "SEARCH ") || line == "SCAN l" || line == "SCAN x" {
 					continue // temp b-trees of GROUP BY over the live rows, the scan of their union
 				}
 				ok := false

@@ -111,23 +111,25 @@ func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilit
 }
 
 func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid.UUID) ([]engine.ClaimedLease, error) {
+	holderMs := int64(engine.NeverMs)
+	if p.Bound { // the worker's expiry, that of the leases bound to it
+		w, err := x.q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
+		if err != nil {
+			return nil, translate(err)
+		}
+		holderMs = w.ExpiresAtMs
+	}
 	var leases []engine.ClaimedLease
 	for i, id := range ids {
 		leaseID := p.LeaseIDs[i]
-		started, err := x.q.ExecutionStart(ctx, sqlitedb.ExecutionStartParams{
-			LeaseID: leaseID.String(), Holder: p.InstanceID, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs, ID: id,
-		})
+		started, err := x.start(ctx, p, id, leaseID, holderMs)
 		if err != nil {
 			if err = translate(err); err == engine.ErrNoRows {
 				continue // no longer waiting
 			}
 			return nil, err
 		}
-		leases = append(leases, engine.ClaimedLease{
-			ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
-			Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
-			Metadata: started.Metadata.String,
-		})
+		leases = append(leases, started)
 	}
 	return leases, nil
 }

@@ -39,17 +39,11 @@ func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		}
 		id := c.id
 		leaseID := p.LeaseIDs[len(res.Leases)]
-		started, err := x.q.ExecutionStart(ctx, sqlitedb.ExecutionStartParams{
-			LeaseID: leaseID.String(), Holder: p.InstanceID, Now: p.NowMs, ExpiresAtMs: p.ExpiresAtMs, ID: id,
-		})
+		started, err := x.start(ctx, p, id, leaseID, w.ExpiresAtMs)
 		if err != nil {
 			return engine.ClaimResult{}, translate(err)
 		}
-		res.Leases = append(res.Leases, engine.ClaimedLease{
-			ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
-			Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload, ExpiresAtMs: p.ExpiresAtMs,
-			Metadata: started.Metadata.String,
-		})
+		res.Leases = append(res.Leases, started)
 	}
 	switch {
 	case bounded:
@@ -70,9 +64,41 @@ func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs 
 	return x.nextRunAt(ctx, k.Namespace, k.InstanceID, w, nowMs)
 }
 
-func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) error {
-	_, err := x.q.LeaseRenew(ctx, sqlitedb.LeaseRenewParams{LeaseID: l.LeaseID.String(), ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
-	return translate(err)
+// start starts one waiting execution under its new lease (ErrNoRows: no
+// longer waiting), holderMs being the worker's expiry (a bound lease's).
+func (x queries) start(ctx context.Context, p engine.ClaimParams, id, leaseID uuid.UUID, holderMs int64) (engine.ClaimedLease, error) {
+	started, err := x.q.ExecutionStart(ctx, sqlitedb.ExecutionStartParams{
+		LeaseID: leaseID.String(), Holder: p.InstanceID, Now: p.NowMs, ExpiresAtMs: p.StoredExpiresAtMs(),
+		Bound: sqliteBool(p.Bound), ID: id,
+	})
+	if err != nil {
+		return engine.ClaimedLease{}, err
+	}
+	return engine.ClaimedLease{
+		ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
+		Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload,
+		ExpiresAtMs: p.LeaseExpiresAtMs(started.ExpiresAtMs.Int64, holderMs), DeadlineMs: started.DeadlineMs.Int64,
+		Metadata: started.Metadata.String,
+	}, nil
+}
+
+func (x queries) LeaseRenew(ctx context.Context, l engine.LeaseRef, nowMs, expiresAtMs int64) (int64, error) {
+	exp, err := x.q.LeaseRenew(ctx, sqlitedb.LeaseRenewParams{LeaseID: l.LeaseID.String(), ExpiresAtMs: expiresAtMs, ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	return exp.Int64, translate(err)
+}
+
+func (x queries) LeaseHolderExpiry(ctx context.Context, l engine.LeaseRef, nowMs int64) (int64, error) {
+	exp, err := x.q.LeaseHolderExpiry(ctx, sqlitedb.LeaseHolderExpiryParams{LeaseID: l.LeaseID.String(), ID: l.ExecutionID, Epoch: l.Epoch, Now: nowMs})
+	return exp, translate(err)
+}
+
+func (x queries) LeaseRevokeLapsedBound(ctx context.Context, nowMs int64, batch int) (int, error) {
+	n, err := x.q.LeaseRevokeLapsedBound(ctx, sqlitedb.LeaseRevokeLapsedBoundParams{Now: nowMs, BatchSize: int64(batch)})
+	return int(n), translate(err)
+}
+
+func (x queries) LeaseRevokeBoundOfLapsed(ctx context.Context, k engine.WorkerKey, nowMs int64) error {
+	return translate(x.q.LeaseRevokeBoundOfLapsed(ctx, sqlitedb.LeaseRevokeBoundOfLapsedParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs}))
 }
 
 // LeaseComplete ends the lease and its execution, fenced in its UPDATE (the
@@ -191,7 +217,7 @@ func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) 
 		if err := x.record(ctx, ended{
 			id: r.ID, attempts: r.Attempts, epoch: r.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
 			holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs, revokedAtMs: r.RevokedAtMs,
-			err: "lease expired",
+			err: r.LastError,
 		}, "reclaimed", nowMs); err != nil {
 			return nil, err
 		}
