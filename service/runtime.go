@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rosterdb/roster/internal/engine"
@@ -15,7 +16,11 @@ type WorkerArgs struct {
 	Namespace, WorkerID, InstanceID string
 	Lanes, Capabilities             []string
 	TTL                             time.Duration // the worker's TTL; it heartbeats at about TTL/3
-	LeaseTTL                        time.Duration // 0 = TTL; a held lease is renewed at about LeaseTTL/3
+	// LeaseTTL 0 (the default) gives leases bound to the worker's
+	// registration: its heartbeats keep every lease it holds alive, and
+	// nothing is written per lease. A positive LeaseTTL gives leases of
+	// their own, each renewed at about LeaseTTL/3.
+	LeaseTTL time.Duration
 	Concurrency                     int           // handlers running at once; 0 = 1
 	DrainTimeout                    time.Duration // 0 = 30 s: how long shutdown waits for running handlers
 	// Handler runs one claimed execution. Its context is cancelled when the
@@ -122,12 +127,11 @@ func (a WorkerArgs) validate() (leaseTTL, drain time.Duration, slots int, err er
 	if a.Handler == nil {
 		return 0, 0, 0, invalid("Handler", "must not be nil")
 	}
-	leaseTTL = a.LeaseTTL
-	if leaseTTL == 0 {
-		leaseTTL = a.TTL
-	}
-	if err := validTTL("LeaseTTL", leaseTTL); err != nil {
-		return 0, 0, 0, err
+	leaseTTL = a.LeaseTTL // 0: bound leases
+	if leaseTTL != 0 {
+		if err := validTTL("LeaseTTL", leaseTTL); err != nil {
+			return 0, 0, 0, err
+		}
 	}
 	switch {
 	case a.Concurrency < 0:
@@ -176,6 +180,8 @@ type runner struct {
 	jobs     map[*job]struct{} // running handlers
 	handlers sync.WaitGroup    // running handlers
 	quit     chan struct{}     // closed at the very end: keepers stop
+
+	regExpires atomic.Int64 // Unix ms: the registration's expiry, as the heart last proved it (0: lapsed)
 }
 
 // runLog is the logger of a RunWorker and its parts; warn rate-limits the
@@ -204,18 +210,49 @@ func newRunner(s *Store, a WorkerArgs) (*runner, error) {
 		jobs: map[*job]struct{}{},
 		quit: make(chan struct{}),
 	}
-	w.claims = newClaimer(s, w.slots, ClaimArgs{Namespace: a.Namespace, InstanceID: a.InstanceID, LeaseTTL: leaseTTL}, now, log)
+	w.claims = newClaimer(s, w.slots, ClaimArgs{Namespace: a.Namespace, InstanceID: a.InstanceID, LeaseTTL: leaseTTL, Bound: leaseTTL == 0}, now, log)
 	w.claims.poll = s.cfg.workerPoll
 	w.claims.signal = s.work.wait
 	w.claims.launch = w.launch
 	w.keeper = &keeper{renewer: s, now: now, leaseTTL: leaseTTL, tick: keeperTick, answered: w.claims.answered, log: log, quit: w.quit}
+	if leaseTTL == 0 {
+		w.keeper.holder = w.regExpiry
+	}
 	w.settler = newSettler(s, w.slots, w.claims, log)
 	w.heart = newHeart(s, RegisterWorkerArgs{
 		Namespace: a.Namespace, WorkerID: a.WorkerID, InstanceID: a.InstanceID,
 		Lanes: a.Lanes, Capabilities: a.Capabilities, TTL: a.TTL,
 	}, w.slots, w.claims, log)
+	w.heart.alive = w.noteRegistration
 	w.claims.lapsed = w.heart.lapsed
 	return w, nil
+}
+
+// noteRegistration records the registration's expiry by the Store's clock
+// as the heart last proved it (zero: it lapsed: every bound lease ended with
+// it, and their handlers are cancelled at once).
+func (w *runner) noteRegistration(expires time.Time) {
+	w.regExpires.Store(expires.UnixMilli())
+	if !expires.IsZero() || w.keeper.holder == nil {
+		return
+	}
+	w.jobsMu.Lock()
+	defer w.jobsMu.Unlock()
+	for j := range w.jobs {
+		if !j.isSettled() {
+			j.lose(ErrLeaseLost)
+		}
+	}
+}
+
+// regExpiry is the registration's expiry as the heart last proved it: the
+// expiry of every bound lease the worker holds (before its deadline).
+func (w *runner) regExpiry() time.Time {
+	ms := w.regExpires.Load()
+	if ms == 0 {
+		return time.Time{}
+	}
+	return msTime(ms)
 }
 
 // registerFirst registers the worker, retrying through transient failures
@@ -252,6 +289,7 @@ func (w *runner) run(ctx context.Context) error {
 	go func() { defer close(settled); w.settler.run() }()
 	heartStop, heartDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(heartDone); w.heart.run(heartStop) }()
+	go w.watchLost(w.quit)
 
 	err := w.claims.run(ctx)
 	// The stragglers, the last outcomes, the heart and the mark-dead share

@@ -33,6 +33,10 @@ type heart struct {
 	slots  *slots
 	claims claimWaker
 	log    runLog
+	// alive hears the registration's expiry by the Store's clock each time
+	// a heartbeat or a register proves it, and the zero time when a
+	// heartbeat found it lapsed (may be nil).
+	alive func(expires time.Time)
 
 	relapse chan struct{} // asks the heart to register again at once (buffered 1)
 }
@@ -46,8 +50,20 @@ func newHeart(store heartStore, reg RegisterWorkerArgs, sl *slots, claims claimW
 
 // register registers the worker (again).
 func (h *heart) register(ctx context.Context) error {
+	at := h.now()
 	_, err := h.store.RegisterWorker(context.WithoutCancel(ctx), h.reg)
+	if err == nil && h.alive != nil {
+		h.alive(at.Add(h.reg.TTL)) // at the latest: registered after at
+	}
 	return err
+}
+
+// now is the Store's clock, where the heart's store has one.
+func (h *heart) now() time.Time {
+	if c, ok := h.store.(interface{ now(time.Time) time.Time }); ok {
+		return c.now(time.Time{})
+	}
+	return time.Now()
 }
 
 // run heartbeats at about every until stop. A heartbeat (or a claim) that
@@ -71,7 +87,11 @@ func (h *heart) run(stop <-chan struct{}) {
 		t.Stop()
 		var err error
 		if !relapsed {
-			_, err = h.store.HeartbeatWorker(context.Background(), HeartbeatWorkerArgs{Namespace: h.reg.Namespace, InstanceID: h.reg.InstanceID})
+			var expires time.Time
+			expires, err = h.store.HeartbeatWorker(context.Background(), HeartbeatWorkerArgs{Namespace: h.reg.Namespace, InstanceID: h.reg.InstanceID})
+			if err == nil && h.alive != nil {
+				h.alive(expires)
+			}
 			if err == nil {
 				// A heartbeat proves the registration, even one whose
 				// register reported a failure it had not (the connection
@@ -81,6 +101,9 @@ func (h *heart) run(stop <-chan struct{}) {
 			}
 		}
 		if relapsed || errors.Is(err, ErrNotRegistered) {
+			if errors.Is(err, ErrNotRegistered) && h.alive != nil {
+				h.alive(time.Time{}) // the registration ended, and its bound leases with it
+			}
 			h.setRegistered(false)
 			if err = h.register(context.Background()); err == nil {
 				h.log.Info("roster: worker: the registration had lapsed; registered again")

@@ -43,6 +43,10 @@ type keeper struct {
 	renewer  leaseRenewer
 	now      func() time.Time // the Store's clock: leases expire by it
 	leaseTTL time.Duration    // each renewal extends the lease to now + leaseTTL
+	// holder, set for bound leases (nothing to renew), is the worker's
+	// registration's expiry as its last heartbeat proved it: every bound
+	// lease's expiry before its deadline.
+	holder func() time.Time
 	tick     time.Duration    // the longest the keeper sleeps between looks at the clock
 	answered func()           // a renewal succeeded: the database answers
 	log      runLog
@@ -170,8 +174,16 @@ func (j *job) lose(cause error) {
 }
 
 // expiry is the lease's expiry by the Store's clock, as the last renewal
-// that succeeded set it.
+// that succeeded set it; a bound lease's is its holder's (the last
+// heartbeat's), never past its deadline.
 func (j *job) expiry() time.Time {
+	if j.k.holder != nil {
+		expires := j.k.holder()
+		if d := j.lease.Deadline; !d.IsZero() && d.Before(expires) {
+			expires = d
+		}
+		return expires
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.expires
@@ -187,7 +199,10 @@ func (j *job) startKeeper() {
 	k := j.k
 	now := k.now()
 	nextRenew := now.Add(k.every())
-	first := max(min(j.expiry().Sub(now), k.tick, k.every()), 0)
+	first := max(min(j.expiry().Sub(now), k.tick), 0)
+	if k.holder == nil {
+		first = min(first, k.every())
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.keepTimer = time.AfterFunc(first, func() {
@@ -209,6 +224,10 @@ func (k *keeper) every() time.Duration { return max(k.leaseTTL/3, time.Milliseco
 // or cannot say. A renewal that fails for a transient reason is tried again
 // sooner.
 func (j *job) keep(nextRenew time.Time) {
+	if j.k.holder != nil {
+		j.watch()
+		return
+	}
 	k := j.k
 	every := k.every()
 	renewed := make(chan renewal, 1)
@@ -279,6 +298,41 @@ func (j *job) keep(nextRenew time.Time) {
 				}
 				nextRenew = k.now().Add(min(every, b.next()))
 			}
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// watch is keep for a bound lease: there is nothing to renew (the worker's
+// heartbeats keep it); it ends the handler's context at the lease's expiry
+// by the Store's clock (the registration's, as the last heartbeat that
+// succeeded proved it, or the deadline), so that a worker cut off from the
+// database stops its handlers before its leases can be reclaimed.
+func (j *job) watch() {
+	k := j.k
+	for {
+		if j.isSettled() {
+			return
+		}
+		now := k.now()
+		expires := j.expiry()
+		if !now.Before(expires) {
+			if d := j.lease.Deadline; !d.IsZero() && !now.Before(d) {
+				k.log.Info("roster: worker: the run reached its timeout; cancelling its handler", "execution", j.lease.ExecutionID, "deadline", d)
+			} else {
+				k.log.Warn("roster: worker: the registration holding the lease expired; cancelling its handler",
+					"execution", j.lease.ExecutionID, "expired_at", expires)
+			}
+			j.lose(errLeaseExpired)
+			return
+		}
+		t := time.NewTimer(min(expires.Sub(now), k.tick))
+		select {
+		case <-j.settled:
+		case <-k.quit:
+			t.Stop()
+			return
 		case <-t.C:
 		}
 		t.Stop()

@@ -34,7 +34,8 @@ WITH current AS (
     WHERE c.was = 'running'
 )
 SELECT cancelled.id FROM cancelled
-WHERE CASE WHEN cancelled.was = 'running' AND EXISTS (
+WHERE CASE WHEN cancelled.was = 'running' THEN roster_lost(cancelled.namespace) = 1 ELSE true END
+  AND CASE WHEN cancelled.was = 'running' AND EXISTS (
     SELECT 1 FROM lane_limits AS m
     WHERE m.namespace = cancelled.namespace AND m.lane = cancelled.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
 ) THEN roster_wake(cancelled.namespace) = 1 ELSE true END
@@ -50,7 +51,8 @@ type ExecutionCancelParams struct {
 // reason, and records a running one's attempt as cancelled (with the
 // reason), in one
 // statement; no row when the execution is absent or already ended.
-// A running execution of a capped lane frees room: the namespace's workers are woken.
+// A running execution's holder hears its lease ended; one of a capped lane
+// frees room: the namespace's workers are woken.
 func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, executionCancel, arg.ID, arg.Reason, arg.Now)
 	var id uuid.UUID

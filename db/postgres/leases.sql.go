@@ -486,7 +486,7 @@ func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (uuid.UUID
 const leaseFindHeld = `-- name: LeaseFindHeld :many
 SELECT id, epoch, lease_id FROM executions
 WHERE namespace = $1 AND holder = $2::text AND state = 'running'
-  AND lease_id = ANY($3::uuid[])
+  AND revoked_at_ms IS NULL AND lease_id = ANY($3::uuid[])
 `
 
 type LeaseFindHeldParams struct {
@@ -501,8 +501,9 @@ type LeaseFindHeldRow struct {
 	LeaseID uuid.NullUUID
 }
 
-// LeaseFindHeld reads which of @lease_ids one worker holds now (a claim
-// whose outcome was unknown, looked up).
+// LeaseFindHeld reads which of @lease_ids one worker holds now, not revoked
+// (a claim whose outcome was unknown, looked up; the leases whose handlers
+// run, checked after a change).
 func (q *Queries) LeaseFindHeld(ctx context.Context, arg LeaseFindHeldParams) ([]LeaseFindHeldRow, error) {
 	rows, err := q.db.Query(ctx, leaseFindHeld, arg.Namespace, arg.Holder, arg.LeaseIds)
 	if err != nil {
@@ -715,7 +716,8 @@ WITH expired AS (
               CASE WHEN x.state = 'waiting' OR EXISTS (
                   SELECT 1 FROM lane_limits AS m
                   WHERE m.namespace = x.namespace AND m.lane = x.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
-              ) THEN roster_wake(x.namespace) END AS woken
+              ) THEN roster_wake(x.namespace) END AS woken,
+              roster_lost(x.namespace) AS lost
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
@@ -866,12 +868,16 @@ func (q *Queries) LeaseRevokeBoundOfLapsed(ctx context.Context, arg LeaseRevokeB
 }
 
 const leaseRevokeHeldBy = `-- name: LeaseRevokeHeldBy :exec
-UPDATE executions
-SET expires_at_ms = least(expires_at_ms, $1::bigint), revoked_at_ms = $1::bigint
-WHERE state = 'running' AND revoked_at_ms IS NULL
-  AND (namespace, holder) IN (
-      SELECT unnest($2::text[]), unnest($3::text[])
-  )
+WITH revoked AS (
+    UPDATE executions
+    SET expires_at_ms = least(expires_at_ms, $1::bigint), revoked_at_ms = $1::bigint
+    WHERE state = 'running' AND revoked_at_ms IS NULL
+      AND (namespace, holder) IN (
+          SELECT unnest($2::text[]), unnest($3::text[])
+      )
+    RETURNING namespace
+)
+SELECT count(roster_lost(n.namespace)) FROM (SELECT DISTINCT namespace FROM revoked) AS n
 `
 
 type LeaseRevokeHeldByParams struct {
@@ -882,7 +888,8 @@ type LeaseRevokeHeldByParams struct {
 
 // LeaseRevokeHeldBy ends for good, at @now, every running lease of the given
 // (namespace, holder) pairs: the leases expire (and can be reclaimed) and no
-// later call renews, completes or fails them.
+// later call renews, completes or fails them; their holders hear of it
+// (roster_lost, once per namespace).
 func (q *Queries) LeaseRevokeHeldBy(ctx context.Context, arg LeaseRevokeHeldByParams) error {
 	_, err := q.db.Exec(ctx, leaseRevokeHeldBy, arg.Now, arg.Namespaces, arg.Holders)
 	return err
@@ -901,6 +908,7 @@ UPDATE executions AS x
 SET expires_at_ms = least(x.expires_at_ms, lapsed.lapsed_at_ms), revoked_at_ms = $1::bigint
 FROM lapsed
 WHERE x.id = lapsed.id AND x.state = 'running' AND x.revoked_at_ms IS NULL
+  AND roster_lost(x.namespace) = 1
 `
 
 type LeaseRevokeLapsedBoundParams struct {
@@ -911,7 +919,8 @@ type LeaseRevokeLapsedBoundParams struct {
 // LeaseRevokeLapsedBound ends for good, at @now, up to @batch_size bound
 // leases whose holder's registration lapsed (and was not yet swept), each
 // expiring when its holder did (or at its deadline, when that came first),
-// so that a reclaim finds them; leases another session holds are skipped,
+// so that a reclaim finds them (their holders hear of it: roster_lost);
+// leases another session holds are skipped,
 // not waited for. It walks the lapsed workers by expiry and their running
 // leases by holder, never the running work.
 func (q *Queries) LeaseRevokeLapsedBound(ctx context.Context, arg LeaseRevokeLapsedBoundParams) (int64, error) {

@@ -521,6 +521,7 @@ func (q *Queries) LeaseFail(ctx context.Context, arg LeaseFailParams) (LeaseFail
 const leaseFindHeld = `-- name: LeaseFindHeld :many
 SELECT id, epoch, lease_id FROM executions INDEXED BY executions_holder
 WHERE namespace = ?1 AND holder = CAST(?2 AS TEXT) AND state = 'running'
+  AND revoked_at_ms IS NULL
   AND lease_id IN (SELECT j.value FROM json_each(CAST(?3 AS TEXT)) AS j)
 `
 
@@ -537,7 +538,8 @@ type LeaseFindHeldRow struct {
 }
 
 // LeaseFindHeld reads which leases of a JSON array of lease ids one worker
-// holds now (a claim whose outcome was unknown, looked up).
+// holds now, not revoked (a claim whose outcome was unknown, looked up; the
+// leases whose handlers run, checked after a change).
 func (q *Queries) LeaseFindHeld(ctx context.Context, arg LeaseFindHeldParams) ([]LeaseFindHeldRow, error) {
 	rows, err := q.query(ctx, q.leaseFindHeldStmt, leaseFindHeld, arg.Namespace, arg.Holder, arg.LeaseIds)
 	if err != nil {

@@ -66,6 +66,12 @@ type Engine interface {
 	Subscribe(namespace string) Subscription
 }
 
+// LostKey is the key to Subscribe with to hear that running leases of
+// namespace may have ended by another's hand (a cancel, a mark-dead, a
+// sweep, a reclaim): PostgreSQL notifies it apart from new work; SQLite's
+// change check signals every key.
+func LostKey(namespace string) string { return "\x1e" + namespace }
+
 // Subscription hears about changes: C receives (coalesced, one pending at
 // most) after a change that may have made work claimable, or after the
 // engine lost track of changes (a listening connection re-established).

@@ -121,8 +121,10 @@ WITH current AS (
     WHERE c.was = 'running'
 )
 SELECT cancelled.id FROM cancelled
--- A running execution of a capped lane frees room: the namespace's workers are woken.
-WHERE CASE WHEN cancelled.was = 'running' AND EXISTS (
+-- A running execution's holder hears its lease ended; one of a capped lane
+-- frees room: the namespace's workers are woken.
+WHERE CASE WHEN cancelled.was = 'running' THEN roster_lost(cancelled.namespace) = 1 ELSE true END
+  AND CASE WHEN cancelled.was = 'running' AND EXISTS (
     SELECT 1 FROM lane_limits AS m
     WHERE m.namespace = cancelled.namespace AND m.lane = cancelled.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
 ) THEN roster_wake(cancelled.namespace) = 1 ELSE true END;

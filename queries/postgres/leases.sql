@@ -332,11 +332,12 @@ WITH snoozed AS (
 SELECT snoozed.id FROM snoozed WHERE CASE WHEN snoozed.ready THEN roster_wake(snoozed.namespace) = 1 ELSE true END;
 
 -- name: LeaseFindHeld :many
--- LeaseFindHeld reads which of @lease_ids one worker holds now (a claim
--- whose outcome was unknown, looked up).
+-- LeaseFindHeld reads which of @lease_ids one worker holds now, not revoked
+-- (a claim whose outcome was unknown, looked up; the leases whose handlers
+-- run, checked after a change).
 SELECT id, epoch, lease_id FROM executions
 WHERE namespace = @namespace AND holder = @holder::text AND state = 'running'
-  AND lease_id = ANY(@lease_ids::uuid[]);
+  AND revoked_at_ms IS NULL AND lease_id = ANY(@lease_ids::uuid[]);
 
 -- name: LeaseGetOutcome :one
 -- LeaseGetOutcome reads how a lease ended when its holder's own outcome
@@ -376,19 +377,25 @@ WHERE wk.namespace = @namespace AND wk.instance_id = @instance_id
 -- name: LeaseRevokeHeldBy :exec
 -- LeaseRevokeHeldBy ends for good, at @now, every running lease of the given
 -- (namespace, holder) pairs: the leases expire (and can be reclaimed) and no
--- later call renews, completes or fails them.
-UPDATE executions
-SET expires_at_ms = least(expires_at_ms, @now::bigint), revoked_at_ms = @now::bigint
-WHERE state = 'running' AND revoked_at_ms IS NULL
-  AND (namespace, holder) IN (
-      SELECT unnest(@namespaces::text[]), unnest(@holders::text[])
-  );
+-- later call renews, completes or fails them; their holders hear of it
+-- (roster_lost, once per namespace).
+WITH revoked AS (
+    UPDATE executions
+    SET expires_at_ms = least(expires_at_ms, @now::bigint), revoked_at_ms = @now::bigint
+    WHERE state = 'running' AND revoked_at_ms IS NULL
+      AND (namespace, holder) IN (
+          SELECT unnest(@namespaces::text[]), unnest(@holders::text[])
+      )
+    RETURNING namespace
+)
+SELECT count(roster_lost(n.namespace)) FROM (SELECT DISTINCT namespace FROM revoked) AS n;
 
 -- name: LeaseRevokeLapsedBound :execrows
 -- LeaseRevokeLapsedBound ends for good, at @now, up to @batch_size bound
 -- leases whose holder's registration lapsed (and was not yet swept), each
 -- expiring when its holder did (or at its deadline, when that came first),
--- so that a reclaim finds them; leases another session holds are skipped,
+-- so that a reclaim finds them (their holders hear of it: roster_lost);
+-- leases another session holds are skipped,
 -- not waited for. It walks the lapsed workers by expiry and their running
 -- leases by holder, never the running work.
 WITH lapsed AS (
@@ -402,7 +409,8 @@ WITH lapsed AS (
 UPDATE executions AS x
 SET expires_at_ms = least(x.expires_at_ms, lapsed.lapsed_at_ms), revoked_at_ms = @now::bigint
 FROM lapsed
-WHERE x.id = lapsed.id AND x.state = 'running' AND x.revoked_at_ms IS NULL;
+WHERE x.id = lapsed.id AND x.state = 'running' AND x.revoked_at_ms IS NULL
+  AND roster_lost(x.namespace) = 1;
 
 -- name: LeaseRevokeBoundOfLapsed :exec
 -- LeaseRevokeBoundOfLapsed ends for good, at @now, the bound leases of one
@@ -481,7 +489,8 @@ WITH expired AS (
               CASE WHEN x.state = 'waiting' OR EXISTS (
                   SELECT 1 FROM lane_limits AS m
                   WHERE m.namespace = x.namespace AND m.lane = x.lane AND (m.max_running > 0 OR m.max_running_per_group > 0)
-              ) THEN roster_wake(x.namespace) END AS woken
+              ) THEN roster_wake(x.namespace) END AS woken,
+              roster_lost(x.namespace) AS lost
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,

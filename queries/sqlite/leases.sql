@@ -225,9 +225,11 @@ WHERE x.id = @id AND x.state = 'running';
 
 -- name: LeaseFindHeld :many
 -- LeaseFindHeld reads which leases of a JSON array of lease ids one worker
--- holds now (a claim whose outcome was unknown, looked up).
+-- holds now, not revoked (a claim whose outcome was unknown, looked up; the
+-- leases whose handlers run, checked after a change).
 SELECT id, epoch, lease_id FROM executions INDEXED BY executions_holder
 WHERE namespace = @namespace AND holder = CAST(@holder AS TEXT) AND state = 'running'
+  AND revoked_at_ms IS NULL
   AND lease_id IN (SELECT j.value FROM json_each(CAST(@lease_ids AS TEXT)) AS j);
 
 -- name: LeaseGetOutcome :one

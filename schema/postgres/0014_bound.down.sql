@@ -1,4 +1,5 @@
 -- Back to migration 13: no bound leases, timeouts or agent holders.
+DROP FUNCTION roster_lost(TEXT);
 DROP INDEX agents_live_holder;
 ALTER TABLE agents DROP CONSTRAINT agents_holder_both;
 ALTER TABLE agents DROP COLUMN holder_instance_id;

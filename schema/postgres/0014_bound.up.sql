@@ -13,7 +13,12 @@
 --     (workers_expiry) and probes this index, never the running work;
 --   * agents.holder_namespace and holder_instance_id: the worker registration
 --     of the runtime that runs the agent (both or neither), and the index of
---     live agents by holder that the end of a registration walks.
+--     live agents by holder that the end of a registration walks;
+--   * roster_lost: the notice that running leases of a namespace ended by
+--     someone other than their holder (a cancel, a mark-dead, a sweep, a
+--     reclaim), on the schema's channel with the payload chr(30) || namespace
+--     (no identifier holds chr(30)), so that the holder's handlers stop at
+--     once rather than at their next renewal.
 
 ALTER TABLE executions ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0
     CHECK (timeout_ms BETWEEN 0 AND 2592000000);
@@ -29,3 +34,10 @@ ALTER TABLE agents ADD CONSTRAINT agents_holder_both
 
 CREATE INDEX agents_live_holder ON agents (holder_namespace, holder_instance_id)
     WHERE state <> 'terminal' AND holder_namespace IS NOT NULL;
+
+CREATE FUNCTION roster_lost(namespace TEXT) RETURNS INTEGER LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pg_notify('roster_' || md5(current_schema()), chr(30) || namespace);
+    RETURN 1;
+END;
+$$;
