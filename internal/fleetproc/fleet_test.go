@@ -41,6 +41,8 @@ func TestMain(m *testing.M) {
 		os.Exit(creator(os.Getenv(dbEnv), os.Getenv(argEnv)))
 	case "sweeper":
 		os.Exit(sweeper(os.Getenv(dbEnv), os.Getenv(nameEnv), os.Getenv(argEnv)))
+	case "boundworker":
+		os.Exit(boundWorker(os.Getenv(dbEnv), os.Getenv(nameEnv), os.Getenv(argEnv)))
 	case "flowworker":
 		os.Exit(flowWorker(os.Getenv(dbEnv), os.Getenv(nameEnv), os.Getenv(argEnv)))
 	default:
