@@ -20,9 +20,9 @@ type WorkerArgs struct {
 	// registration: its heartbeats keep every lease it holds alive, and
 	// nothing is written per lease. A positive LeaseTTL gives leases of
 	// their own, each renewed at about LeaseTTL/3.
-	LeaseTTL time.Duration
-	Concurrency                     int           // handlers running at once; 0 = 1
-	DrainTimeout                    time.Duration // 0 = 30 s: how long shutdown waits for running handlers
+	LeaseTTL     time.Duration
+	Concurrency  int           // handlers running at once; 0 = 1
+	DrainTimeout time.Duration // 0 = 30 s: how long shutdown waits for running handlers
 	// Handler runs one claimed execution. Its context is cancelled when the
 	// lease is lost (reclaimed, cancelled, worker marked dead or swept), at
 	// the lease's expiry by the Store's clock when it could not be renewed

@@ -46,9 +46,9 @@ type keeper struct {
 	// holder, set for bound leases (nothing to renew), is the worker's
 	// registration's expiry as its last heartbeat proved it: every bound
 	// lease's expiry before its deadline.
-	holder func() time.Time
-	tick     time.Duration    // the longest the keeper sleeps between looks at the clock
-	answered func()           // a renewal succeeded: the database answers
+	holder   func() time.Time
+	tick     time.Duration // the longest the keeper sleeps between looks at the clock
+	answered func()        // a renewal succeeded: the database answers
 	log      runLog
 	quit     <-chan struct{} // closed at the very end of RunWorker: keepers stop
 }
