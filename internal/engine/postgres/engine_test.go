@@ -265,6 +265,17 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.LeaseFindHeld(ctx, pgdb.LeaseFindHeldParams{Namespace: "ns1", Holder: "i1", LeaseIds: []uuid.UUID{id}})
 			return err
 		},
+		"LeaseHolderExpiry": func(q *pgdb.Queries) error {
+			_, err := q.LeaseHolderExpiry(ctx, pgdb.LeaseHolderExpiryParams{ID: id, LeaseID: id, Epoch: 1, Now: 5})
+			return err
+		},
+		"LeaseRevokeLapsedBound": func(q *pgdb.Queries) error {
+			_, err := q.LeaseRevokeLapsedBound(ctx, pgdb.LeaseRevokeLapsedBoundParams{Now: 5, BatchSize: 100})
+			return err
+		},
+		"LeaseRevokeBoundOfLapsed": func(q *pgdb.Queries) error {
+			return q.LeaseRevokeBoundOfLapsed(ctx, pgdb.LeaseRevokeBoundOfLapsedParams{Namespace: "ns1", InstanceID: "i1", Now: 5})
+		},
 		"WorkerNextRunAt": func(q *pgdb.Queries) error {
 			_, err := q.WorkerNextRunAt(ctx, pgdb.WorkerNextRunAtParams{Namespace: "ns1", InstanceID: "i1", Now: 5})
 			return err

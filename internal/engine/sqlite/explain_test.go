@@ -259,6 +259,17 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 			_, err := q.LeaseFindHeld(ctx, sqlitedb.LeaseFindHeldParams{Namespace: "n", Holder: "i", LeaseIds: `["` + id.String() + `"]`})
 			return err
 		},
+		"LeaseHolderExpiry": func(q *sqlitedb.Queries) error {
+			_, err := q.LeaseHolderExpiry(ctx, sqlitedb.LeaseHolderExpiryParams{ID: id, LeaseID: id.String(), Epoch: 1, Now: 5})
+			return err
+		},
+		"LeaseRevokeLapsedBound": func(q *sqlitedb.Queries) error {
+			_, err := q.LeaseRevokeLapsedBound(ctx, sqlitedb.LeaseRevokeLapsedBoundParams{Now: 5, BatchSize: 100})
+			return err
+		},
+		"LeaseRevokeBoundOfLapsed": func(q *sqlitedb.Queries) error {
+			return q.LeaseRevokeBoundOfLapsed(ctx, sqlitedb.LeaseRevokeBoundOfLapsedParams{Namespace: "n", InstanceID: "i", Now: 5})
+		},
 		"LeaseRevokeHeldBy": func(q *sqlitedb.Queries) error {
 			return q.LeaseRevokeHeldBy(ctx, sqlitedb.LeaseRevokeHeldByParams{Now: 1, Holders: `[["n","i"]]`})
 		},
