@@ -51,7 +51,25 @@ type outageEngine struct {
 	engine.Engine
 	down       atomic.Bool
 	claimFails atomic.Int64
-	reconnect  chan struct{}
+	reconnect  chan struct{} // a send wakes every subscription, as a listener re-established does
+
+	mu   sync.Mutex
+	subs []*relaySub
+	once sync.Once
+}
+
+// relay fans each reconnect out to every subscription open.
+func (o *outageEngine) relay() {
+	for range o.reconnect {
+		o.mu.Lock()
+		for _, sub := range o.subs {
+			select {
+			case sub.ch <- struct{}{}:
+			default:
+			}
+		}
+		o.mu.Unlock()
+	}
 }
 
 func (o *outageEngine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
@@ -74,11 +92,14 @@ func (o *outageEngine) Settle(ctx context.Context, nowMs int64, outcomes []engin
 
 func (o *outageEngine) Subscribe(namespace string) engine.Subscription {
 	sub := &relaySub{Subscription: o.Engine.Subscribe(namespace), ch: make(chan struct{}, 1), done: make(chan struct{})}
+	o.once.Do(func() { go o.relay() })
+	o.mu.Lock()
+	o.subs = append(o.subs, sub)
+	o.mu.Unlock()
 	go func() {
 		for {
 			select {
 			case <-sub.Subscription.C():
-			case <-o.reconnect:
 			case <-sub.done:
 				return
 			}

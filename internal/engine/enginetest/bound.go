@@ -249,3 +249,41 @@ func testTimeoutOwnLease(t *testing.T, h Harness) {
 		t.Fatalf("expired before its deadline: %+v", x)
 	}
 }
+
+// testClaimBound: every claim path (a plain claim, a settle's, and the flow
+// claim of a lane with limits) stores bound leases with no expiry of their
+// own (or their deadline) and reports each lease's expiry as its holder's
+// (or its deadline, when sooner), with the deadline.
+func testClaimBound(t *testing.T, h Harness, claim claimFunc) {
+	for _, flow := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Plain", true: "Flow"}[flow], func(t *testing.T) {
+			v := setup(t, h)
+			v.register("ns", "i", []string{"l"}, nil, 10, 1000)
+			if flow {
+				v.putLimits(engine.LaneLimits{Namespace: "ns", Lane: "l", MaxRunning: 10})
+			}
+			plain, timed := v.execution("ns", "l"), v.execution("ns", "l")
+			timed.CreatedAtMs, timed.RunAtMs, timed.TimeoutMs = 2, 2, 300
+			v.insert(plain, timed)
+			p := params("ns", "i", 2, 20, 0)
+			p.Bound = true
+			res, err := claim(v, p)
+			must(t, err)
+			if len(res.Leases) != 2 {
+				t.Fatalf("leases %+v", res.Leases)
+			}
+			if l := res.Leases[0]; l.ExpiresAtMs != 1010 || l.DeadlineMs != 0 {
+				t.Fatalf("bound lease %+v: want the holder's expiry 1010, no deadline", l)
+			}
+			if l := res.Leases[1]; l.ExpiresAtMs != 320 || l.DeadlineMs != 320 {
+				t.Fatalf("bound lease with a timeout %+v: want expiry and deadline 320", l)
+			}
+			if x := v.get(plain.ID); !x.Bound || x.ExpiresAtMs != engine.NeverMs {
+				t.Fatalf("stored %+v", x)
+			}
+			if x := v.get(timed.ID); !x.Bound || x.ExpiresAtMs != 320 || x.DeadlineMs != 320 {
+				t.Fatalf("stored %+v", x)
+			}
+		})
+	}
+}

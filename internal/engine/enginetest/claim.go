@@ -22,12 +22,22 @@ func claimTests() map[string]methodTest {
 			t.Run("Metadata", func(t *testing.T) {
 				testClaimMetadata(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) { return v.e.ExecutionClaim(v.ctx, p) })
 			})
+			t.Run("Bound", func(t *testing.T) {
+				testClaimBound(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) { return v.e.ExecutionClaim(v.ctx, p) })
+			})
 		},
 		"Settle": func(t *testing.T, h Harness) {
 			testSettle(t, h)
 			t.Run("ClaimMetadata", func(t *testing.T) {
 				testClaimMetadata(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) {
 					// A settle with an outcome, so that the claim rides in its batch.
+					v.register("ns", "other", []string{"none"}, nil, 1, 1000000)
+					res := v.e.Settle(v.ctx, p.NowMs, []engine.Outcome{{Lease: engine.LeaseRef{ExecutionID: uuid.New(), LeaseID: uuid.New(), Epoch: 1}}}, &p)
+					return res.Claim, res.ClaimErr
+				})
+			})
+			t.Run("ClaimBound", func(t *testing.T) {
+				testClaimBound(t, h, func(v *env, p engine.ClaimParams) (engine.ClaimResult, error) {
 					v.register("ns", "other", []string{"none"}, nil, 1, 1000000)
 					res := v.e.Settle(v.ctx, p.NowMs, []engine.Outcome{{Lease: engine.LeaseRef{ExecutionID: uuid.New(), LeaseID: uuid.New(), Epoch: 1}}}, &p)
 					return res.Claim, res.ClaimErr

@@ -191,7 +191,7 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	claimParams := func() pgdb.ExecutionClaimParams {
 		return pgdb.ExecutionClaimParams{
 			LeaseIds: claim.LeaseIDs, Namespace: claim.Namespace, Now: claim.NowMs, InstanceID: claim.InstanceID,
-			Promote: true, ExpiresAtMs: claim.ExpiresAtMs, MaxBytes: claim.Bytes(),
+			Promote: true, ExpiresAtMs: claim.StoredExpiresAtMs(), Bind: claim.Bound, MaxBytes: claim.Bytes(),
 		}
 	}
 
