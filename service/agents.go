@@ -63,10 +63,11 @@ type Agent struct {
 	SpawnedAt, StateChangedAt                       time.Time // zero: the Store's clock
 	IdempotencyKey                                  string    // "" = none
 	Host                                            string    // "" = none: the host that runs the agent
-	// HolderNamespace and HolderInstanceID would name the worker
-	// registration whose end ends the agent: agents bound to a registration
-	// are not supported by this version, so both must be "" (else
-	// ErrInvalidInput).
+	// HolderNamespace and HolderInstanceID name the worker registration of
+	// the runtime that runs the agent (both "" = none; one without the other
+	// is ErrInvalidInput). When MarkWorkerDead or a sweep removes that
+	// registration, the agent, if live, becomes terminal with reason
+	// abandoned at that time. A holder need not be registered yet.
 	HolderNamespace, HolderInstanceID string
 }
 
@@ -79,13 +80,16 @@ type UpdateAgentStateArgs struct {
 	At          time.Time
 }
 
-// ListAgentsArgs select a page of agents in id order. Each filter is optional:
-// State, OwnerActor, and VisibleIn (the agent's write namespace or one of its
-// visible namespaces).
+// ListAgentsArgs select a page of agents in id order. Each filter is optional
+// ("" = any): State, OwnerActor, VisibleIn (the agent's write namespace or one
+// of its visible namespaces), Host, and the holder (HolderNamespace and
+// HolderInstanceID, both or neither, else ErrInvalidInput).
 type ListAgentsArgs struct {
-	State                        AgentState
-	OwnerActor, VisibleIn, After string
-	Limit                        int
+	State                             AgentState
+	OwnerActor, VisibleIn, After      string
+	Host                              string
+	HolderNamespace, HolderInstanceID string
+	Limit                             int
 }
 
 // AgentPage is one page of agents; Next is empty exactly on the last page.
@@ -257,11 +261,10 @@ func (s *Store) SetAgentCheckpoint(ctx context.Context, id, sessionID string, cu
 	})
 }
 
-// SetAgentHolder would move an agent to another worker registration. Agents
-// bound to a registration are not supported by this version: a holder given
-// is ErrInvalidInput; none (both "") leaves a live agent as it is (nil), and
-// is ErrInvalidTransition for a terminal one and ErrNotFound for an unknown
-// one.
+// SetAgentHolder moves a live agent to another worker registration, named by
+// holderNamespace and holderInstanceID (both "": none; one without the other
+// is ErrInvalidInput). The registration need not exist yet. A terminal agent
+// is ErrInvalidTransition, an unknown one ErrNotFound.
 func (s *Store) SetAgentHolder(ctx context.Context, id, holderNamespace, holderInstanceID string) error {
 	if err := s.notClosed(); err != nil {
 		return err
@@ -269,29 +272,49 @@ func (s *Store) SetAgentHolder(ctx context.Context, id, holderNamespace, holderI
 	if err := validIdentifier("ID", id); err != nil {
 		return err
 	}
-	if err := noHolder(holderNamespace, holderInstanceID); err != nil {
+	if err := validHolder(holderNamespace, holderInstanceID); err != nil {
 		return err
 	}
-	a, err := s.GetAgent(ctx, id)
-	if err != nil {
-		return err
-	}
-	if a.State == AgentTerminal {
+	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+		// The write checks that the agent is live in the statement that
+		// writes; the read after a miss only says why.
+		done, err := q.AgentSetHolder(ctx, id, holderNamespace, holderInstanceID)
+		if err != nil || done {
+			return err
+		}
+		_, err = q.AgentGet(ctx, id)
+		switch {
+		case errors.Is(err, engine.ErrNoRows):
+			return fmt.Errorf("%w: agent %q", ErrNotFound, id)
+		case err != nil:
+			return err
+		}
 		return fmt.Errorf("%w: agent %q is terminal", ErrInvalidTransition, id)
-	}
-	return nil
+	})
 }
 
-// noHolder refuses a holder: agents bound to a worker registration are not
-// supported by this version.
-func noHolder(namespace, instanceID string) error {
+// validHolder checks a holder: both fields identifiers, or both "".
+func validHolder(namespace, instanceID string) error {
 	switch {
-	case namespace != "":
-		return invalid("HolderNamespace", "agents bound to a worker registration are not supported by this version of roster")
-	case instanceID != "":
-		return invalid("HolderInstanceID", "agents bound to a worker registration are not supported by this version of roster")
+	case namespace == "" && instanceID == "":
+		return nil
+	case namespace == "":
+		return invalid("HolderNamespace", "a holder needs both its namespace and its instance id (HolderInstanceID is %q)", instanceID)
+	case instanceID == "":
+		return invalid("HolderInstanceID", "a holder needs both its namespace and its instance id (HolderNamespace is %q)", namespace)
 	}
-	return nil
+	if err := validIdentifier("HolderNamespace", namespace); err != nil {
+		return err
+	}
+	return validIdentifier("HolderInstanceID", instanceID)
+}
+
+// abandonHeldAgents ends, in q's transaction, every live agent that one of
+// the registrations holds, with reason abandoned at atMs: the end of those
+// registrations (MarkWorkerDead, a sweep) ends the agents their runtimes run.
+func abandonHeldAgents(ctx context.Context, q engine.Queries, holders []engine.WorkerKey, atMs int64) error {
+	_, err := q.AgentAbandonHeldBy(ctx, holders, atMs)
+	return err
 }
 
 // FindAgentByIdempotencyKey returns the agent an owner actor spawned under a
@@ -397,8 +420,11 @@ func (s *Store) TerminateLiveAgentsOnHost(ctx context.Context, host string, at t
 
 const agentsCursor = "agents"
 
-// ListAgents pages agents in id order, filtered by state, owner actor and a
-// namespace they are visible in.
+// ListAgents pages agents in id order, filtered by state, owner actor, a
+// namespace they are visible in, host and holder. A host or holder with a
+// live state walks the index of live agents by host (or reads the holder's
+// live agents); of any state, or of terminal agents, and with no other filter,
+// it walks the agents (of that state) in id order.
 func (s *Store) ListAgents(ctx context.Context, a ListAgentsArgs) (AgentPage, error) {
 	if err := s.notClosed(); err != nil {
 		return AgentPage{}, err
@@ -412,11 +438,20 @@ func (s *Store) ListAgents(ctx context.Context, a ListAgentsArgs) (AgentPage, er
 	if err := validOptionalIdentifier("VisibleIn", a.VisibleIn); err != nil {
 		return AgentPage{}, err
 	}
+	if err := validOptionalIdentifier("Host", a.Host); err != nil {
+		return AgentPage{}, err
+	}
+	if err := validHolder(a.HolderNamespace, a.HolderInstanceID); err != nil {
+		return AgentPage{}, err
+	}
 	limit, err := pageLimit(a.Limit)
 	if err != nil {
 		return AgentPage{}, err
 	}
-	p := engine.AgentListParams{State: string(a.State), OwnerActor: a.OwnerActor, VisibleIn: a.VisibleIn, Limit: limit + 1}
+	p := engine.AgentListParams{
+		State: string(a.State), OwnerActor: a.OwnerActor, VisibleIn: a.VisibleIn,
+		Host: a.Host, HolderNamespace: a.HolderNamespace, HolderInstanceID: a.HolderInstanceID, Limit: limit + 1,
+	}
 	if _, err := decodeCursor(a.After, agentsCursor, &p.AfterID); err != nil {
 		return AgentPage{}, err
 	}
@@ -443,9 +478,6 @@ func (s *Store) ListAgents(ctx context.Context, a ListAgentsArgs) (AgentPage, er
 
 // prepareAgent validates a record and fills its zero times from the clock.
 func (s *Store) prepareAgent(a Agent) (Agent, error) {
-	if err := noHolder(a.HolderNamespace, a.HolderInstanceID); err != nil {
-		return Agent{}, err
-	}
 	for _, f := range []struct{ name, v string }{
 		{"ID", a.ID},
 		{"Provider", a.Provider},
@@ -467,6 +499,9 @@ func (s *Store) prepareAgent(a Agent) (Agent, error) {
 		if err := validOptionalIdentifier(f.name, f.v); err != nil {
 			return Agent{}, err
 		}
+	}
+	if err := validHolder(a.HolderNamespace, a.HolderInstanceID); err != nil {
+		return Agent{}, err
 	}
 	for i, ns := range a.OwnerVisibleNamespaces {
 		if err := validIdentifier(fmt.Sprintf("OwnerVisibleNamespaces[%d]", i), ns); err != nil {
@@ -552,6 +587,8 @@ func agentRow(a Agent) engine.Agent {
 		StateChangedAtMs:       a.StateChangedAt.UnixMilli(),
 		IdempotencyKey:         a.IdempotencyKey,
 		Host:                   a.Host,
+		HolderNamespace:        a.HolderNamespace,
+		HolderInstanceID:       a.HolderInstanceID,
 	}
 }
 
@@ -573,5 +610,7 @@ func agentFromRow(r engine.Agent) Agent {
 		StateChangedAt:         msTime(r.StateChangedAtMs),
 		IdempotencyKey:         r.IdempotencyKey,
 		Host:                   r.Host,
+		HolderNamespace:        r.HolderNamespace,
+		HolderInstanceID:       r.HolderInstanceID,
 	}
 }

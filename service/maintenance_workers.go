@@ -12,8 +12,9 @@ import (
 const sweepBatchSize = 256
 
 // SweepExpiredWorkers deletes every worker with LastHeartbeat + TTL <= now,
-// logs a ttl_swept event for each, ends their running leases at now, and
-// returns how many it swept. It works in bounded batches, one transaction
+// logs a ttl_swept event for each, ends their running leases at now and the
+// live agents they hold (terminal, reason abandoned, at now), and returns how
+// many it swept. It works in bounded batches, one transaction
 // each, so that it never holds the writer for long.
 func (s *Store) SweepExpiredWorkers(ctx context.Context, now time.Time) (int, error) {
 	if err := s.notClosed(); err != nil {
@@ -40,7 +41,10 @@ func (m maintenance) sweepWorkers(ctx context.Context, nowMs int64) (int, error)
 			if err := q.WorkerEventAppendSwept(ctx, keys, nowMs); err != nil {
 				return err
 			}
-			return q.LeaseRevokeHeldBy(ctx, keys, nowMs)
+			if err := q.LeaseRevokeHeldBy(ctx, keys, nowMs); err != nil {
+				return err
+			}
+			return abandonHeldAgents(ctx, q, keys, nowMs)
 		})
 		total += n
 		if err != nil {

@@ -214,7 +214,8 @@ func (s *Store) HeartbeatWorker(ctx context.Context, a HeartbeatWorkerArgs) (tim
 }
 
 // MarkWorkerDead removes an instance (alive or lapsed), logs why, and ends
-// every running lease it holds at now, for good. An absent instance is
+// every running lease it holds at now, for good, and every live agent it
+// holds (terminal, reason abandoned, at now). An absent instance is
 // ErrNotRegistered.
 func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error {
 	if err := s.notClosed(); err != nil {
@@ -242,7 +243,10 @@ func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error 
 		if err := appendEvent(ctx, q, key, EventMarkedDead, now, a.Reason); err != nil {
 			return err
 		}
-		return q.LeaseRevokeHeldBy(ctx, []engine.WorkerKey{key}, now)
+		if err := q.LeaseRevokeHeldBy(ctx, []engine.WorkerKey{key}, now); err != nil {
+			return err
+		}
+		return abandonHeldAgents(ctx, q, []engine.WorkerKey{key}, now)
 	})
 }
 

@@ -361,21 +361,46 @@ func leasesReclaim(ctx context.Context, c *cli, args []string) error {
 
 // Agents.
 
-var agentHeader = []string{"ID", "STATE", "REASON", "PROVIDER", "SESSION", "OWNER", "WRITE NS", "HOST", "CHANGED AT"}
+var agentHeader = []string{"ID", "STATE", "REASON", "PROVIDER", "SESSION", "OWNER", "WRITE NS", "HOST", "HOLDER", "CHANGED AT"}
 
 func agentRow(a service.Agent) []string {
+	holder := "-"
+	if a.HolderNamespace != "" {
+		holder = a.HolderNamespace + "/" + a.HolderInstanceID
+	}
 	return []string{a.ID, string(a.State), orDash(string(a.TerminalReason)), a.Provider, orDash(a.ProviderSessionID), a.OwnerActor,
-		a.OwnerWriteNamespace, orDash(a.Host), ts(a.StateChangedAt)}
+		a.OwnerWriteNamespace, orDash(a.Host), holder, ts(a.StateChangedAt)}
+}
+
+// parseHolder splits --holder NAMESPACE/INSTANCE at its first "/" ("" = any).
+func parseHolder(v string) (namespace, instanceID string, err error) {
+	if v == "" {
+		return "", "", nil
+	}
+	namespace, instanceID, ok := strings.Cut(v, "/")
+	if !ok || namespace == "" || instanceID == "" {
+		return "", "", usagef("invalid --holder: %q is not NAMESPACE/INSTANCE", v)
+	}
+	return namespace, instanceID, nil
 }
 
 func agentsList(ctx context.Context, c *cli, args []string) error {
 	state := c.flags.String("state", "", "only this state (spawned, running, suspended, terminal)")
 	owner := c.flags.String("owner", "", "only this owner actor")
 	visible := c.flags.String("visible-in", "", "only agents visible in this namespace")
+	host := c.flags.String("host", "", "only the agents of this host")
+	holder := c.flags.String("holder", "", "only the agents held by this worker registration, NAMESPACE/INSTANCE (split at the first /)")
 	after := c.flags.String("after", "", "the cursor printed after the previous page")
 	limit := c.flags.Int("limit", 100, "page size (0 = 1000, at most 10000)")
 	return c.withRead(ctx, args, 0, func(s *service.Store) error {
-		page, err := s.ListAgents(ctx, service.ListAgentsArgs{State: service.AgentState(*state), OwnerActor: *owner, VisibleIn: *visible, After: *after, Limit: *limit})
+		holderNS, holderID, err := parseHolder(*holder)
+		if err != nil {
+			return err
+		}
+		page, err := s.ListAgents(ctx, service.ListAgentsArgs{
+			State: service.AgentState(*state), OwnerActor: *owner, VisibleIn: *visible, Host: *host,
+			HolderNamespace: holderNS, HolderInstanceID: holderID, After: *after, Limit: *limit,
+		})
 		if err != nil {
 			return err
 		}
@@ -401,12 +426,21 @@ func agentsGet(ctx context.Context, c *cli, args []string) error {
 
 func agentsTerminateLive(ctx context.Context, c *cli, args []string) error {
 	host := c.flags.String("host", "", "only the live agents of this host (the boot scan on a shared database)")
+	allHosts := c.flags.Bool("all-hosts", false, "end every live agent of every host (needed without --host on PostgreSQL, or when a live agent names a host)")
 	return c.withWrite(ctx, args, 0, func(s *service.Store) error {
+		if *host != "" && *allHosts {
+			return usagef("--host and --all-hosts exclude each other")
+		}
 		var n int
 		var err error
 		if *host != "" {
 			n, err = s.TerminateLiveAgentsOnHost(ctx, *host, time.Time{})
 		} else {
+			if !*allHosts {
+				if err := refuseSharedTerminate(ctx, c, s); err != nil {
+					return err
+				}
+			}
 			n, err = s.TerminateLiveAgents(ctx, time.Time{})
 		}
 		if err != nil {
@@ -414,6 +448,34 @@ func agentsTerminateLive(ctx context.Context, c *cli, args []string) error {
 		}
 		return c.print(map[string]int{"terminated": n}, []string{"TERMINATED"}, [][]string{{strconv.Itoa(n)}}, "")
 	})
+}
+
+// refuseSharedTerminate refuses to end every host's live agents on a
+// database that many hosts share: any PostgreSQL database, or one where a
+// live agent names a host.
+func refuseSharedTerminate(ctx context.Context, c *cli, s *service.Store) error {
+	const ask = "give --host HOST to end one host's live agents, or --all-hosts to end every host's"
+	if isURL(c.db) {
+		return usagef("terminate-live would end the live agents of every host sharing this PostgreSQL database; %s", ask)
+	}
+	for _, st := range []service.AgentState{service.AgentSpawned, service.AgentRunning, service.AgentSuspended} {
+		for after := ""; ; {
+			page, err := s.ListAgents(ctx, service.ListAgentsArgs{State: st, After: after})
+			if err != nil {
+				return err
+			}
+			for _, a := range page.Agents {
+				if a.Host != "" {
+					return usagef("terminate-live would end the live agents of every host, and live agent %q runs on host %q; %s", a.ID, a.Host, ask)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			after = page.Next
+		}
+	}
+	return nil
 }
 
 // Maintenance, stats and checks.

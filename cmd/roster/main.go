@@ -496,9 +496,9 @@ func init() {
 			"reclaim": {help: "Reclaim expired leases: their executions wait again (with backoff) or fail.", run: leasesReclaim},
 		}},
 		"agents": {subs: map[string]*command{
-			"list":           {help: "List agents in id order (reads only).", run: agentsList},
+			"list":           {help: "List agents in id order, optionally of one state, owner, namespace, host or holder (reads only).", run: agentsList},
 			"get":            {args: " ID", help: "Show one agent (reads only).", run: agentsGet},
-			"terminate-live": {help: "The boot scan: end every live agent (of --host only, when given) with reason host_restart.", run: agentsTerminateLive},
+			"terminate-live": {help: "The boot scan: end the live agents of --host with reason host_restart; without --host every live agent, which needs --all-hosts on a database many hosts share (PostgreSQL, or one where a live agent names a host).", run: agentsTerminateLive},
 		}},
 		"sweep": {help: "One full maintenance run: sweep lapsed workers, reclaim expired leases, prune old events and executions, create the due runs of schedules.", run: sweep},
 		"stats": {help: "The fleet at a glance: workers, lanes, expired leases, agents (reads only).", run: stats},

@@ -252,7 +252,7 @@ func TestCLIWriteCommands(t *testing.T) {
 		{[]string{"workers", "sweep"}, `"swept": 2`},
 		{[]string{"executions", "cancel", f.waiting.String(), "--reason", "not needed"}, `"last_error": "not needed"`},
 		{[]string{"agents", "terminate-live", "--host", "host-ag1"}, `"terminated": 1`},
-		{[]string{"agents", "terminate-live"}, `"terminated": 1`},
+		{[]string{"agents", "terminate-live", "--all-hosts"}, `"terminated": 1`},
 		{[]string{"sweep", "--retention", "-1s"}, `"pruned": 0`},
 		{[]string{"events", "prune", "--older-than", "0s"}, `"pruned"`},
 	} {

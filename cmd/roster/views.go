@@ -128,6 +128,8 @@ type agentJSON struct {
 	StateChangedAt         time.Time `json:"state_changed_at"`
 	IdempotencyKey         string    `json:"idempotency_key"`
 	Host                   string    `json:"host"`
+	HolderNamespace        string    `json:"holder_namespace"`
+	HolderInstanceID       string    `json:"holder_instance_id"`
 }
 
 func agentView(a service.Agent) agentJSON {
@@ -137,6 +139,7 @@ func agentView(a service.Agent) agentJSON {
 		OwnerActor: a.OwnerActor, OwnerPeerClass: a.OwnerPeerClass, OwnerWriteNamespace: a.OwnerWriteNamespace,
 		OwnerVisibleNamespaces: orEmpty(a.OwnerVisibleNamespaces), SpawnFingerprint: a.SpawnFingerprint,
 		SpawnedAt: a.SpawnedAt, StateChangedAt: a.StateChangedAt, IdempotencyKey: a.IdempotencyKey, Host: a.Host,
+		HolderNamespace: a.HolderNamespace, HolderInstanceID: a.HolderInstanceID,
 	}
 }
 

@@ -11,6 +11,30 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const agentAbandonHeldBy = `-- name: AgentAbandonHeldBy :execrows
+UPDATE agents
+SET state = 'terminal', terminal_reason = 'abandoned', state_changed_at_ms = $1::bigint
+WHERE state <> 'terminal' AND holder_namespace IS NOT NULL
+  AND (holder_namespace, holder_instance_id) IN (
+      SELECT unnest($2::text[]), unnest($3::text[])
+  )
+`
+
+type AgentAbandonHeldByParams struct {
+	AtMs        int64
+	Namespaces  []string
+	InstanceIds []string
+}
+
+// AgentAbandonHeldBy ends with reason abandoned, at @at_ms, every live agent held by one of the given (namespace, instance id) pairs.
+func (q *Queries) AgentAbandonHeldBy(ctx context.Context, arg AgentAbandonHeldByParams) (int64, error) {
+	result, err := q.db.Exec(ctx, agentAbandonHeldBy, arg.AtMs, arg.Namespaces, arg.InstanceIds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const agentFindByIdempotencyKey = `-- name: AgentFindByIdempotencyKey :one
 SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE owner_actor = $1 AND idempotency_key = $2
@@ -123,12 +147,14 @@ INSERT INTO agents (
     id, state, terminal_reason, provider, provider_session_id,
     checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
     owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
-    spawned_at_ms, state_changed_at_ms, idempotency_key, host
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host,
+    holder_namespace, holder_instance_id
 ) VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9,
     $10, $11, $12,
-    $13, $14, $15, $16
+    $13, $14, $15, $16,
+    $17, $18
 )
 `
 
@@ -149,6 +175,8 @@ type AgentInsertParams struct {
 	StateChangedAtMs       int64
 	IdempotencyKey         pgtype.Text
 	Host                   pgtype.Text
+	HolderNamespace        pgtype.Text
+	HolderInstanceID       pgtype.Text
 }
 
 // Agent ledger. Optional identifiers are NULL when absent.
@@ -171,6 +199,8 @@ func (q *Queries) AgentInsert(ctx context.Context, arg AgentInsertParams) error 
 		arg.StateChangedAtMs,
 		arg.IdempotencyKey,
 		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
 	)
 	return err
 }
@@ -178,18 +208,29 @@ func (q *Queries) AgentInsert(ctx context.Context, arg AgentInsertParams) error 
 const agentList = `-- name: AgentList :many
 SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE id > $1
+  AND ($2::text = '' OR host = $2)
+  AND ($3::text = '' OR (holder_namespace = $3 AND holder_instance_id = $4))
 ORDER BY id
-LIMIT $2
+LIMIT $5
 `
 
 type AgentListParams struct {
-	AfterID string
-	MaxRows int32
+	AfterID          string
+	Host             string
+	HolderNamespace  string
+	HolderInstanceID pgtype.Text
+	MaxRows          int32
 }
 
-// AgentList pages every agent in id order.
+// AgentList pages every agent in id order, optionally of one host and one holder.
 func (q *Queries) AgentList(ctx context.Context, arg AgentListParams) ([]Agent, error) {
-	rows, err := q.db.Query(ctx, agentList, arg.AfterID, arg.MaxRows)
+	rows, err := q.db.Query(ctx, agentList,
+		arg.AfterID,
+		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -231,23 +272,31 @@ const agentListByOwner = `-- name: AgentListByOwner :many
 SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE owner_actor = $1 AND id > $2
   AND ($3::text = '' OR state = $3)
+  AND ($4::text = '' OR host = $4)
+  AND ($5::text = '' OR (holder_namespace = $5 AND holder_instance_id = $6))
 ORDER BY id
-LIMIT $4
+LIMIT $7
 `
 
 type AgentListByOwnerParams struct {
-	OwnerActor string
-	AfterID    string
-	State      string
-	MaxRows    int32
+	OwnerActor       string
+	AfterID          string
+	State            string
+	Host             string
+	HolderNamespace  string
+	HolderInstanceID pgtype.Text
+	MaxRows          int32
 }
 
-// AgentListByOwner pages one owner's agents in id order, optionally of one state.
+// AgentListByOwner pages one owner's agents in id order, optionally of one state, host and holder.
 func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerParams) ([]Agent, error) {
 	rows, err := q.db.Query(ctx, agentListByOwner,
 		arg.OwnerActor,
 		arg.AfterID,
 		arg.State,
+		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -290,19 +339,159 @@ func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerPara
 const agentListByState = `-- name: AgentListByState :many
 SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE state = $1 AND id > $2
+  AND ($3::text = '' OR host = $3)
+  AND ($4::text = '' OR (holder_namespace = $4 AND holder_instance_id = $5))
 ORDER BY id
-LIMIT $3
+LIMIT $6
 `
 
 type AgentListByStateParams struct {
-	State   string
-	AfterID string
-	MaxRows int32
+	State            string
+	AfterID          string
+	Host             string
+	HolderNamespace  string
+	HolderInstanceID pgtype.Text
+	MaxRows          int32
 }
 
-// AgentListByState pages the agents of one state in id order.
+// AgentListByState pages the agents of one state in id order, optionally of one host and one holder.
 func (q *Queries) AgentListByState(ctx context.Context, arg AgentListByStateParams) ([]Agent, error) {
-	rows, err := q.db.Query(ctx, agentListByState, arg.State, arg.AfterID, arg.MaxRows)
+	rows, err := q.db.Query(ctx, agentListByState,
+		arg.State,
+		arg.AfterID,
+		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Agent{}
+	for rows.Next() {
+		var i Agent
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.TerminalReason,
+			&i.Provider,
+			&i.ProviderSessionID,
+			&i.CheckpointSessionID,
+			&i.CheckpointCursor,
+			&i.OwnerActor,
+			&i.OwnerPeerClass,
+			&i.OwnerWriteNamespace,
+			&i.OwnerVisibleNamespaces,
+			&i.SpawnFingerprint,
+			&i.SpawnedAtMs,
+			&i.StateChangedAtMs,
+			&i.IdempotencyKey,
+			&i.Host,
+			&i.HolderNamespace,
+			&i.HolderInstanceID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentListLiveByHolder = `-- name: AgentListLiveByHolder :many
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
+WHERE holder_namespace = $1 AND holder_instance_id = $2
+  AND state <> 'terminal' AND id > $3
+  AND ($4::text = '' OR state = $4)
+ORDER BY id
+LIMIT $5
+`
+
+type AgentListLiveByHolderParams struct {
+	HolderNamespace  pgtype.Text
+	HolderInstanceID pgtype.Text
+	AfterID          string
+	State            string
+	MaxRows          int32
+}
+
+// AgentListLiveByHolder pages one holder's live agents in id order (sorting that holder's live agents), optionally of one live state.
+func (q *Queries) AgentListLiveByHolder(ctx context.Context, arg AgentListLiveByHolderParams) ([]Agent, error) {
+	rows, err := q.db.Query(ctx, agentListLiveByHolder,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
+		arg.AfterID,
+		arg.State,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Agent{}
+	for rows.Next() {
+		var i Agent
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.TerminalReason,
+			&i.Provider,
+			&i.ProviderSessionID,
+			&i.CheckpointSessionID,
+			&i.CheckpointCursor,
+			&i.OwnerActor,
+			&i.OwnerPeerClass,
+			&i.OwnerWriteNamespace,
+			&i.OwnerVisibleNamespaces,
+			&i.SpawnFingerprint,
+			&i.SpawnedAtMs,
+			&i.StateChangedAtMs,
+			&i.IdempotencyKey,
+			&i.Host,
+			&i.HolderNamespace,
+			&i.HolderInstanceID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentListLiveOnHost = `-- name: AgentListLiveOnHost :many
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
+WHERE host = $1 AND state <> 'terminal' AND id > $2
+  AND ($3::text = '' OR state = $3)
+  AND ($4::text = '' OR (holder_namespace = $4 AND holder_instance_id = $5))
+ORDER BY id
+LIMIT $6
+`
+
+type AgentListLiveOnHostParams struct {
+	Host             pgtype.Text
+	AfterID          string
+	State            string
+	HolderNamespace  string
+	HolderInstanceID pgtype.Text
+	MaxRows          int32
+}
+
+// AgentListLiveOnHost pages one host's live agents in id order, optionally of one live state and one holder.
+func (q *Queries) AgentListLiveOnHost(ctx context.Context, arg AgentListLiveOnHostParams) ([]Agent, error) {
+	rows, err := q.db.Query(ctx, agentListLiveOnHost,
+		arg.Host,
+		arg.AfterID,
+		arg.State,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -346,25 +535,33 @@ JOIN agents AS a ON a.id = v.agent_id
 WHERE v.namespace = $1 AND v.agent_id > $2
   AND ($3::text = '' OR a.state = $3)
   AND ($4::text = '' OR a.owner_actor = $4)
+  AND ($5::text = '' OR a.host = $5)
+  AND ($6::text = '' OR (a.holder_namespace = $6 AND a.holder_instance_id = $7))
 ORDER BY v.agent_id
-LIMIT $5
+LIMIT $8
 `
 
 type AgentListVisibleInParams struct {
-	Namespace  string
-	AfterID    string
-	State      string
-	OwnerActor string
-	MaxRows    int32
+	Namespace        string
+	AfterID          string
+	State            string
+	OwnerActor       string
+	Host             string
+	HolderNamespace  string
+	HolderInstanceID pgtype.Text
+	MaxRows          int32
 }
 
-// AgentListVisibleIn pages the agents visible in a namespace in id order, optionally of one state and owner.
+// AgentListVisibleIn pages the agents visible in a namespace in id order, optionally of one state, owner, host and holder.
 func (q *Queries) AgentListVisibleIn(ctx context.Context, arg AgentListVisibleInParams) ([]Agent, error) {
 	rows, err := q.db.Query(ctx, agentListVisibleIn,
 		arg.Namespace,
 		arg.AfterID,
 		arg.State,
 		arg.OwnerActor,
+		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -425,6 +622,27 @@ func (q *Queries) AgentSetCheckpoint(ctx context.Context, arg AgentSetCheckpoint
 	return result.RowsAffected(), nil
 }
 
+const agentSetHolder = `-- name: AgentSetHolder :execrows
+UPDATE agents
+SET holder_namespace = $1, holder_instance_id = $2
+WHERE id = $3 AND state <> 'terminal'
+`
+
+type AgentSetHolderParams struct {
+	HolderNamespace  pgtype.Text
+	HolderInstanceID pgtype.Text
+	ID               string
+}
+
+// AgentSetHolder moves a live agent to another holder (NULL = none); a terminal one is left as it is.
+func (q *Queries) AgentSetHolder(ctx context.Context, arg AgentSetHolderParams) (int64, error) {
+	result, err := q.db.Exec(ctx, agentSetHolder, arg.HolderNamespace, arg.HolderInstanceID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const agentSetState = `-- name: AgentSetState :execrows
 UPDATE agents
 SET state = $1, terminal_reason = $2, state_changed_at_ms = $3
@@ -460,12 +678,14 @@ INSERT INTO agents (
     id, state, terminal_reason, provider, provider_session_id,
     checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
     owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
-    spawned_at_ms, state_changed_at_ms, idempotency_key, host
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host,
+    holder_namespace, holder_instance_id
 ) VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9,
     $10, $11, $12,
-    $13, $14, $15, $16
+    $13, $14, $15, $16,
+    $17, $18
 )
 ON CONFLICT (owner_actor, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 `
@@ -487,6 +707,8 @@ type AgentSpawnParams struct {
 	StateChangedAtMs       int64
 	IdempotencyKey         pgtype.Text
 	Host                   pgtype.Text
+	HolderNamespace        pgtype.Text
+	HolderInstanceID       pgtype.Text
 }
 
 // AgentSpawn stores one agent record unless its owner already used its
@@ -509,6 +731,8 @@ func (q *Queries) AgentSpawn(ctx context.Context, arg AgentSpawnParams) (int64, 
 		arg.StateChangedAtMs,
 		arg.IdempotencyKey,
 		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
 	)
 	if err != nil {
 		return 0, err

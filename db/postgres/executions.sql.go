@@ -192,7 +192,12 @@ type ExecutionInsertParams struct {
 // running was reclaimed and is being claimed again: the claim ends without
 // waiting for anything). Agents are apart:
 // one agent row per statement, then the agent_state_counts rows of its old
-// and its new state (the trigger of migration 7, in that order).
+// and its new state (the trigger of migration 7, in that order); the
+// statements that end many agents (the boot scans, and AgentAbandonHeldBy,
+// which MarkWorkerDead and the sweep run last, after their executions and
+// before the leader's row) take those locks row by row, so two of them, or
+// one beside a single agent's change, can deadlock on the counts rows: the
+// transaction is then retried.
 // ExecutionInsert creates one waiting execution (ready when its RunAt is not
 // after its creation time, else scheduled until a claim finds it due) and
 // wakes the namespace's workers.

@@ -10,6 +10,30 @@ import (
 	"database/sql"
 )
 
+const agentAbandonHeldBy = `-- name: AgentAbandonHeldBy :execrows
+UPDATE agents INDEXED BY agents_live_holder
+SET state = 'terminal', terminal_reason = 'abandoned', state_changed_at_ms = CAST(?1 AS INTEGER)
+WHERE state <> 'terminal' AND holder_namespace IS NOT NULL
+  AND (holder_namespace, holder_instance_id) IN (
+      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
+      FROM json_each(CAST(?2 AS TEXT)) AS j
+  )
+`
+
+type AgentAbandonHeldByParams struct {
+	AtMs    interface{}
+	Holders interface{}
+}
+
+// AgentAbandonHeldBy ends with reason abandoned, at @at_ms, every live agent held by a [namespace, instance id] pair of a JSON array.
+func (q *Queries) AgentAbandonHeldBy(ctx context.Context, arg AgentAbandonHeldByParams) (int64, error) {
+	result, err := q.exec(ctx, q.agentAbandonHeldByStmt, agentAbandonHeldBy, arg.AtMs, arg.Holders)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const agentFindByIdempotencyKey = `-- name: AgentFindByIdempotencyKey :one
 SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE owner_actor = ?1 AND idempotency_key = ?2
@@ -122,12 +146,14 @@ INSERT INTO agents (
     id, state, terminal_reason, provider, provider_session_id,
     checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
     owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
-    spawned_at_ms, state_changed_at_ms, idempotency_key, host
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host,
+    holder_namespace, holder_instance_id
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5,
     ?6, ?7, ?8, ?9,
     ?10, ?11, ?12,
-    ?13, ?14, ?15, ?16
+    ?13, ?14, ?15, ?16,
+    ?17, ?18
 )
 `
 
@@ -148,6 +174,8 @@ type AgentInsertParams struct {
 	StateChangedAtMs       int64
 	IdempotencyKey         sql.NullString
 	Host                   sql.NullString
+	HolderNamespace        sql.NullString
+	HolderInstanceID       sql.NullString
 }
 
 // Agent ledger. Optional identifiers are NULL when absent.
@@ -170,6 +198,8 @@ func (q *Queries) AgentInsert(ctx context.Context, arg AgentInsertParams) error 
 		arg.StateChangedAtMs,
 		arg.IdempotencyKey,
 		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
 	)
 	return err
 }
@@ -177,18 +207,29 @@ func (q *Queries) AgentInsert(ctx context.Context, arg AgentInsertParams) error 
 const agentList = `-- name: AgentList :many
 SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE id > ?1
+  AND (CAST(?2 AS TEXT) = '' OR host = ?2)
+  AND (CAST(?3 AS TEXT) = '' OR (holder_namespace = ?3 AND holder_instance_id = ?4))
 ORDER BY id
-LIMIT ?2
+LIMIT ?5
 `
 
 type AgentListParams struct {
-	AfterID string
-	Limit   int64
+	AfterID          string
+	Host             string
+	HolderNamespace  string
+	HolderInstanceID sql.NullString
+	Limit            int64
 }
 
-// AgentList pages every agent in id order.
+// AgentList pages every agent in id order, optionally of one host and one holder.
 func (q *Queries) AgentList(ctx context.Context, arg AgentListParams) ([]Agent, error) {
-	rows, err := q.query(ctx, q.agentListStmt, agentList, arg.AfterID, arg.Limit)
+	rows, err := q.query(ctx, q.agentListStmt, agentList,
+		arg.AfterID,
+		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
+		arg.Limit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -233,23 +274,31 @@ const agentListByOwner = `-- name: AgentListByOwner :many
 SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE owner_actor = ?1 AND id > ?2
   AND (CAST(?3 AS TEXT) = '' OR state = ?3)
+  AND (CAST(?4 AS TEXT) = '' OR host = ?4)
+  AND (CAST(?5 AS TEXT) = '' OR (holder_namespace = ?5 AND holder_instance_id = ?6))
 ORDER BY id
-LIMIT ?4
+LIMIT ?7
 `
 
 type AgentListByOwnerParams struct {
-	OwnerActor string
-	AfterID    string
-	State      string
-	Limit      int64
+	OwnerActor       string
+	AfterID          string
+	State            string
+	Host             string
+	HolderNamespace  string
+	HolderInstanceID sql.NullString
+	Limit            int64
 }
 
-// AgentListByOwner pages one owner's agents in id order, optionally of one state.
+// AgentListByOwner pages one owner's agents in id order, optionally of one state, host and holder.
 func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerParams) ([]Agent, error) {
 	rows, err := q.query(ctx, q.agentListByOwnerStmt, agentListByOwner,
 		arg.OwnerActor,
 		arg.AfterID,
 		arg.State,
+		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
 		arg.Limit,
 	)
 	if err != nil {
@@ -295,19 +344,165 @@ func (q *Queries) AgentListByOwner(ctx context.Context, arg AgentListByOwnerPara
 const agentListByState = `-- name: AgentListByState :many
 SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents
 WHERE state = ?1 AND id > ?2
+  AND (CAST(?3 AS TEXT) = '' OR host = ?3)
+  AND (CAST(?4 AS TEXT) = '' OR (holder_namespace = ?4 AND holder_instance_id = ?5))
 ORDER BY id
-LIMIT ?3
+LIMIT ?6
 `
 
 type AgentListByStateParams struct {
-	State   string
-	AfterID string
-	Limit   int64
+	State            string
+	AfterID          string
+	Host             string
+	HolderNamespace  string
+	HolderInstanceID sql.NullString
+	Limit            int64
 }
 
-// AgentListByState pages the agents of one state in id order.
+// AgentListByState pages the agents of one state in id order, optionally of one host and one holder.
 func (q *Queries) AgentListByState(ctx context.Context, arg AgentListByStateParams) ([]Agent, error) {
-	rows, err := q.query(ctx, q.agentListByStateStmt, agentListByState, arg.State, arg.AfterID, arg.Limit)
+	rows, err := q.query(ctx, q.agentListByStateStmt, agentListByState,
+		arg.State,
+		arg.AfterID,
+		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Agent{}
+	for rows.Next() {
+		var i Agent
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.TerminalReason,
+			&i.Provider,
+			&i.ProviderSessionID,
+			&i.CheckpointSessionID,
+			&i.CheckpointCursor,
+			&i.OwnerActor,
+			&i.OwnerPeerClass,
+			&i.OwnerWriteNamespace,
+			&i.OwnerVisibleNamespaces,
+			&i.SpawnFingerprint,
+			&i.SpawnedAtMs,
+			&i.StateChangedAtMs,
+			&i.IdempotencyKey,
+			&i.Host,
+			&i.HolderNamespace,
+			&i.HolderInstanceID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentListLiveByHolder = `-- name: AgentListLiveByHolder :many
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents INDEXED BY agents_live_holder
+WHERE holder_namespace = ?1 AND holder_instance_id = ?2
+  AND state <> 'terminal' AND id > ?3
+  AND (CAST(?4 AS TEXT) = '' OR state = ?4)
+ORDER BY id
+LIMIT ?5
+`
+
+type AgentListLiveByHolderParams struct {
+	HolderNamespace  sql.NullString
+	HolderInstanceID sql.NullString
+	AfterID          string
+	State            string
+	Limit            int64
+}
+
+// AgentListLiveByHolder pages one holder's live agents in id order (sorting that holder's live agents), optionally of one live state.
+func (q *Queries) AgentListLiveByHolder(ctx context.Context, arg AgentListLiveByHolderParams) ([]Agent, error) {
+	rows, err := q.query(ctx, q.agentListLiveByHolderStmt, agentListLiveByHolder,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
+		arg.AfterID,
+		arg.State,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Agent{}
+	for rows.Next() {
+		var i Agent
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.TerminalReason,
+			&i.Provider,
+			&i.ProviderSessionID,
+			&i.CheckpointSessionID,
+			&i.CheckpointCursor,
+			&i.OwnerActor,
+			&i.OwnerPeerClass,
+			&i.OwnerWriteNamespace,
+			&i.OwnerVisibleNamespaces,
+			&i.SpawnFingerprint,
+			&i.SpawnedAtMs,
+			&i.StateChangedAtMs,
+			&i.IdempotencyKey,
+			&i.Host,
+			&i.HolderNamespace,
+			&i.HolderInstanceID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentListLiveOnHost = `-- name: AgentListLiveOnHost :many
+SELECT id, state, terminal_reason, provider, provider_session_id, checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class, owner_write_namespace, owner_visible_namespaces, spawn_fingerprint, spawned_at_ms, state_changed_at_ms, idempotency_key, host, holder_namespace, holder_instance_id FROM agents INDEXED BY agents_live_host
+WHERE host = ?1 AND state <> 'terminal' AND id > ?2
+  AND (CAST(?3 AS TEXT) = '' OR state = ?3)
+  AND (CAST(?4 AS TEXT) = '' OR (holder_namespace = ?4 AND holder_instance_id = ?5))
+ORDER BY id
+LIMIT ?6
+`
+
+type AgentListLiveOnHostParams struct {
+	Host             sql.NullString
+	AfterID          string
+	State            string
+	HolderNamespace  string
+	HolderInstanceID sql.NullString
+	Limit            int64
+}
+
+// AgentListLiveOnHost pages one host's live agents in id order, optionally of one live state and one holder.
+func (q *Queries) AgentListLiveOnHost(ctx context.Context, arg AgentListLiveOnHostParams) ([]Agent, error) {
+	rows, err := q.query(ctx, q.agentListLiveOnHostStmt, agentListLiveOnHost,
+		arg.Host,
+		arg.AfterID,
+		arg.State,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
+		arg.Limit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -354,25 +549,33 @@ JOIN agents AS a ON a.id = v.agent_id
 WHERE v.namespace = ?1 AND v.agent_id > ?2
   AND (CAST(?3 AS TEXT) = '' OR a.state = ?3)
   AND (CAST(?4 AS TEXT) = '' OR a.owner_actor = ?4)
+  AND (CAST(?5 AS TEXT) = '' OR a.host = ?5)
+  AND (CAST(?6 AS TEXT) = '' OR (a.holder_namespace = ?6 AND a.holder_instance_id = ?7))
 ORDER BY v.agent_id
-LIMIT ?5
+LIMIT ?8
 `
 
 type AgentListVisibleInParams struct {
-	Namespace  string
-	AfterID    string
-	State      string
-	OwnerActor string
-	Limit      int64
+	Namespace        string
+	AfterID          string
+	State            string
+	OwnerActor       string
+	Host             string
+	HolderNamespace  string
+	HolderInstanceID sql.NullString
+	Limit            int64
 }
 
-// AgentListVisibleIn pages the agents visible in a namespace in id order, optionally of one state and owner.
+// AgentListVisibleIn pages the agents visible in a namespace in id order, optionally of one state, owner, host and holder.
 func (q *Queries) AgentListVisibleIn(ctx context.Context, arg AgentListVisibleInParams) ([]Agent, error) {
 	rows, err := q.query(ctx, q.agentListVisibleInStmt, agentListVisibleIn,
 		arg.Namespace,
 		arg.AfterID,
 		arg.State,
 		arg.OwnerActor,
+		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
 		arg.Limit,
 	)
 	if err != nil {
@@ -436,6 +639,27 @@ func (q *Queries) AgentSetCheckpoint(ctx context.Context, arg AgentSetCheckpoint
 	return result.RowsAffected()
 }
 
+const agentSetHolder = `-- name: AgentSetHolder :execrows
+UPDATE agents
+SET holder_namespace = ?1, holder_instance_id = ?2
+WHERE id = ?3 AND state <> 'terminal'
+`
+
+type AgentSetHolderParams struct {
+	HolderNamespace  sql.NullString
+	HolderInstanceID sql.NullString
+	ID               string
+}
+
+// AgentSetHolder moves a live agent to another holder (NULL = none); a terminal one is left as it is.
+func (q *Queries) AgentSetHolder(ctx context.Context, arg AgentSetHolderParams) (int64, error) {
+	result, err := q.exec(ctx, q.agentSetHolderStmt, agentSetHolder, arg.HolderNamespace, arg.HolderInstanceID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const agentSetState = `-- name: AgentSetState :execrows
 UPDATE agents
 SET state = ?1, terminal_reason = ?2, state_changed_at_ms = ?3
@@ -471,12 +695,14 @@ INSERT INTO agents (
     id, state, terminal_reason, provider, provider_session_id,
     checkpoint_session_id, checkpoint_cursor, owner_actor, owner_peer_class,
     owner_write_namespace, owner_visible_namespaces, spawn_fingerprint,
-    spawned_at_ms, state_changed_at_ms, idempotency_key, host
+    spawned_at_ms, state_changed_at_ms, idempotency_key, host,
+    holder_namespace, holder_instance_id
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5,
     ?6, ?7, ?8, ?9,
     ?10, ?11, ?12,
-    ?13, ?14, ?15, ?16
+    ?13, ?14, ?15, ?16,
+    ?17, ?18
 )
 ON CONFLICT (owner_actor, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 `
@@ -498,6 +724,8 @@ type AgentSpawnParams struct {
 	StateChangedAtMs       int64
 	IdempotencyKey         sql.NullString
 	Host                   sql.NullString
+	HolderNamespace        sql.NullString
+	HolderInstanceID       sql.NullString
 }
 
 // AgentSpawn stores one agent record unless its owner already used its
@@ -520,6 +748,8 @@ func (q *Queries) AgentSpawn(ctx context.Context, arg AgentSpawnParams) (int64, 
 		arg.StateChangedAtMs,
 		arg.IdempotencyKey,
 		arg.Host,
+		arg.HolderNamespace,
+		arg.HolderInstanceID,
 	)
 	if err != nil {
 		return 0, err

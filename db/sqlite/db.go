@@ -24,6 +24,9 @@ func New(db DBTX) *Queries {
 func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	q := Queries{db: db}
 	var err error
+	if q.agentAbandonHeldByStmt, err = db.PrepareContext(ctx, agentAbandonHeldBy); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentAbandonHeldBy: %w", err)
+	}
 	if q.agentCheckCountsStmt, err = db.PrepareContext(ctx, agentCheckCounts); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentCheckCounts: %w", err)
 	}
@@ -48,11 +51,20 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.agentListByStateStmt, err = db.PrepareContext(ctx, agentListByState); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentListByState: %w", err)
 	}
+	if q.agentListLiveByHolderStmt, err = db.PrepareContext(ctx, agentListLiveByHolder); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentListLiveByHolder: %w", err)
+	}
+	if q.agentListLiveOnHostStmt, err = db.PrepareContext(ctx, agentListLiveOnHost); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentListLiveOnHost: %w", err)
+	}
 	if q.agentListVisibleInStmt, err = db.PrepareContext(ctx, agentListVisibleIn); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentListVisibleIn: %w", err)
 	}
 	if q.agentSetCheckpointStmt, err = db.PrepareContext(ctx, agentSetCheckpoint); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentSetCheckpoint: %w", err)
+	}
+	if q.agentSetHolderStmt, err = db.PrepareContext(ctx, agentSetHolder); err != nil {
+		return nil, fmt.Errorf("error preparing query AgentSetHolder: %w", err)
 	}
 	if q.agentSetStateStmt, err = db.PrepareContext(ctx, agentSetState); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentSetState: %w", err)
@@ -341,6 +353,11 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 
 func (q *Queries) Close() error {
 	var err error
+	if q.agentAbandonHeldByStmt != nil {
+		if cerr := q.agentAbandonHeldByStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentAbandonHeldByStmt: %w", cerr)
+		}
+	}
 	if q.agentCheckCountsStmt != nil {
 		if cerr := q.agentCheckCountsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing agentCheckCountsStmt: %w", cerr)
@@ -381,6 +398,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing agentListByStateStmt: %w", cerr)
 		}
 	}
+	if q.agentListLiveByHolderStmt != nil {
+		if cerr := q.agentListLiveByHolderStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentListLiveByHolderStmt: %w", cerr)
+		}
+	}
+	if q.agentListLiveOnHostStmt != nil {
+		if cerr := q.agentListLiveOnHostStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentListLiveOnHostStmt: %w", cerr)
+		}
+	}
 	if q.agentListVisibleInStmt != nil {
 		if cerr := q.agentListVisibleInStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing agentListVisibleInStmt: %w", cerr)
@@ -389,6 +416,11 @@ func (q *Queries) Close() error {
 	if q.agentSetCheckpointStmt != nil {
 		if cerr := q.agentSetCheckpointStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing agentSetCheckpointStmt: %w", cerr)
+		}
+	}
+	if q.agentSetHolderStmt != nil {
+		if cerr := q.agentSetHolderStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing agentSetHolderStmt: %w", cerr)
 		}
 	}
 	if q.agentSetStateStmt != nil {
@@ -900,6 +932,7 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 type Queries struct {
 	db                                   DBTX
 	tx                                   *sql.Tx
+	agentAbandonHeldByStmt               *sql.Stmt
 	agentCheckCountsStmt                 *sql.Stmt
 	agentFindByIdempotencyKeyStmt        *sql.Stmt
 	agentFindLiveByProviderSessionStmt   *sql.Stmt
@@ -908,8 +941,11 @@ type Queries struct {
 	agentListStmt                        *sql.Stmt
 	agentListByOwnerStmt                 *sql.Stmt
 	agentListByStateStmt                 *sql.Stmt
+	agentListLiveByHolderStmt            *sql.Stmt
+	agentListLiveOnHostStmt              *sql.Stmt
 	agentListVisibleInStmt               *sql.Stmt
 	agentSetCheckpointStmt               *sql.Stmt
+	agentSetHolderStmt                   *sql.Stmt
 	agentSetStateStmt                    *sql.Stmt
 	agentSpawnStmt                       *sql.Stmt
 	agentTerminateLiveStmt               *sql.Stmt
@@ -1010,6 +1046,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
 		db:                                   tx,
 		tx:                                   tx,
+		agentAbandonHeldByStmt:               q.agentAbandonHeldByStmt,
 		agentCheckCountsStmt:                 q.agentCheckCountsStmt,
 		agentFindByIdempotencyKeyStmt:        q.agentFindByIdempotencyKeyStmt,
 		agentFindLiveByProviderSessionStmt:   q.agentFindLiveByProviderSessionStmt,
@@ -1018,8 +1055,11 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		agentListStmt:                        q.agentListStmt,
 		agentListByOwnerStmt:                 q.agentListByOwnerStmt,
 		agentListByStateStmt:                 q.agentListByStateStmt,
+		agentListLiveByHolderStmt:            q.agentListLiveByHolderStmt,
+		agentListLiveOnHostStmt:              q.agentListLiveOnHostStmt,
 		agentListVisibleInStmt:               q.agentListVisibleInStmt,
 		agentSetCheckpointStmt:               q.agentSetCheckpointStmt,
+		agentSetHolderStmt:                   q.agentSetHolderStmt,
 		agentSetStateStmt:                    q.agentSetStateStmt,
 		agentSpawnStmt:                       q.agentSpawnStmt,
 		agentTerminateLiveStmt:               q.agentTerminateLiveStmt,

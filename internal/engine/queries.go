@@ -228,6 +228,12 @@ type Queries interface {
 	// AgentTerminateLiveOnHost ends the live agents of one host with reason
 	// host_restart.
 	AgentTerminateLiveOnHost(ctx context.Context, host string, atMs int64) (int, error)
+	// AgentSetHolder moves a live agent to another holder (both "": none)
+	// and reports whether it did (false: the agent is terminal or absent).
+	AgentSetHolder(ctx context.Context, id, holderNamespace, holderInstanceID string) (bool, error)
+	// AgentAbandonHeldBy ends every live agent held by one of the worker
+	// registrations with reason abandoned at atMs, and returns how many.
+	AgentAbandonHeldBy(ctx context.Context, holders []WorkerKey, atMs int64) (int, error)
 	// AgentList reads a keyset page of agents.
 	AgentList(ctx context.Context, p AgentListParams) ([]Agent, error)
 

@@ -58,16 +58,27 @@ const (
 	AgentListVisibleIn
 	AgentListByOwner
 	AgentListByState
+	AgentListLiveOnHost
+	AgentListLiveByHolder
 )
 
 // Route is the query of p's leading filter: the namespace agents are visible
-// in, else the owner, else the state.
+// in, else the owner, else (for a live state) the host, walking the index of
+// live agents by host, or the holder, reading the live agents of that
+// registration, else the state. The other filters are applied along the way:
+// a host or holder of any state (or of terminal agents) alone walks the
+// agents (of that state) in id order.
 func (p AgentListParams) Route() AgentRoute {
+	live := p.State == "spawned" || p.State == "running" || p.State == "suspended"
 	switch {
 	case p.VisibleIn != "":
 		return AgentListVisibleIn
 	case p.OwnerActor != "":
 		return AgentListByOwner
+	case live && p.Host != "":
+		return AgentListLiveOnHost
+	case live && p.HolderNamespace != "":
+		return AgentListLiveByHolder
 	case p.State != "":
 		return AgentListByState
 	}

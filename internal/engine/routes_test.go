@@ -35,6 +35,23 @@ func TestExecutionListRoute(t *testing.T) {
 	if r := (AgentListParams{OwnerActor: "o", State: "live"}).Route(); r != AgentListByOwner {
 		t.Errorf("agents: route %d, want ByOwner", r)
 	}
+	for _, c := range []struct {
+		p    AgentListParams
+		want AgentRoute
+	}{
+		{AgentListParams{}, AgentList},
+		{AgentListParams{Host: "h", HolderNamespace: "n", HolderInstanceID: "i"}, AgentList},
+		{AgentListParams{VisibleIn: "a", Host: "h", State: "running"}, AgentListVisibleIn},
+		{AgentListParams{OwnerActor: "o", Host: "h", State: "running"}, AgentListByOwner},
+		{AgentListParams{Host: "h", HolderNamespace: "n", HolderInstanceID: "i", State: "spawned"}, AgentListLiveOnHost},
+		{AgentListParams{Host: "h", State: "terminal"}, AgentListByState},
+		{AgentListParams{HolderNamespace: "n", HolderInstanceID: "i", State: "suspended"}, AgentListLiveByHolder},
+		{AgentListParams{HolderNamespace: "n", HolderInstanceID: "i", State: "terminal"}, AgentListByState},
+	} {
+		if got := c.p.Route(); got != c.want {
+			t.Errorf("agents %+v: route %d, want %d", c.p, got, c.want)
+		}
+	}
 	if r := (WorkerEventListParams{Namespace: "a", InstanceID: "i"}).Route(); r != WorkerEventListByInstance {
 		t.Errorf("events: route %d, want ByInstance", r)
 	}

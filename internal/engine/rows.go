@@ -185,12 +185,15 @@ type Agent struct {
 	SpawnedAtMs, StateChangedAtMs                   int64
 	IdempotencyKey                                  string
 	Host                                            string
+	HolderNamespace, HolderInstanceID               string
 }
 
 // AgentListParams select a keyset page of agents in id order; each filter ""
-// is any.
+// is any (the holder's two fields are given both or neither).
 type AgentListParams struct {
 	State, OwnerActor, VisibleIn, AfterID string
+	Host                                  string
+	HolderNamespace, HolderInstanceID     string
 	Limit                                 int
 }
 

@@ -20,6 +20,8 @@ func agentTests() map[string]methodTest {
 		"AgentFindLiveByProviderSession": testAgentFindLiveByProviderSession,
 		"AgentTerminateLive":             testAgentTerminateLive,
 		"AgentTerminateLiveOnHost":       testAgentTerminateLiveOnHost,
+		"AgentSetHolder":                 testAgentSetHolder,
+		"AgentAbandonHeldBy":             testAgentAbandonHeldBy,
 		"AgentList":                      testAgentList,
 	}
 }
@@ -38,7 +40,8 @@ func agentEqual(a, b engine.Agent) bool {
 		a.CheckpointCursor == b.CheckpointCursor && a.OwnerActor == b.OwnerActor && a.OwnerPeerClass == b.OwnerPeerClass &&
 		a.OwnerWriteNamespace == b.OwnerWriteNamespace && slices.Equal(a.OwnerVisibleNamespaces, b.OwnerVisibleNamespaces) &&
 		a.SpawnFingerprint == b.SpawnFingerprint && a.SpawnedAtMs == b.SpawnedAtMs && a.StateChangedAtMs == b.StateChangedAtMs &&
-		a.IdempotencyKey == b.IdempotencyKey && a.Host == b.Host
+		a.IdempotencyKey == b.IdempotencyKey && a.Host == b.Host &&
+		a.HolderNamespace == b.HolderNamespace && a.HolderInstanceID == b.HolderInstanceID
 }
 
 // insertAgents stores each agent with AgentInsert.
@@ -76,6 +79,7 @@ func full(id string) engine.Agent {
 	a.ProviderSessionID, a.CheckpointSessionID, a.CheckpointCursor = "sess-"+id, "ck-"+id, 42
 	a.OwnerVisibleNamespaces = []string{"a", "b"}
 	a.SpawnedAtMs, a.StateChangedAtMs, a.IdempotencyKey, a.Host = 10, 20, "key-"+id, "host"
+	a.HolderNamespace, a.HolderInstanceID = "hns", "hi-"+id
 	return a
 }
 
@@ -110,6 +114,16 @@ func testAgentInsert(t *testing.T, h Harness) {
 		dup.ProviderSessionID, dup.IdempotencyKey = "", "k"
 		if err := insert(dup); !engine.IsConstraint(err, engine.UniqueAgentIdempotency) {
 			t.Errorf("same owner's key: %v", err)
+		}
+		// A holder is both fields or neither.
+		half := agent("half")
+		half.HolderNamespace = "ns"
+		if err := insert(half); !engine.IsConstraint(err, engine.CheckViolation) {
+			t.Errorf("a holder namespace without an instance id: %v", err)
+		}
+		half.HolderNamespace, half.HolderInstanceID = "", "i"
+		if err := insert(half); !engine.IsConstraint(err, engine.CheckViolation) {
+			t.Errorf("a holder instance id without a namespace: %v", err)
 		}
 		// A terminal agent's session is free again.
 		ended := full("ended")
@@ -334,6 +348,81 @@ func testAgentTerminateLiveOnHost(t *testing.T, h Harness) {
 	}
 }
 
+// testAgentSetHolder: a live agent's holder moves (or is cleared); a terminal
+// or unknown agent is false and unchanged.
+func testAgentSetHolder(t *testing.T, h Harness) {
+	v := setup(t, h)
+	v.insertAgents(agent("a"), full("d"))
+	set := func(id, ns, inst string) bool {
+		return writeGet(v, func(ctx context.Context, q engine.Queries) (bool, error) {
+			return q.AgentSetHolder(ctx, id, ns, inst)
+		})
+	}
+	if !set("a", "ns", "i") {
+		t.Fatal("holder of a live agent = false")
+	}
+	if a := v.mustAgent("a"); a.HolderNamespace != "ns" || a.HolderInstanceID != "i" || a.State != "running" {
+		t.Fatalf("after the move %+v", a)
+	}
+	if !set("a", "", "") {
+		t.Fatal("clearing the holder = false")
+	}
+	if a := v.mustAgent("a"); a.HolderNamespace != "" || a.HolderInstanceID != "" {
+		t.Fatalf("after clearing %+v", a)
+	}
+	if set("d", "ns", "i") {
+		t.Fatal("holder of a terminal agent = true")
+	}
+	if d := v.mustAgent("d"); !agentEqual(d, full("d")) {
+		t.Fatalf("the refused move changed it: %+v", d)
+	}
+	if set("nobody", "ns", "i") {
+		t.Fatal("holder of an unknown agent = true")
+	}
+}
+
+// testAgentAbandonHeldBy: the live agents of the given holders end with
+// reason abandoned at the time; ended ones, other holders' (the same instance
+// id in another namespace included) and unheld ones are untouched.
+func testAgentAbandonHeldBy(t *testing.T, h Harness) {
+	v := setup(t, h)
+	held := func(id, state, ns, inst string) engine.Agent {
+		a := agent(id)
+		a.State, a.HolderNamespace, a.HolderInstanceID = state, ns, inst
+		return a
+	}
+	ended := full("ended")
+	ended.HolderNamespace, ended.HolderInstanceID = "ns", "i"
+	v.insertAgents(held("a", "running", "ns", "i"), held("b", "spawned", "ns", "i"), held("c", "suspended", "other", "j"),
+		held("d", "running", "other", "i"), held("e", "running", "ns", "j"), ended, agent("unheld"))
+	abandon := func(at int64, keys ...engine.WorkerKey) int {
+		return writeGet(v, func(ctx context.Context, q engine.Queries) (int, error) { return q.AgentAbandonHeldBy(ctx, keys, at) })
+	}
+	if n := abandon(50, wk("ns", "i"), wk("other", "j")); n != 3 {
+		t.Fatalf("abandoned %d, want 3", n)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if a := v.mustAgent(id); a.State != "terminal" || a.TerminalReason != "abandoned" || a.StateChangedAtMs != 50 ||
+			a.HolderNamespace == "" {
+			t.Errorf("agent %s: %+v", id, a)
+		}
+	}
+	for _, id := range []string{"d", "e", "unheld"} {
+		if a := v.mustAgent(id); a.State != "running" || a.StateChangedAtMs != 1 {
+			t.Errorf("an agent of another holder was ended: %+v", a)
+		}
+	}
+	if a := v.mustAgent("ended"); a.TerminalReason != "killed" || a.StateChangedAtMs != 20 {
+		t.Errorf("an ended agent was changed: %+v", a)
+	}
+	if n := abandon(60, wk("ns", "i")); n != 0 {
+		t.Fatalf("second call abandoned %d, want 0", n)
+	}
+	if n := abandon(60); n != 0 {
+		t.Fatalf("no holders abandoned %d, want 0", n)
+	}
+}
+
 // testAgentList: keyset pages in id order, filtered by state, owner and the
 // namespace agents are visible in, alone or together.
 func testAgentList(t *testing.T, h Harness) {
@@ -346,8 +435,13 @@ func testAgentList(t *testing.T, h Harness) {
 		}
 		return a
 	}
-	v.insertAgents(mk("e", "running", "o1", "x"), mk("a", "running", "o1", "x", "y"), mk("c", "terminal", "o2", "y"),
-		mk("b", "suspended", "o2", "x"), mk("d", "running", "o2"))
+	on := func(a engine.Agent, host, ns, inst string) engine.Agent {
+		a.Host, a.HolderNamespace, a.HolderInstanceID = host, ns, inst
+		return a
+	}
+	v.insertAgents(on(mk("e", "running", "o1", "x"), "h1", "ns", "i"), on(mk("a", "running", "o1", "x", "y"), "h1", "", ""),
+		on(mk("c", "terminal", "o2", "y"), "h1", "ns", "i"), on(mk("b", "suspended", "o2", "x"), "h2", "ns", "i"),
+		on(mk("d", "running", "o2"), "", "other", "i"))
 	list := func(p engine.AgentListParams) []string {
 		as := readGet(v, func(ctx context.Context, q engine.Queries) ([]engine.Agent, error) { return q.AgentList(ctx, p) })
 		out := make([]string, len(as))
@@ -373,6 +467,24 @@ func testAgentList(t *testing.T, h Harness) {
 		{"VisibleInOwner", engine.AgentListParams{VisibleIn: "y", OwnerActor: "o2", Limit: 10}, []string{"c"}},
 		{"VisibleInPage", engine.AgentListParams{VisibleIn: "x", AfterID: "a", Limit: 1}, []string{"b"}},
 		{"None", engine.AgentListParams{VisibleIn: "z", Limit: 10}, []string{}},
+		{"Host", engine.AgentListParams{Host: "h1", Limit: 10}, []string{"a", "c", "e"}},
+		{"HostPage", engine.AgentListParams{Host: "h1", AfterID: "a", Limit: 1}, []string{"c"}},
+		{"HostLiveState", engine.AgentListParams{Host: "h1", State: "running", Limit: 10}, []string{"a", "e"}},
+		{"HostLiveStatePage", engine.AgentListParams{Host: "h1", State: "running", AfterID: "a", Limit: 10}, []string{"e"}},
+		{"HostTerminal", engine.AgentListParams{Host: "h1", State: "terminal", Limit: 10}, []string{"c"}},
+		{"HostHolder", engine.AgentListParams{Host: "h1", HolderNamespace: "ns", HolderInstanceID: "i", Limit: 10}, []string{"c", "e"}},
+		{"HostHolderLive", engine.AgentListParams{Host: "h1", HolderNamespace: "ns", HolderInstanceID: "i", State: "running", Limit: 10}, []string{"e"}},
+		{"Holder", engine.AgentListParams{HolderNamespace: "ns", HolderInstanceID: "i", Limit: 10}, []string{"b", "c", "e"}},
+		{"HolderOtherNamespace", engine.AgentListParams{HolderNamespace: "other", HolderInstanceID: "i", Limit: 10}, []string{"d"}},
+		{"HolderLive", engine.AgentListParams{HolderNamespace: "ns", HolderInstanceID: "i", State: "suspended", Limit: 10}, []string{"b"}},
+		{"HolderLivePage", engine.AgentListParams{HolderNamespace: "ns", HolderInstanceID: "i", State: "running", AfterID: "b", Limit: 1}, []string{"e"}},
+		{"HolderTerminal", engine.AgentListParams{HolderNamespace: "ns", HolderInstanceID: "i", State: "terminal", Limit: 10}, []string{"c"}},
+		{"HolderPage", engine.AgentListParams{HolderNamespace: "ns", HolderInstanceID: "i", AfterID: "b", Limit: 1}, []string{"c"}},
+		{"OwnerHost", engine.AgentListParams{OwnerActor: "o2", Host: "h1", Limit: 10}, []string{"c"}},
+		{"OwnerHolder", engine.AgentListParams{OwnerActor: "o2", HolderNamespace: "ns", HolderInstanceID: "i", State: "suspended", Limit: 10}, []string{"b"}},
+		{"VisibleInHost", engine.AgentListParams{VisibleIn: "x", Host: "h1", Limit: 10}, []string{"a", "e"}},
+		{"VisibleInHolder", engine.AgentListParams{VisibleIn: "x", HolderNamespace: "ns", HolderInstanceID: "i", State: "running", Limit: 10}, []string{"e"}},
+		{"StateHolder", engine.AgentListParams{State: "spawned", HolderNamespace: "ns", HolderInstanceID: "i", Limit: 10}, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := list(tc.p); !slices.Equal(got, tc.want) {
@@ -384,7 +496,7 @@ func testAgentList(t *testing.T, h Harness) {
 		as := readGet(v, func(ctx context.Context, q engine.Queries) ([]engine.Agent, error) {
 			return q.AgentList(ctx, engine.AgentListParams{AfterID: "", Limit: 1})
 		})
-		if len(as) != 1 || !agentEqual(as[0], mk("a", "running", "o1", "x", "y")) {
+		if len(as) != 1 || !agentEqual(as[0], on(mk("a", "running", "o1", "x", "y"), "h1", "", "")) {
 			t.Fatalf("listed %+v", as)
 		}
 	})

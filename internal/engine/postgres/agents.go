@@ -36,6 +36,8 @@ func agentParams(a engine.Agent) pgdb.AgentSpawnParams {
 		StateChangedAtMs:       a.StateChangedAtMs,
 		IdempotencyKey:         text(a.IdempotencyKey),
 		Host:                   text(a.Host),
+		HolderNamespace:        text(a.HolderNamespace),
+		HolderInstanceID:       text(a.HolderInstanceID),
 	}
 }
 
@@ -78,23 +80,52 @@ func (x queries) AgentTerminateLiveOnHost(ctx context.Context, host string, atMs
 	return int(n), translate(err)
 }
 
+func (x queries) AgentSetHolder(ctx context.Context, id, holderNamespace, holderInstanceID string) (bool, error) {
+	n, err := x.q.AgentSetHolder(ctx, pgdb.AgentSetHolderParams{
+		ID: id, HolderNamespace: text(holderNamespace), HolderInstanceID: text(holderInstanceID),
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentAbandonHeldBy(ctx context.Context, holders []engine.WorkerKey, atMs int64) (int, error) {
+	namespaces, instances := splitKeys(holders)
+	n, err := x.q.AgentAbandonHeldBy(ctx, pgdb.AgentAbandonHeldByParams{AtMs: atMs, Namespaces: namespaces, InstanceIds: instances})
+	return int(n), translate(err)
+}
+
 func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]engine.Agent, error) {
 	var rows []pgdb.Agent
 	var err error
 	n := int32(p.Limit)
+	holderID := text(p.HolderInstanceID)
 	switch p.Route() {
 	case engine.AgentListVisibleIn:
 		rows, err = x.q.AgentListVisibleIn(ctx, pgdb.AgentListVisibleInParams{
-			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor, MaxRows: n,
+			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor,
+			Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
 		})
 	case engine.AgentListByOwner:
 		rows, err = x.q.AgentListByOwner(ctx, pgdb.AgentListByOwnerParams{
-			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State, MaxRows: n,
+			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State,
+			Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
+		})
+	case engine.AgentListLiveOnHost:
+		rows, err = x.q.AgentListLiveOnHost(ctx, pgdb.AgentListLiveOnHostParams{
+			Host: text(p.Host), AfterID: p.AfterID, State: p.State,
+			HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
+		})
+	case engine.AgentListLiveByHolder:
+		rows, err = x.q.AgentListLiveByHolder(ctx, pgdb.AgentListLiveByHolderParams{
+			HolderNamespace: text(p.HolderNamespace), HolderInstanceID: holderID, AfterID: p.AfterID, State: p.State, MaxRows: n,
 		})
 	case engine.AgentListByState:
-		rows, err = x.q.AgentListByState(ctx, pgdb.AgentListByStateParams{State: p.State, AfterID: p.AfterID, MaxRows: n})
+		rows, err = x.q.AgentListByState(ctx, pgdb.AgentListByStateParams{
+			State: p.State, AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
+		})
 	default:
-		rows, err = x.q.AgentList(ctx, pgdb.AgentListParams{AfterID: p.AfterID, MaxRows: n})
+		rows, err = x.q.AgentList(ctx, pgdb.AgentListParams{
+			AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
+		})
 	}
 	return engine.Rows(len(rows), err, translate, func(i int) engine.Agent { return agentFromRow(rows[i]) })
 }
@@ -117,5 +148,7 @@ func agentFromRow(r pgdb.Agent) engine.Agent {
 		StateChangedAtMs:       r.StateChangedAtMs,
 		IdempotencyKey:         r.IdempotencyKey.String,
 		Host:                   r.Host.String,
+		HolderNamespace:        r.HolderNamespace.String,
+		HolderInstanceID:       r.HolderInstanceID.String,
 	}
 }

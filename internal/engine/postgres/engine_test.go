@@ -377,8 +377,53 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.AgentListVisibleIn(ctx, pgdb.AgentListVisibleInParams{Namespace: "ns1", State: "running", OwnerActor: "o1", MaxRows: 100})
 			return err
 		},
+		"AgentSetHolder": func(q *pgdb.Queries) error {
+			_, err := q.AgentSetHolder(ctx, pgdb.AgentSetHolderParams{ID: "a4", HolderNamespace: text("ns1"), HolderInstanceID: text("i1")})
+			return err
+		},
+		"AgentListLiveOnHost": func(q *pgdb.Queries) error {
+			_, err := q.AgentListLiveOnHost(ctx, pgdb.AgentListLiveOnHostParams{Host: text("h1"), State: "running",
+				HolderNamespace: "ns1", HolderInstanceID: text("i1"), MaxRows: 100})
+			return err
+		},
 	} {
 		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call) })
+	}
+}
+
+// The end of a registration finds the live agents it holds through the index
+// of live agents by holder, as does a list of one holder's live agents: on a
+// ledger of 20,000 agents, 5,000 live and held by 500 registrations, neither
+// reads another agent.
+func TestAgentHolderQueriesUseTheLiveHolderIndex(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	seed(t, e)
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		UPDATE agents SET holder_namespace = 'ns' || (substr(id, 2)::int % 10), holder_instance_id = 'i' || (substr(id, 2)::int % 500);
+		ANALYZE agents;`)
+	must(t, err)
+	for name, call := range map[string]func(q *pgdb.Queries) error{
+		"AgentAbandonHeldBy": func(q *pgdb.Queries) error {
+			_, err := q.AgentAbandonHeldBy(ctx, pgdb.AgentAbandonHeldByParams{AtMs: 5, Namespaces: []string{"ns4", "ns8"}, InstanceIds: []string{"i4", "i8"}})
+			return err
+		},
+		"AgentListLiveByHolder": func(q *pgdb.Queries) error {
+			_, err := q.AgentListLiveByHolder(ctx, pgdb.AgentListLiveByHolderParams{
+				HolderNamespace: text("ns4"), HolderInstanceID: text("i4"), State: "running", MaxRows: 100})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			plans := plansOf(t, e, call)
+			if len(plans) != 1 {
+				t.Fatalf("%d statements, want 1", len(plans))
+			}
+			if strings.Contains(plans[0], "ERROR: ") || strings.Contains(plans[0], "Seq Scan") ||
+				!strings.Contains(plans[0], "agents_live_holder") {
+				t.Fatalf("the live agents are not found through agents_live_holder:\n%s", plans[0])
+			}
+		})
 	}
 }
 

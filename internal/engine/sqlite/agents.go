@@ -36,6 +36,8 @@ func agentParams(a engine.Agent) sqlitedb.AgentSpawnParams {
 		StateChangedAtMs:       a.StateChangedAtMs,
 		IdempotencyKey:         nullString(a.IdempotencyKey),
 		Host:                   nullString(a.Host),
+		HolderNamespace:        nullString(a.HolderNamespace),
+		HolderInstanceID:       nullString(a.HolderInstanceID),
 	}
 }
 
@@ -79,23 +81,51 @@ func (x queries) AgentTerminateLiveOnHost(ctx context.Context, host string, atMs
 	return int(n), translate(err)
 }
 
+func (x queries) AgentSetHolder(ctx context.Context, id, holderNamespace, holderInstanceID string) (bool, error) {
+	n, err := x.q.AgentSetHolder(ctx, sqlitedb.AgentSetHolderParams{
+		ID: id, HolderNamespace: nullString(holderNamespace), HolderInstanceID: nullString(holderInstanceID),
+	})
+	return n > 0, translate(err)
+}
+
+func (x queries) AgentAbandonHeldBy(ctx context.Context, holders []engine.WorkerKey, atMs int64) (int, error) {
+	n, err := x.q.AgentAbandonHeldBy(ctx, sqlitedb.AgentAbandonHeldByParams{AtMs: atMs, Holders: keyPairs(holders)})
+	return int(n), translate(err)
+}
+
 func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]engine.Agent, error) {
 	var rows []sqlitedb.Agent
 	var err error
 	n := int64(p.Limit)
+	holderID := nullString(p.HolderInstanceID)
 	switch p.Route() {
 	case engine.AgentListVisibleIn:
 		rows, err = x.q.AgentListVisibleIn(ctx, sqlitedb.AgentListVisibleInParams{
-			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor, Limit: n,
+			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor,
+			Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
 		})
 	case engine.AgentListByOwner:
 		rows, err = x.q.AgentListByOwner(ctx, sqlitedb.AgentListByOwnerParams{
-			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State, Limit: n,
+			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State,
+			Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
+		})
+	case engine.AgentListLiveOnHost:
+		rows, err = x.q.AgentListLiveOnHost(ctx, sqlitedb.AgentListLiveOnHostParams{
+			Host: nullString(p.Host), AfterID: p.AfterID, State: p.State,
+			HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
+		})
+	case engine.AgentListLiveByHolder:
+		rows, err = x.q.AgentListLiveByHolder(ctx, sqlitedb.AgentListLiveByHolderParams{
+			HolderNamespace: nullString(p.HolderNamespace), HolderInstanceID: holderID, AfterID: p.AfterID, State: p.State, Limit: n,
 		})
 	case engine.AgentListByState:
-		rows, err = x.q.AgentListByState(ctx, sqlitedb.AgentListByStateParams{State: p.State, AfterID: p.AfterID, Limit: n})
+		rows, err = x.q.AgentListByState(ctx, sqlitedb.AgentListByStateParams{
+			State: p.State, AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
+		})
 	default:
-		rows, err = x.q.AgentList(ctx, sqlitedb.AgentListParams{AfterID: p.AfterID, Limit: n})
+		rows, err = x.q.AgentList(ctx, sqlitedb.AgentListParams{
+			AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
+		})
 	}
 	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Agent, error) { return agentFromRow(rows[i], nil) })
 }
@@ -126,5 +156,7 @@ func agentFromRow(r sqlitedb.Agent, err error) (engine.Agent, error) {
 		StateChangedAtMs:       r.StateChangedAtMs,
 		IdempotencyKey:         r.IdempotencyKey.String,
 		Host:                   r.Host.String,
+		HolderNamespace:        r.HolderNamespace.String,
+		HolderInstanceID:       r.HolderInstanceID.String,
 	}, nil
 }

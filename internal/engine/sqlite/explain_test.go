@@ -466,9 +466,60 @@ func TestAgentQueriesUseIndexes(t *testing.T) {
 			_, err := q.AgentSetCheckpoint(ctx, sqlitedb.AgentSetCheckpointParams{ID: "a"})
 			return err
 		},
+		"AgentSetHolder": func(q *sqlitedb.Queries) error {
+			_, err := q.AgentSetHolder(ctx, sqlitedb.AgentSetHolderParams{ID: "a", HolderNamespace: nullString("n"), HolderInstanceID: nullString("i")})
+			return err
+		},
+		"AgentTerminateLiveOnHost": func(q *sqlitedb.Queries) error {
+			_, err := q.AgentTerminateLiveOnHost(ctx, sqlitedb.AgentTerminateLiveOnHostParams{AtMs: 1, Host: nullString("h")})
+			return err
+		},
+		"AgentListLiveOnHost": func(q *sqlitedb.Queries) error {
+			_, err := q.AgentListLiveOnHost(ctx, sqlitedb.AgentListLiveOnHostParams{Host: nullString("h"), State: "running",
+				HolderNamespace: "n", HolderInstanceID: nullString("i"), Limit: 10})
+			return err
+		},
 	} {
 		// The host-restart scan walks the partial index of live agents only.
 		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call, name == "AgentTerminateLive") })
+	}
+}
+
+// The end of a registration finds the live agents it holds by a seek of the
+// index of live agents by holder, one per registration of the batch, as does
+// a list of one holder's live agents (which sorts only that holder's live
+// agents by id): neither reads another agent.
+func TestAgentHolderQueriesSeekTheLiveHolderIndex(t *testing.T) {
+	e := openMemory(t)
+	ctx := context.Background()
+	for name, call := range map[string]func(q *sqlitedb.Queries) error{
+		"AgentAbandonHeldBy": func(q *sqlitedb.Queries) error {
+			_, err := q.AgentAbandonHeldBy(ctx, sqlitedb.AgentAbandonHeldByParams{AtMs: 1, Holders: `[["n","i"],["n","j"]]`})
+			return err
+		},
+		"AgentListLiveByHolder": func(q *sqlitedb.Queries) error {
+			_, err := q.AgentListLiveByHolder(ctx, sqlitedb.AgentListLiveByHolderParams{
+				HolderNamespace: nullString("n"), HolderInstanceID: nullString("i"), State: "running", Limit: 10})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := &planRecorder{conn: e.writer}
+			_ = call(sqlitedb.New(rec))
+			if len(rec.plans) != 1 {
+				t.Fatalf("%d statements, want 1", len(rec.plans))
+			}
+			plan := rec.plans[0]
+			if !strings.Contains(plan, "SEARCH agents USING INDEX agents_live_holder (holder_namespace=? AND holder_instance_id=?)") {
+				t.Fatalf("the live holder index is not sought:\n%s", plan)
+			}
+			for _, line := range strings.Split(plan, "\n") {
+				line = strings.TrimSpace(line)
+				if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "VIRTUAL TABLE") {
+					t.Fatalf("a step reads a whole table (%q):\n%s", line, plan)
+				}
+			}
+		})
 	}
 }
 
