@@ -60,6 +60,15 @@ const keeperTick = time.Second
 // errLeaseExpired ends a handler's context at the lease's expiry.
 var errLeaseExpired = errors.New("roster: lease expired before it could be renewed")
 
+// errRunTimedOut ends a handler's context at its lease's Deadline (the
+// execution's Timeout).
+var errRunTimedOut = errors.New("roster: the run reached its timeout")
+
+// pastDeadline reports whether now is at or past the lease's Deadline.
+func (j *job) pastDeadline(now time.Time) bool {
+	return !j.lease.Deadline.IsZero() && !now.Before(j.lease.Deadline)
+}
+
 // newJob returns the job of a lease whose claim committed; its handler's
 // context is live until the job is settled or its lease lost.
 func (k *keeper) newJob(l Lease) *job {
@@ -239,6 +248,11 @@ func (j *job) keep(nextRenew time.Time) {
 		}
 		now := k.now()
 		expires := j.expiry()
+		if !now.Before(expires) && j.pastDeadline(now) {
+			k.log.Info("roster: worker: the run reached its timeout; cancelling its handler", "execution", j.lease.ExecutionID, "deadline", j.lease.Deadline)
+			j.lose(errRunTimedOut)
+			return
+		}
 		if !now.Before(expires) {
 			// By the Store's clock the lease is over: another worker may
 			// reclaim the execution. Its outcome is dropped, even if a
@@ -317,13 +331,14 @@ func (j *job) watch() {
 		}
 		now := k.now()
 		expires := j.expiry()
+		if !now.Before(expires) && j.pastDeadline(now) {
+			k.log.Info("roster: worker: the run reached its timeout; cancelling its handler", "execution", j.lease.ExecutionID, "deadline", j.lease.Deadline)
+			j.lose(errRunTimedOut)
+			return
+		}
 		if !now.Before(expires) {
-			if d := j.lease.Deadline; !d.IsZero() && !now.Before(d) {
-				k.log.Info("roster: worker: the run reached its timeout; cancelling its handler", "execution", j.lease.ExecutionID, "deadline", d)
-			} else {
-				k.log.Warn("roster: worker: the registration holding the lease expired; cancelling its handler",
-					"execution", j.lease.ExecutionID, "expired_at", expires)
-			}
+			k.log.Warn("roster: worker: the registration holding the lease expired; cancelling its handler",
+				"execution", j.lease.ExecutionID, "expired_at", expires)
 			j.lose(errLeaseExpired)
 			return
 		}

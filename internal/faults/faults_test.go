@@ -57,6 +57,7 @@ type trial struct {
 	longUntil     int           // ... up to this one
 	longFor       time.Duration
 	tmpfs         bool // the database on a small tmpfs of its own
+	timeout       time.Duration // each execution's Timeout (0: none)
 	// fault hurts the run (times relative to r.start) and returns when the
 	// fault ended.
 	fault func(r *run) (ended time.Time, err error)
@@ -176,6 +177,42 @@ func TestFaults(t *testing.T) {
 		},
 		{name: "pg-sigkill-worker", postgres: true, executions: 2000, spread: 8 * time.Second,
 			ttl: 2 * time.Second, leaseTTL: 2 * time.Second, fault: kill},
+		// Bound leases (LeaseTTL 0: nothing renewed, the workers'
+		// heartbeats keep them): a SIGKILLed worker's executions are
+		// reclaimed and run again after its TTL and one sweep; the server
+		// away for longer than the TTL: no handler runs past its holder's
+		// expiry, and the workers recover by themselves; a Timeout firing
+		// while the server is away ends the handler at its deadline.
+		{name: "pg-sigkill-worker-bound", postgres: true, executions: 2000, spread: 8 * time.Second,
+			ttl: 2 * time.Second, fault: kill},
+		{name: "sqlite-sigkill-worker-bound", executions: 2000, spread: 8 * time.Second,
+			ttl: 2 * time.Second, fault: kill},
+		{
+			name: "pg-down-8s-bound", postgres: true, executions: 2000, spread: 20 * time.Second,
+			ttl: 3 * time.Second, longEvery: 50, longUntil: 200, longFor: 15 * time.Second,
+			fault: func(r *run) (time.Time, error) {
+				sleepUntil(r.start.Add(3 * time.Second))
+				if err := r.server.Down("immediate"); err != nil {
+					return time.Now(), err
+				}
+				time.Sleep(8 * time.Second)
+				return time.Now(), r.server.Up()
+			},
+			check: checkCancelledAtExpiry(3*time.Second, 3*time.Second),
+		},
+		{
+			name: "pg-timeout-while-down-bound", postgres: true, executions: 1000, spread: 10 * time.Second,
+			ttl: 10 * time.Second, timeout: 2 * time.Second, longEvery: 20, longUntil: 400, longFor: 10 * time.Second,
+			fault: func(r *run) (time.Time, error) {
+				sleepUntil(r.start.Add(3 * time.Second))
+				if err := r.server.Down("immediate"); err != nil {
+					return time.Now(), err
+				}
+				time.Sleep(4 * time.Second)
+				return time.Now(), r.server.Up()
+			},
+			check: checkEndedByDeadline(3*time.Second, 4*time.Second, 2*time.Second),
+		},
 		{name: "sqlite-sigkill-worker", executions: 2000, spread: 8 * time.Second,
 			ttl: 2 * time.Second, leaseTTL: 2 * time.Second, fault: kill},
 		{name: "pg-clock-jump", postgres: true, executions: 2000, spread: 8 * time.Second,
@@ -237,8 +274,8 @@ func TestFaults(t *testing.T) {
 			_ = os.WriteFile(path, []byte(strings.Join(append(reports, failovers...), "\n")+"\n"), 0o644)
 		}
 	})
-	// Four lanes of trials run side by side (the 45 s outage alone in one,
-	// the failovers in another), each lane's trials one after the other:
+	// Four lanes of trials run side by side (the 45 s outage with the
+	// bound-lease trials of PostgreSQL in one, the failovers in another), each lane's trials one after the other:
 	// the machine stays loaded enough to be realistic, not so much that
 	// timings mean nothing.
 	lanes := [][]trial{{}, {}, {}, {}}
@@ -246,7 +283,7 @@ func TestFaults(t *testing.T) {
 		switch {
 		case tr.failover != nil:
 			lanes[3] = append(lanes[3], tr)
-		case tr.name == "pg-down-45s":
+		case tr.name == "pg-down-45s", tr.postgres && strings.HasSuffix(tr.name, "-bound"):
 			lanes[0] = append(lanes[0], tr)
 		case tr.postgres:
 			lanes[1] = append(lanes[1], tr)
@@ -306,7 +343,7 @@ func runTrial(t *testing.T, tr trial) (string, string) {
 	// then the workers. The faults are timed from the queue's start (or from
 	// when the workers were ready, if that was later).
 	base := time.Now().Add(4 * time.Second)
-	createAll(t, s, tr.executions, base, tr.spread)
+	createAll(t, s, tr.executions, base, tr.spread, tr.timeout)
 	for i := range 3 {
 		r.workers = append(r.workers, r.startWorker(fmt.Sprintf("w%d", i)))
 	}
@@ -538,7 +575,7 @@ func sentinelName(err error) string {
 
 // createAll adds n executions claimable from start, their RunAts spread over
 // spread, from 8 goroutines.
-func createAll(t *testing.T, s *service.Store, n int, start time.Time, spread time.Duration) {
+func createAll(t *testing.T, s *service.Store, n int, start time.Time, spread, timeout time.Duration) {
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	errs := make(chan error, 8)
@@ -551,7 +588,7 @@ func createAll(t *testing.T, s *service.Store, n int, start time.Time, spread ti
 				}
 				_, err := s.CreateExecution(context.Background(), service.CreateExecutionArgs{
 					Namespace: "trial", Lane: "work", Payload: []byte(strconv.Itoa(i)), MaxAttempts: 50,
-					RunAt: start.Add(spread * time.Duration(i) / time.Duration(n)),
+					RunAt: start.Add(spread * time.Duration(i) / time.Duration(n)), Timeout: timeout,
 				})
 				if err != nil {
 					errs <- err
@@ -1046,6 +1083,32 @@ func checkCancelledAtExpiry(outageAt, leaseTTL time.Duration) func(t *testing.T,
 		}
 		if checked == 0 {
 			t.Error("no handler was running when the server went away: the trial proves nothing")
+		}
+	}
+}
+
+// checkEndedByDeadline checks that every handler run ended by its deadline
+// (its start + timeout, with a little slack for the ledger's own clock), and
+// that some deadlines fell while the server was away (from outageAt, for
+// outageFor), so the trial proves the timeout ends a run without the
+// database.
+func checkEndedByDeadline(outageAt, outageFor, timeout time.Duration) func(t *testing.T, r *run, l *reconciled) {
+	return func(t *testing.T, r *run, l *reconciled) {
+		from, to := r.start.Add(outageAt), r.start.Add(outageAt+outageFor)
+		during := 0
+		for _, runs := range l.byExecution {
+			for _, hr := range runs {
+				deadline := hr.start.Add(timeout)
+				if hr.end.IsZero() || hr.end.After(deadline.Add(500*time.Millisecond)) {
+					t.Errorf("a handler started at %v ran until %v, past its deadline", hr.start.Sub(r.start), hr.end.Sub(r.start))
+				}
+				if hr.cancelled != "" && deadline.After(from) && deadline.Before(to) {
+					during++
+				}
+			}
+		}
+		if during == 0 {
+			t.Error("no run reached its deadline while the server was away: the trial proves nothing")
 		}
 	}
 }
