@@ -409,11 +409,18 @@ func (s *Store) CancelExecution(ctx context.Context, a CancelExecutionArgs) erro
 	if err != nil {
 		return err
 	}
+	cancelled := false
+	defer func() {
+		if cancelled {
+			s.lost.signal() // a running one's holder, if it runs here, stops at once
+		}
+	}()
 	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		done, err := q.ExecutionCancel(ctx, a.ID, a.Reason, now)
 		if err != nil || done {
 			if done {
 				s.roomFreed()
+				cancelled = err == nil
 			}
 			return err
 		}

@@ -58,6 +58,7 @@ func (m maintenance) reclaim(ctx context.Context, nowMs int64, limit int) (int, 
 	if total > 0 {
 		s.roomFreed()
 		s.work.signal() // executions with attempts left wait again
+		s.lost.signal() // the old holders, if they run here, stop at once
 		s.cfg.observer.Reclaimed(total)
 		s.log.Info("roster: reclaimed expired leases", "count", total)
 	}

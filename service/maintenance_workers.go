@@ -52,6 +52,7 @@ func (m maintenance) sweepWorkers(ctx context.Context, nowMs int64) (int, error)
 		}
 		if n < sweepBatchSize {
 			if total > 0 {
+				m.s.lost.signal() // the swept workers' handlers, if they run here, stop at once
 				m.s.cfg.observer.Swept(total)
 				m.s.log.Info("roster: swept expired workers", "count", total)
 			}

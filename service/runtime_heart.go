@@ -101,8 +101,11 @@ func (h *heart) run(stop <-chan struct{}) {
 			}
 		}
 		if relapsed || errors.Is(err, ErrNotRegistered) {
-			if errors.Is(err, ErrNotRegistered) && h.alive != nil {
-				h.alive(time.Time{}) // the registration ended, and its bound leases with it
+			if h.alive != nil {
+				// The registration ended (a heartbeat or a claim found it
+				// lapsed), and its bound leases with it: registering again
+				// revokes them, so their handlers stop first.
+				h.alive(time.Time{})
 			}
 			h.setRegistered(false)
 			if err = h.register(context.Background()); err == nil {

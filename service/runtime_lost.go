@@ -30,13 +30,18 @@ func (w *runner) watchLost(stop <-chan struct{}) {
 	poll := max(w.a.TTL/3, w.s.cfg.workerPoll)
 	t := time.NewTimer(poll)
 	defer t.Stop()
+	lost := w.s.lost.wait()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-sub.C():
+		case <-lost:
 		case <-t.C:
 		}
+		// The next signal's channel is taken before the check: one sent
+		// during the check or the gap after it is not missed.
+		lost = w.s.lost.wait()
 		w.checkHeld()
 		t.Reset(poll)
 		select {

@@ -200,7 +200,7 @@ func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
 		return q.SchedulePut(ctx, engine.Schedule{
 			Namespace: sc.Namespace, Name: sc.Name, EveryMs: sc.Every.Milliseconds(), Cron: sc.Cron,
 			Lane: row.Lane, Priority: row.Priority, RequiredCapabilities: row.RequiredCapabilities,
-			MaxAttempts: int64(tpl.MaxAttempts), RetryBackoffMs: tpl.RetryBackoff.Milliseconds(),
+			MaxAttempts: int64(tpl.MaxAttempts), RetryBackoffMs: tpl.RetryBackoff.Milliseconds(), TimeoutMs: row.TimeoutMs,
 			Payload: row.Payload, Paused: sc.Paused, NextRunAtMs: p.next(now).UnixMilli(), UpdatedAtMs: now.UnixMilli(),
 		})
 	})
@@ -258,6 +258,7 @@ func scheduleFromRow(r engine.Schedule) Schedule {
 			Namespace: r.Namespace, Lane: r.Lane, Payload: r.Payload, Priority: int(r.Priority),
 			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: int(r.MaxAttempts),
 			RetryBackoff: time.Duration(r.RetryBackoffMs) * time.Millisecond,
+			Timeout:      time.Duration(r.TimeoutMs) * time.Millisecond,
 		},
 		Paused: r.Paused, NextRunAt: msTime(r.NextRunAtMs),
 		LastExecutionID: r.LastExecutionID, LastState: ExecutionState(r.LastState),
@@ -331,7 +332,8 @@ func (m maintenance) runSchedule(ctx context.Context, sc engine.Schedule, now ti
 	row, err := s.executionRow(CreateExecutionArgs{
 		Namespace: sc.Namespace, Lane: sc.Lane, Payload: sc.Payload, Priority: int(sc.Priority),
 		RequiredCapabilities: sc.RequiredCapabilities, MaxAttempts: int(sc.MaxAttempts),
-		RetryBackoff: time.Duration(sc.RetryBackoffMs) * time.Millisecond, Now: now,
+		RetryBackoff: time.Duration(sc.RetryBackoffMs) * time.Millisecond, Timeout: time.Duration(sc.TimeoutMs) * time.Millisecond,
+		Now: now,
 	}, "")
 	if err != nil {
 		s.log.Warn("roster: a stored schedule's template is refused; skipped", "namespace", sc.Namespace, "name", sc.Name, "err", err)

@@ -209,6 +209,11 @@ type Store struct {
 	// schedule's run, a change of lane limits, and an end of a run while a
 	// claim of this Store found its lane at a cap (held).
 	work notifier
+	// lost is signalled whenever this Store may have ended running leases
+	// of others' (a cancel, a mark-dead, a sweep, a reclaim): the workers of
+	// this Store check theirs at once (other Stores hear of it from the
+	// engine).
+	lost notifier
 	// held says a claim found ready work that a lane's cap, rate or pause
 	// held back: the next end of a run signals work (it may free room).
 	held atomic.Bool

@@ -232,6 +232,7 @@ func (s *Store) MarkWorkerDead(ctx context.Context, a MarkWorkerDeadArgs) error 
 		return err
 	}
 	key := engine.WorkerKey{Namespace: a.Namespace, InstanceID: a.InstanceID}
+	defer s.lost.signal() // its handlers, if they run here, stop at once
 	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		found, err := q.WorkerDelete(ctx, key)
 		if err != nil {

@@ -164,10 +164,10 @@ const executionInsertUnique = `-- name: ExecutionInsertUnique :many
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
+        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata, timeout_ms
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11, $12, $13, $14
+        $9, $10, $11, $12, $13, $14, $15
     )
     ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
     RETURNING namespace
@@ -190,6 +190,7 @@ type ExecutionInsertUniqueParams struct {
 	UniqueKey            pgtype.Text
 	GroupKey             string
 	Metadata             pgtype.Text
+	TimeoutMs            int64
 }
 
 // Fleet features: unique executions, redrive, the maintenance leader and
@@ -214,6 +215,7 @@ func (q *Queries) ExecutionInsertUnique(ctx context.Context, arg ExecutionInsert
 		arg.UniqueKey,
 		arg.GroupKey,
 		arg.Metadata,
+		arg.TimeoutMs,
 	)
 	if err != nil {
 		return nil, err
@@ -525,7 +527,7 @@ func (q *Queries) ScheduleDelete(ctx context.Context, arg ScheduleDeleteParams) 
 const scheduleList = `-- name: ScheduleList :many
 SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities,
        s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id,
-       s.payload, coalesce(x.state, '')::text AS last_state
+       s.payload, s.timeout_ms, coalesce(x.state, '')::text AS last_state
 FROM schedules AS s
 LEFT JOIN executions AS x ON x.id = s.last_execution_id
 WHERE $1::text = '' OR s.namespace = $1
@@ -546,6 +548,7 @@ type ScheduleListRow struct {
 	NextRunAtMs          int64
 	LastExecutionID      uuid.NullUUID
 	Payload              []byte
+	TimeoutMs            int64
 	LastState            string
 }
 
@@ -574,6 +577,7 @@ func (q *Queries) ScheduleList(ctx context.Context, namespace string) ([]Schedul
 			&i.NextRunAtMs,
 			&i.LastExecutionID,
 			&i.Payload,
+			&i.TimeoutMs,
 			&i.LastState,
 		); err != nil {
 			return nil, err
@@ -588,7 +592,7 @@ func (q *Queries) ScheduleList(ctx context.Context, namespace string) ([]Schedul
 
 const scheduleListDue = `-- name: ScheduleListDue :many
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
+       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload, timeout_ms
 FROM schedules
 WHERE NOT paused AND next_run_at_ms <= $1::bigint AND next_run_at_ms >= $2::bigint
   AND (next_run_at_ms, namespace, name) > ($2::bigint, $3::text, $4::text)
@@ -618,6 +622,7 @@ type ScheduleListDueRow struct {
 	NextRunAtMs          int64
 	LastExecutionID      uuid.NullUUID
 	Payload              []byte
+	TimeoutMs            int64
 }
 
 // ScheduleListDue reads up to @max_rows schedules not paused whose next
@@ -653,6 +658,7 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 			&i.NextRunAtMs,
 			&i.LastExecutionID,
 			&i.Payload,
+			&i.TimeoutMs,
 		); err != nil {
 			return nil, err
 		}
@@ -667,10 +673,10 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 const schedulePut = `-- name: SchedulePut :exec
 INSERT INTO schedules (
     namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-    retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload
+    retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload, timeout_ms
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8,
-    $9, $10, $11, $12, $13
+    $9, $10, $11, $12, $13, $14
 )
 ON CONFLICT (namespace, name) DO UPDATE SET
     every_ms = excluded.every_ms, cron = excluded.cron, lane = excluded.lane,
@@ -682,7 +688,7 @@ ON CONFLICT (namespace, name) DO UPDATE SET
     next_run_at_ms = CASE WHEN schedules.every_ms IS NOT DISTINCT FROM excluded.every_ms AND schedules.cron IS NOT DISTINCT FROM excluded.cron
                                AND NOT schedules.paused
                           THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
-    updated_at_ms = excluded.updated_at_ms, payload = excluded.payload
+    updated_at_ms = excluded.updated_at_ms, payload = excluded.payload, timeout_ms = excluded.timeout_ms
 `
 
 type SchedulePutParams struct {
@@ -699,6 +705,7 @@ type SchedulePutParams struct {
 	NextRunAtMs          int64
 	UpdatedAtMs          int64
 	Payload              []byte
+	TimeoutMs            int64
 }
 
 // SchedulePut creates or replaces a schedule (a replaced one keeps its next
@@ -718,6 +725,7 @@ func (q *Queries) SchedulePut(ctx context.Context, arg SchedulePutParams) error 
 		arg.NextRunAtMs,
 		arg.UpdatedAtMs,
 		arg.Payload,
+		arg.TimeoutMs,
 	)
 	return err
 }

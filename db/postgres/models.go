@@ -140,6 +140,7 @@ type Schedule struct {
 	LastExecutionID      uuid.NullUUID
 	UpdatedAtMs          int64
 	Payload              []byte
+	TimeoutMs            int64
 }
 
 type Worker struct {

@@ -35,10 +35,10 @@ const executionInsertUnique = `-- name: ExecutionInsertUnique :execrows
 
 INSERT INTO executions (
     id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-    run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
+    run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata, timeout_ms
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12, ?13, ?14
+    ?9, ?10, ?11, ?12, ?13, ?14, ?15
 )
 ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
 `
@@ -58,6 +58,7 @@ type ExecutionInsertUniqueParams struct {
 	UniqueKey            sql.NullString
 	GroupKey             string
 	Metadata             sql.NullString
+	TimeoutMs            int64
 }
 
 // Fleet features: unique executions, redrive, the maintenance leader and
@@ -80,6 +81,7 @@ func (q *Queries) ExecutionInsertUnique(ctx context.Context, arg ExecutionInsert
 		arg.UniqueKey,
 		arg.GroupKey,
 		arg.Metadata,
+		arg.TimeoutMs,
 	)
 	if err != nil {
 		return 0, err
@@ -363,7 +365,7 @@ func (q *Queries) ScheduleDelete(ctx context.Context, arg ScheduleDeleteParams) 
 const scheduleList = `-- name: ScheduleList :many
 SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities,
        s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id,
-       s.payload, CAST(coalesce(x.state, '') AS TEXT) AS last_state
+       s.payload, s.timeout_ms, CAST(coalesce(x.state, '') AS TEXT) AS last_state
 FROM schedules AS s
 LEFT JOIN executions AS x ON x.id = s.last_execution_id
 WHERE CAST(?1 AS TEXT) = '' OR s.namespace = ?1
@@ -384,6 +386,7 @@ type ScheduleListRow struct {
 	NextRunAtMs          int64
 	LastExecutionID      sql.NullString
 	Payload              []byte
+	TimeoutMs            int64
 	LastState            string
 }
 
@@ -412,6 +415,7 @@ func (q *Queries) ScheduleList(ctx context.Context, namespace string) ([]Schedul
 			&i.NextRunAtMs,
 			&i.LastExecutionID,
 			&i.Payload,
+			&i.TimeoutMs,
 			&i.LastState,
 		); err != nil {
 			return nil, err
@@ -429,7 +433,7 @@ func (q *Queries) ScheduleList(ctx context.Context, namespace string) ([]Schedul
 
 const scheduleListDue = `-- name: ScheduleListDue :many
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
+       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload, timeout_ms
 FROM schedules
 WHERE paused = 0 AND next_run_at_ms <= CAST(?1 AS INTEGER) AND next_run_at_ms >= CAST(?2 AS INTEGER)
   AND (next_run_at_ms > CAST(?2 AS INTEGER)
@@ -461,6 +465,7 @@ type ScheduleListDueRow struct {
 	NextRunAtMs          int64
 	LastExecutionID      sql.NullString
 	Payload              []byte
+	TimeoutMs            int64
 }
 
 // ScheduleListDue reads up to @max_rows schedules not paused whose next
@@ -496,6 +501,7 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 			&i.NextRunAtMs,
 			&i.LastExecutionID,
 			&i.Payload,
+			&i.TimeoutMs,
 		); err != nil {
 			return nil, err
 		}
@@ -513,10 +519,10 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 const schedulePut = `-- name: SchedulePut :exec
 INSERT INTO schedules (
     namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-    retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload
+    retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload, timeout_ms
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12, ?13
+    ?9, ?10, ?11, ?12, ?13, ?14
 )
 ON CONFLICT (namespace, name) DO UPDATE SET
     every_ms = excluded.every_ms, cron = excluded.cron, lane = excluded.lane,
@@ -528,7 +534,7 @@ ON CONFLICT (namespace, name) DO UPDATE SET
     next_run_at_ms = CASE WHEN schedules.every_ms IS excluded.every_ms AND schedules.cron IS excluded.cron
                                AND schedules.paused = 0
                           THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
-    updated_at_ms = excluded.updated_at_ms, payload = excluded.payload
+    updated_at_ms = excluded.updated_at_ms, payload = excluded.payload, timeout_ms = excluded.timeout_ms
 `
 
 type SchedulePutParams struct {
@@ -545,6 +551,7 @@ type SchedulePutParams struct {
 	NextRunAtMs          int64
 	UpdatedAtMs          int64
 	Payload              []byte
+	TimeoutMs            int64
 }
 
 // SchedulePut creates or replaces a schedule (a replaced one keeps its next
@@ -564,6 +571,7 @@ func (q *Queries) SchedulePut(ctx context.Context, arg SchedulePutParams) error 
 		arg.NextRunAtMs,
 		arg.UpdatedAtMs,
 		arg.Payload,
+		arg.TimeoutMs,
 	)
 	return err
 }

@@ -136,6 +136,7 @@ type Schedule struct {
 	LastExecutionID      sql.NullString
 	UpdatedAtMs          int64
 	Payload              []byte
+	TimeoutMs            int64
 }
 
 type Worker struct {

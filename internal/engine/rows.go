@@ -208,6 +208,7 @@ type Schedule struct {
 	Priority                    int64
 	RequiredCapabilities        []string
 	MaxAttempts, RetryBackoffMs int64
+	TimeoutMs                   int64 // each run's timeout (0: none)
 	Payload                     []byte
 	Paused                      bool
 	NextRunAtMs                 int64

@@ -9,10 +9,10 @@
 WITH inserted AS (
     INSERT INTO executions (
         id, namespace, lane, priority, payload, required_capabilities, max_attempts, created_at_ms,
-        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata
+        run_at_ms, retry_backoff_ms, ready, unique_key, group_key, metadata, timeout_ms
     ) VALUES (
         @id, @namespace, @lane, @priority, @payload, @required_capabilities, @max_attempts, @created_at_ms,
-        @run_at_ms, @retry_backoff_ms, @ready, @unique_key, @group_key, @metadata
+        @run_at_ms, @retry_backoff_ms, @ready, @unique_key, @group_key, @metadata, @timeout_ms
     )
     ON CONFLICT (namespace, unique_key) WHERE unique_key IS NOT NULL AND state IN ('waiting', 'running') DO NOTHING
     RETURNING namespace
@@ -113,10 +113,10 @@ SELECT holder, epoch, expires_at_ms FROM leaders WHERE name = @name;
 -- run while its timing is unchanged and it was not paused).
 INSERT INTO schedules (
     namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-    retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload
+    retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload, timeout_ms
 ) VALUES (
     @namespace, @name, @every_ms, @cron, @lane, @priority, @required_capabilities, @max_attempts,
-    @retry_backoff_ms, @paused, @next_run_at_ms, @updated_at_ms, @payload
+    @retry_backoff_ms, @paused, @next_run_at_ms, @updated_at_ms, @payload, @timeout_ms
 )
 ON CONFLICT (namespace, name) DO UPDATE SET
     every_ms = excluded.every_ms, cron = excluded.cron, lane = excluded.lane,
@@ -128,7 +128,7 @@ ON CONFLICT (namespace, name) DO UPDATE SET
     next_run_at_ms = CASE WHEN schedules.every_ms IS NOT DISTINCT FROM excluded.every_ms AND schedules.cron IS NOT DISTINCT FROM excluded.cron
                                AND NOT schedules.paused
                           THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
-    updated_at_ms = excluded.updated_at_ms, payload = excluded.payload;
+    updated_at_ms = excluded.updated_at_ms, payload = excluded.payload, timeout_ms = excluded.timeout_ms;
 
 -- name: ScheduleDelete :execrows
 -- ScheduleDelete removes a schedule.
@@ -139,7 +139,7 @@ DELETE FROM schedules WHERE namespace = @namespace AND name = @name;
 -- (namespace, name), with the state of each one's last run.
 SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities,
        s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id,
-       s.payload, coalesce(x.state, '')::text AS last_state
+       s.payload, s.timeout_ms, coalesce(x.state, '')::text AS last_state
 FROM schedules AS s
 LEFT JOIN executions AS x ON x.id = s.last_execution_id
 WHERE @namespace::text = '' OR s.namespace = @namespace
@@ -151,7 +151,7 @@ ORDER BY s.namespace, s.name;
 -- one: a page of a walk that visits each due schedule once, whether or not
 -- it could run.
 SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload
+       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload, timeout_ms
 FROM schedules
 WHERE NOT paused AND next_run_at_ms <= @now::bigint AND next_run_at_ms >= @after_ms::bigint
   AND (next_run_at_ms, namespace, name) > (@after_ms::bigint, @after_namespace::text, @after_name::text)

@@ -8,3 +8,4 @@ DROP INDEX executions_holder;
 ALTER TABLE executions DROP COLUMN bound;
 ALTER TABLE executions DROP COLUMN deadline_ms;
 ALTER TABLE executions DROP COLUMN timeout_ms;
+ALTER TABLE schedules DROP COLUMN timeout_ms;

@@ -25,6 +25,10 @@ ALTER TABLE executions ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0
 ALTER TABLE executions ADD COLUMN deadline_ms BIGINT;
 ALTER TABLE executions ADD COLUMN bound BOOLEAN NOT NULL DEFAULT false;
 
+-- A schedule's runs carry its template's timeout.
+ALTER TABLE schedules ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0
+    CHECK (timeout_ms BETWEEN 0 AND 2592000000);
+
 CREATE INDEX executions_holder ON executions (namespace, holder) WHERE state = 'running';
 
 ALTER TABLE agents ADD COLUMN holder_namespace TEXT CHECK (holder_namespace <> '');

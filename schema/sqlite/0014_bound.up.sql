@@ -20,6 +20,10 @@ ALTER TABLE executions ADD COLUMN timeout_ms INTEGER NOT NULL DEFAULT 0
 ALTER TABLE executions ADD COLUMN deadline_ms INTEGER;
 ALTER TABLE executions ADD COLUMN bound INTEGER NOT NULL DEFAULT 0 CHECK (bound IN (0, 1));
 
+-- A schedule's runs carry its template's timeout.
+ALTER TABLE schedules ADD COLUMN timeout_ms INTEGER NOT NULL DEFAULT 0
+    CHECK (timeout_ms BETWEEN 0 AND 2592000000);
+
 CREATE INDEX executions_holder ON executions (namespace, holder) WHERE state = 'running';
 
 ALTER TABLE agents ADD COLUMN holder_namespace TEXT CHECK (holder_namespace <> '');

@@ -18,7 +18,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: text(e.UniqueKey),
 		GroupKey: e.Group,
-		Metadata: text(e.Metadata),
+		Metadata: text(e.Metadata), TimeoutMs: e.TimeoutMs,
 	})
 	return len(woken) == 1, translate(err)
 }
@@ -75,7 +75,7 @@ func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
 		Namespace: s.Namespace, Name: s.Name, EveryMs: pgtype.Int8{Int64: s.EveryMs, Valid: s.EveryMs != 0},
 		Cron: text(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: array(s.RequiredCapabilities),
 		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
-		UpdatedAtMs: s.UpdatedAtMs, Payload: bytes(s.Payload),
+		UpdatedAtMs: s.UpdatedAtMs, Payload: bytes(s.Payload), TimeoutMs: s.TimeoutMs,
 	}))
 }
 
@@ -92,6 +92,7 @@ func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.S
 			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
 			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
 			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
+			TimeoutMs: r.TimeoutMs,
 		})
 		sc.LastState = r.LastState
 		return sc
@@ -114,7 +115,7 @@ func scheduleFromRow(r pgdb.ScheduleListDueRow) engine.Schedule {
 		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
 		Priority: r.Priority, RequiredCapabilities: list(r.RequiredCapabilities), MaxAttempts: r.MaxAttempts,
 		RetryBackoffMs: r.RetryBackoffMs, Payload: r.Payload, Paused: r.Paused, NextRunAtMs: r.NextRunAtMs,
-		LastExecutionID: last,
+		LastExecutionID: last, TimeoutMs: r.TimeoutMs,
 	}
 }
 

@@ -21,7 +21,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), UniqueKey: nullString(e.UniqueKey),
 		GroupKey: e.Group,
-		Metadata: nullString(e.Metadata),
+		Metadata: nullString(e.Metadata), TimeoutMs: e.TimeoutMs,
 	})
 	return n == 1, translate(err)
 }
@@ -99,7 +99,7 @@ func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
 		Namespace: s.Namespace, Name: s.Name, EveryMs: sql.NullInt64{Int64: s.EveryMs, Valid: s.EveryMs != 0},
 		Cron: nullString(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: jsonArray(s.RequiredCapabilities),
 		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: paused, NextRunAtMs: s.NextRunAtMs,
-		UpdatedAtMs: s.UpdatedAtMs, Payload: payload,
+		UpdatedAtMs: s.UpdatedAtMs, Payload: payload, TimeoutMs: s.TimeoutMs,
 	}))
 }
 
@@ -119,6 +119,7 @@ func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.S
 			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
 			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
 			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
+			TimeoutMs: r.TimeoutMs,
 		})
 		if err != nil {
 			return nil, err
@@ -150,7 +151,7 @@ func scheduleFromRow(r sqlitedb.ScheduleListDueRow) (engine.Schedule, error) {
 	return engine.Schedule{
 		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
 		Priority: r.Priority, RequiredCapabilities: caps, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
-		Payload: r.Payload, Paused: r.Paused != 0, NextRunAtMs: r.NextRunAtMs, LastExecutionID: last,
+		Payload: r.Payload, Paused: r.Paused != 0, NextRunAtMs: r.NextRunAtMs, LastExecutionID: last, TimeoutMs: r.TimeoutMs,
 	}, nil
 }
 
