@@ -56,7 +56,7 @@ type trial struct {
 	longFrom      int           // ... from this execution...
 	longUntil     int           // ... up to this one
 	longFor       time.Duration
-	tmpfs         bool // the database on a small tmpfs of its own
+	tmpfs         bool          // the database on a small tmpfs of its own
 	timeout       time.Duration // each execution's Timeout (0: none)
 	// fault hurts the run (times relative to r.start) and returns when the
 	// fault ended.
