@@ -598,14 +598,19 @@ FROM (
             AND h.last_heartbeat_ms + h.ttl_ms < e.expires_at_ms
       ))
     UNION ALL
-    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, w.last_heartbeat_ms + w.ttl_ms
+    (SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, w.last_heartbeat_ms + w.ttl_ms
     FROM workers AS w
-    JOIN executions AS e ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    CROSS JOIN LATERAL (
+        SELECT b.id, b.lease_id, b.attempts, b.epoch, b.namespace, b.holder, b.expires_at_ms FROM executions AS b
+        WHERE b.namespace = w.namespace AND b.holder = w.instance_id AND b.state = 'running'
+          AND b.bound AND b.revoked_at_ms IS NULL
+        OFFSET 0
+    ) AS e
     WHERE w.last_heartbeat_ms + w.ttl_ms <= $1::bigint
       AND ($2::text = '' OR w.namespace = $2)
-      AND e.bound AND e.revoked_at_ms IS NULL
       AND w.last_heartbeat_ms + w.ttl_ms < e.expires_at_ms
       AND (w.last_heartbeat_ms + w.ttl_ms, e.id) > ($3::bigint, $4::uuid)
+    ORDER BY w.last_heartbeat_ms + w.ttl_ms, e.id)
 ) AS l
 ORDER BY l.expires_at_ms, l.id
 LIMIT $5
@@ -632,8 +637,9 @@ type LeaseListExpiredRow struct {
 // LeaseListExpired pages the running leases expired by @as_of, by (expiry,
 // execution id), of one namespace ("" = every namespace): those whose own
 // expiry passed (from executions_expiry) and the bound ones whose holder
-// lapsed first (from the lapsed workers, probing executions_holder), each
-// once, at the earlier of the two.
+// lapsed first (from the lapsed workers, probing executions_holder for
+// each: a lateral subquery, as in LeaseRevokeLapsedBound), each once, at the
+// earlier of the two.
 func (q *Queries) LeaseListExpired(ctx context.Context, arg LeaseListExpiredParams) ([]LeaseListExpiredRow, error) {
 	rows, err := q.db.Query(ctx, leaseListExpired,
 		arg.AsOf,
@@ -709,8 +715,9 @@ WITH expired AS (
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST($1 AS bigint) END,
         reclaim_count = x.reclaim_count + 1,
         last_error = CASE WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out' ELSE 'lease expired' END
-    FROM expired
-    WHERE x.id = expired.id
+    -- By primary key whatever the plan's estimate of the expired leases (a
+    -- join with the CTE walked every execution under a generic plan).
+    WHERE x.id = ANY (ARRAY(SELECT e.id FROM expired AS e))
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms,
               x.expires_at_ms, x.revoked_at_ms, x.last_error,
               CASE WHEN x.state = 'waiting' OR EXISTS (
@@ -897,17 +904,25 @@ func (q *Queries) LeaseRevokeHeldBy(ctx context.Context, arg LeaseRevokeHeldByPa
 
 const leaseRevokeLapsedBound = `-- name: LeaseRevokeLapsedBound :execrows
 WITH lapsed AS (
-    SELECT x.id, w.last_heartbeat_ms + w.ttl_ms AS lapsed_at_ms
+    SELECT x.id
     FROM workers AS w
-    JOIN executions AS x ON x.namespace = w.namespace AND x.holder = w.instance_id AND x.state = 'running'
-    WHERE w.last_heartbeat_ms + w.ttl_ms <= $1::bigint AND x.bound AND x.revoked_at_ms IS NULL
+    CROSS JOIN LATERAL (
+        SELECT e.id FROM executions AS e
+        WHERE e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+          AND e.bound AND e.revoked_at_ms IS NULL
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED
+    ) AS x
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= $1::bigint
+    ORDER BY w.last_heartbeat_ms + w.ttl_ms
     LIMIT $2
-    FOR UPDATE OF x SKIP LOCKED
 )
 UPDATE executions AS x
-SET expires_at_ms = least(x.expires_at_ms, lapsed.lapsed_at_ms), revoked_at_ms = $1::bigint
-FROM lapsed
-WHERE x.id = lapsed.id AND x.state = 'running' AND x.revoked_at_ms IS NULL
+SET expires_at_ms = least(x.expires_at_ms, (
+        SELECT w.last_heartbeat_ms + w.ttl_ms FROM workers AS w
+        WHERE w.namespace = x.namespace AND w.instance_id = x.holder)),
+    revoked_at_ms = $1::bigint
+WHERE x.id = ANY (ARRAY(SELECT l.id FROM lapsed AS l)) AND x.state = 'running' AND x.revoked_at_ms IS NULL
   AND roster_lost(x.namespace) = 1
 `
 
@@ -921,8 +936,13 @@ type LeaseRevokeLapsedBoundParams struct {
 // expiring when its holder did (or at its deadline, when that came first),
 // so that a reclaim finds them (their holders hear of it: roster_lost);
 // leases another session holds are skipped,
-// not waited for. It walks the lapsed workers by expiry and their running
-// leases by holder, never the running work.
+// not waited for. It walks the lapsed workers by expiry (workers_expiry)
+// and, for each, its running leases by holder (executions_holder), never
+// the running work: the lateral subquery (kept apart by OFFSET 0) and the
+// order by expiry hold the plan to that nested loop, which a generic plan's
+// estimate of the lapsed workers (a third of them) would otherwise turn
+// into a hash join over every running execution.
+// By primary key whatever the plan's estimate of the lapsed leases.
 func (q *Queries) LeaseRevokeLapsedBound(ctx context.Context, arg LeaseRevokeLapsedBoundParams) (int64, error) {
 	result, err := q.db.Exec(ctx, leaseRevokeLapsedBound, arg.Now, arg.BatchSize)
 	if err != nil {

@@ -396,20 +396,33 @@ SELECT count(roster_lost(n.namespace)) FROM (SELECT DISTINCT namespace FROM revo
 -- expiring when its holder did (or at its deadline, when that came first),
 -- so that a reclaim finds them (their holders hear of it: roster_lost);
 -- leases another session holds are skipped,
--- not waited for. It walks the lapsed workers by expiry and their running
--- leases by holder, never the running work.
+-- not waited for. It walks the lapsed workers by expiry (workers_expiry)
+-- and, for each, its running leases by holder (executions_holder), never
+-- the running work: the lateral subquery (kept apart by OFFSET 0) and the
+-- order by expiry hold the plan to that nested loop, which a generic plan's
+-- estimate of the lapsed workers (a third of them) would otherwise turn
+-- into a hash join over every running execution.
 WITH lapsed AS (
-    SELECT x.id, w.last_heartbeat_ms + w.ttl_ms AS lapsed_at_ms
+    SELECT x.id
     FROM workers AS w
-    JOIN executions AS x ON x.namespace = w.namespace AND x.holder = w.instance_id AND x.state = 'running'
-    WHERE w.last_heartbeat_ms + w.ttl_ms <= @now::bigint AND x.bound AND x.revoked_at_ms IS NULL
+    CROSS JOIN LATERAL (
+        SELECT e.id FROM executions AS e
+        WHERE e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+          AND e.bound AND e.revoked_at_ms IS NULL
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED
+    ) AS x
+    WHERE w.last_heartbeat_ms + w.ttl_ms <= @now::bigint
+    ORDER BY w.last_heartbeat_ms + w.ttl_ms
     LIMIT @batch_size
-    FOR UPDATE OF x SKIP LOCKED
 )
 UPDATE executions AS x
-SET expires_at_ms = least(x.expires_at_ms, lapsed.lapsed_at_ms), revoked_at_ms = @now::bigint
-FROM lapsed
-WHERE x.id = lapsed.id AND x.state = 'running' AND x.revoked_at_ms IS NULL
+SET expires_at_ms = least(x.expires_at_ms, (
+        SELECT w.last_heartbeat_ms + w.ttl_ms FROM workers AS w
+        WHERE w.namespace = x.namespace AND w.instance_id = x.holder)),
+    revoked_at_ms = @now::bigint
+-- By primary key whatever the plan's estimate of the lapsed leases.
+WHERE x.id = ANY (ARRAY(SELECT l.id FROM lapsed AS l)) AND x.state = 'running' AND x.revoked_at_ms IS NULL
   AND roster_lost(x.namespace) = 1;
 
 -- name: LeaseRevokeBoundOfLapsed :exec
@@ -429,8 +442,9 @@ WHERE w.namespace = @namespace AND w.instance_id = @instance_id::text
 -- LeaseListExpired pages the running leases expired by @as_of, by (expiry,
 -- execution id), of one namespace ("" = every namespace): those whose own
 -- expiry passed (from executions_expiry) and the bound ones whose holder
--- lapsed first (from the lapsed workers, probing executions_holder), each
--- once, at the earlier of the two.
+-- lapsed first (from the lapsed workers, probing executions_holder for
+-- each: a lateral subquery, as in LeaseRevokeLapsedBound), each once, at the
+-- earlier of the two.
 SELECT l.id, l.lease_id, l.attempts, l.epoch, l.namespace, l.holder, l.expires_at_ms
 FROM (
     SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, e.expires_at_ms
@@ -444,14 +458,19 @@ FROM (
             AND h.last_heartbeat_ms + h.ttl_ms < e.expires_at_ms
       ))
     UNION ALL
-    SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, w.last_heartbeat_ms + w.ttl_ms
+    (SELECT e.id, e.lease_id, e.attempts, e.epoch, e.namespace, e.holder, w.last_heartbeat_ms + w.ttl_ms
     FROM workers AS w
-    JOIN executions AS e ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    CROSS JOIN LATERAL (
+        SELECT b.id, b.lease_id, b.attempts, b.epoch, b.namespace, b.holder, b.expires_at_ms FROM executions AS b
+        WHERE b.namespace = w.namespace AND b.holder = w.instance_id AND b.state = 'running'
+          AND b.bound AND b.revoked_at_ms IS NULL
+        OFFSET 0
+    ) AS e
     WHERE w.last_heartbeat_ms + w.ttl_ms <= @as_of::bigint
       AND (@namespace::text = '' OR w.namespace = @namespace)
-      AND e.bound AND e.revoked_at_ms IS NULL
       AND w.last_heartbeat_ms + w.ttl_ms < e.expires_at_ms
       AND (w.last_heartbeat_ms + w.ttl_ms, e.id) > (@after_expires_at_ms::bigint, @after_id::uuid)
+    ORDER BY w.last_heartbeat_ms + w.ttl_ms, e.id)
 ) AS l
 ORDER BY l.expires_at_ms, l.id
 LIMIT @max_rows;
@@ -482,8 +501,9 @@ WITH expired AS (
         finished_at_ms = CASE WHEN x.attempts < x.max_attempts THEN NULL ELSE CAST(@now AS bigint) END,
         reclaim_count = x.reclaim_count + 1,
         last_error = CASE WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out' ELSE 'lease expired' END
-    FROM expired
-    WHERE x.id = expired.id
+    -- By primary key whatever the plan's estimate of the expired leases (a
+    -- join with the CTE walked every execution under a generic plan).
+    WHERE x.id = ANY (ARRAY(SELECT e.id FROM expired AS e))
     RETURNING x.id, x.state, x.attempts, x.epoch, x.lease_id, x.namespace, x.holder, x.claimed_at_ms,
               x.expires_at_ms, x.revoked_at_ms, x.last_error,
               CASE WHEN x.state = 'waiting' OR EXISTS (

@@ -18,10 +18,15 @@ FROM (
     SELECT e.namespace FROM executions AS e
     WHERE e.state = 'running' AND e.expires_at_ms <= @at::bigint
     UNION ALL
-    SELECT e.namespace FROM workers AS w
-    JOIN executions AS e ON e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+    (SELECT w.namespace FROM workers AS w
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM executions AS e
+        WHERE e.namespace = w.namespace AND e.holder = w.instance_id AND e.state = 'running'
+          AND e.bound AND e.revoked_at_ms IS NULL AND e.expires_at_ms > @at::bigint
+        OFFSET 0
+    ) AS e
     WHERE w.last_heartbeat_ms + w.ttl_ms <= @at::bigint
-      AND e.bound AND e.revoked_at_ms IS NULL AND e.expires_at_ms > @at::bigint
+    ORDER BY w.last_heartbeat_ms + w.ttl_ms)
 ) AS x
 GROUP BY x.namespace
 ORDER BY x.namespace;
