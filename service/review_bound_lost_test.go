@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Review: SPEC "A lost lease reaches its handler at once": "When a lease
+// Review: the README, "A lost lease reaches its handler at once": "When a lease
 // ends by a cancel, a mark-dead, a sweep, a reclaim or its Timeout while its
 // handler runs, the handler's context ends within milliseconds when the
 // change is made through any Store on the same database" — the worker's own

@@ -13,7 +13,7 @@ import (
 // jumps past the registration's expiry and new work arrives at once: the
 // claimer's claim gets ErrNotRegistered, the heart registers again, and the
 // register revokes the old registration's bound leases
-// (LeaseRevokeBoundOfLapsed). The handler of such a lease must end: SPEC
+// (LeaseRevokeBoundOfLapsed). The handler of such a lease must end: the README
 // "A lapse is not a lost lease": "a bound lease ends with the registration
 // it is bound to, so its handler is cancelled and its execution reclaimed";
 // "A lease is only ever run by its holder, and only while it holds"; "A lost

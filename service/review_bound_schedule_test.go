@@ -8,7 +8,7 @@ import (
 
 // Review: a schedule's Template is a CreateExecutionArgs, and PutSchedule
 // now accepts a Template.Timeout (this version no longer refuses it), but
-// the runs it creates have none: SPEC §4 "Timeout bounds a run" and §6
+// the runs it creates have none: the README ("Timeout bounds a run" and the README on schedules
 // (schedules create "the run of each due period" from the Template). A
 // value accepted with a nil error must not be silently dropped; either the
 // runs carry the Timeout, or PutSchedule refuses it (ErrInvalidInput

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Review: a Timeout is stored by every create path. SPEC §4 "Leases bound
+// Review: a Timeout is stored by every create path. the README ("Leases bound
 // to their holder, and timeouts": "Timeout bounds a run, bound lease or
 // not: a lease of an execution with a Timeout is lost at Deadline"; and the
 // batch/unique rules say the rules of CreateExecution hold for every path.
