@@ -27,20 +27,26 @@ func TestReviewBoundRelapseByClaimCancelsBoundHandlers(t *testing.T) {
 		ctx := context.Background()
 		s, clock := b.newStore(t)
 		var first atomic.Value // uuid.UUID of the blocking execution
+		var calls atomic.Int32 // the first handler call blocks; the rest return
 		started := make(chan struct{})
 		var ended atomic.Int64 // unix nano when the blocking handler's ctx ended
 		stop := runWorker(t, s, WorkerArgs{TTL: 30 * time.Second, Concurrency: 2,
 			Handler: func(hctx context.Context, l Lease) ([]byte, error) {
-				if id, _ := first.Load().(uuid.UUID); id != l.ExecutionID {
+				if calls.Add(1) != 1 {
 					return nil, nil
 				}
+				first.Store(l.ExecutionID)
 				close(started)
 				<-hctx.Done()
 				ended.Store(time.Now().UnixNano())
 				return nil, nil
 			}})
-		first.Store(create(t, s, CreateExecutionArgs{}))
-		<-started
+		create(t, s, CreateExecutionArgs{})
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the first execution's handler did not start within 30s")
+		}
 		before, err := s.GetWorker(ctx, "ns", "i")
 		must(t, err)
 		clock.Advance(31 * time.Second)     // the registration lapsed by the Store's clock
