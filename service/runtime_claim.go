@@ -298,23 +298,39 @@ func (c *claimer) failedClaim(p engine.ClaimParams, err error) {
 	if !errors.Is(err, ErrUnavailable) {
 		return
 	}
+	o := orphanClaim{ids: p.LeaseIDs, expiresAt: msTime(p.ExpiresAtMs)}
+	limit := maxOrphanClaims
+	if p.Bound {
+		// A bound lease has no expiry of its own: one that committed
+		// would stay held, by this live worker, until it is looked up
+		// (or the registration lapses and takes it along). Keep it until
+		// then, and many more of them.
+		o.expiresAt, limit = time.Time{}, maxBoundOrphanClaims
+	}
 	c.mu.Lock()
-	c.orphans = append(c.orphans, orphanClaim{ids: p.LeaseIDs, expiresAt: msTime(p.ExpiresAtMs)})
-	if len(c.orphans) > maxOrphanClaims {
+	c.orphans = append(c.orphans, o)
+	if len(c.orphans) > limit {
 		// A long outage: most of these never reached the database. The
-		// oldest go unchecked; if they did commit, they expire.
-		c.orphans = c.orphans[len(c.orphans)-maxOrphanClaims:]
+		// oldest go unchecked; if they did commit, they expire (a bound
+		// lease when the registration lapses, as it does in an outage
+		// that long).
+		c.orphans = c.orphans[len(c.orphans)-limit:]
 	}
 	c.mu.Unlock()
 }
 
-// maxOrphanClaims bounds the claims of unknown outcome kept to look up.
-const maxOrphanClaims = 16
+// maxOrphanClaims bounds the claims of unknown outcome kept to look up;
+// maxBoundOrphanClaims those of bound leases: one claim per retry, at most
+// about 2 s apart, through an outage of some 8 minutes.
+const (
+	maxOrphanClaims      = 16
+	maxBoundOrphanClaims = 256
+)
 
 // orphanClaim is a claim whose outcome was unknown.
 type orphanClaim struct {
 	ids       []uuid.UUID
-	expiresAt time.Time // no lease of it outlives this
+	expiresAt time.Time // no lease of it outlives this (zero: a bound claim, kept until looked up)
 }
 
 // releaseOrphans looks up the leases of claims whose outcome was unknown and
@@ -327,7 +343,7 @@ func (c *claimer) releaseOrphans() {
 	c.mu.Unlock()
 	var keep []orphanClaim
 	for i, o := range orphans {
-		if !c.now().Before(o.expiresAt) {
+		if !o.expiresAt.IsZero() && !c.now().Before(o.expiresAt) {
 			continue
 		}
 		err := c.store.releaseUnknownClaim(engine.WorkerKey{Namespace: c.args.Namespace, InstanceID: c.args.InstanceID}, o.ids)

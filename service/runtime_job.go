@@ -28,6 +28,12 @@ type job struct {
 	keepTimer *time.Timer // starts the keeper (see startKeeper)
 	expires   time.Time   // by the Store's clock: the last renewal that succeeded
 	lost      bool        // the database said the lease is lost, or it expired: the outcome is dropped
+	// unproved: a bound lease's holder's expiry, as the worker's last
+	// heartbeat proved it, passed: the handler was stopped, but only the
+	// database knows whether the lease ended (a heartbeat on its way may
+	// have kept the registration), so the outcome is written under the
+	// fence, or the lease given back, rather than dropped.
+	unproved bool
 }
 
 // leaseRenewer is what a job's keeper needs from the Store.
@@ -116,6 +122,13 @@ func (w *runner) runJob(j *job) {
 	w.jobsMu.Lock()
 	delete(w.jobs, j)
 	w.jobsMu.Unlock()
+	if !lost && herr != nil && j.isUnproved() {
+		// Stopped at its holder's expiry as last proved: the error is the
+		// stop's, not the handler's verdict. The lease is given back if it
+		// still holds (no attempt is used up), and dropped if it ended.
+		w.giveBack(j)
+		return
+	}
 	if lost {
 		w.slots.unreserve(1)
 		w.log.Warn("roster: worker: the lease was lost or expired; the handler's outcome is dropped", "execution", j.lease.ExecutionID, "handler_err", herr)
@@ -124,6 +137,38 @@ func (w *runner) runJob(j *job) {
 		return
 	}
 	w.settler.add(j, result, herr)
+}
+
+// giveBack releases the lease of a handler stopped at its holder's expiry
+// as last proved, retrying transient failures until the database answers,
+// the lease is found lost, or RunWorker ends; then it frees the slot.
+func (w *runner) giveBack(j *job) {
+	defer func() {
+		j.settle()
+		w.slots.unreserve(1)
+		w.claims.kick()
+	}()
+	var b backoff
+	for {
+		err := w.s.ReleaseLease(context.Background(), ReleaseArgs{Lease: j.lease})
+		switch {
+		case err == nil:
+			w.log.Info("roster: worker: the registration held after all; the stopped handler's lease was given back", "execution", j.lease.ExecutionID)
+			return
+		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrClosed):
+			return
+		case !transient(err):
+			w.log.Warn("roster: worker: giving back a stopped handler's lease failed", "execution", j.lease.ExecutionID, "err", err)
+			return
+		}
+		t := time.NewTimer(b.next())
+		select {
+		case <-w.quit:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // call runs the handler, turning a panic into an error.
@@ -180,6 +225,24 @@ func (j *job) lose(cause error) {
 	j.lost = true
 	j.mu.Unlock()
 	j.cancel(cause)
+}
+
+// stopUnproved records that a bound lease's holder's expiry passed with no
+// heartbeat proving it renewed, and ends the handler's context with cause
+// (errLeaseExpired): the lease may have ended with the registration.
+func (j *job) stopUnproved(cause error) {
+	j.mu.Lock()
+	j.unproved = true
+	j.mu.Unlock()
+	j.cancel(cause)
+}
+
+// isUnproved reports whether the handler was stopped at its holder's expiry
+// as last proved (see stopUnproved), the lease not known lost.
+func (j *job) isUnproved() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.unproved && !j.lost
 }
 
 // expiry is the lease's expiry by the Store's clock, as the last renewal
@@ -337,9 +400,16 @@ func (j *job) watch() {
 			return
 		}
 		if !now.Before(expires) {
+			// By the Store's clock the registration may have lapsed, and
+			// the lease with it: the handler stops. A heartbeat still on
+			// its way may have kept it, though, and a bound lease has no
+			// expiry of its own to end it later: its outcome is written
+			// under the fence (which checks the holder), or the lease
+			// given back, not dropped, lest it stay held by a live worker
+			// that runs nothing for it.
 			k.log.Warn("roster: worker: the registration holding the lease expired; cancelling its handler",
 				"execution", j.lease.ExecutionID, "expired_at", expires)
-			j.lose(errLeaseExpired)
+			j.stopUnproved(errLeaseExpired)
 			return
 		}
 		t := time.NewTimer(min(expires.Sub(now), k.tick))

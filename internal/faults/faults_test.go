@@ -374,7 +374,7 @@ func runTrial(t *testing.T, tr trial) (string, string) {
 	deadline := r.start.Add(tr.spread + 90*time.Second)
 	for {
 		if time.Now().After(deadline) {
-			t.Fatalf("executions not completed by the deadline (of %d at least)", tr.executions)
+			t.Fatalf("executions not completed by the deadline (of %d at least): %s", tr.executions, r.diagnose())
 		}
 		time.Sleep(200 * time.Millisecond)
 		page, err := s.ListExecutions(ctx, service.ListExecutionsArgs{Namespace: "trial", Limit: 10000})
@@ -828,6 +828,11 @@ func (r *run) reconcile(faultEnd time.Time) *reconciled {
 					l.why["worker swept, reclaimed"]++
 				case ok && a.state == "reclaimed":
 					l.why["lease expired, reclaimed"]++
+				case ok && a.state == "released":
+					// A bound lease's handler stopped when its holder's
+					// expiry, as last proved, passed; the heartbeat had
+					// held after all, and the lease was given back.
+					l.why["stopped at its holder's expiry, given back"]++
 				case ok:
 					t.Errorf("execution %s: a run under lease %s (epoch %d) whose attempt ended %s", e.ID, hr.lease, hr.epoch, a.state)
 				case r.tr.failover != nil && acked[hr.lease]:
@@ -1040,6 +1045,56 @@ func (r *run) attempts() map[string]attempt {
 			return nil
 		})
 	return out
+}
+
+// diagnose says where a trial that did not finish stands: its executions
+// by state, the registry's events by worker and kind (a worker swept again
+// and again churns its leases), a few of the executions still running with
+// their holders, what the workers' ledgers say of those, and the end of
+// each worker's log.
+func (r *run) diagnose() string {
+	var b strings.Builder
+	for _, q := range []string{
+		`SELECT state, CAST(COUNT(*) AS TEXT) FROM executions GROUP BY state ORDER BY state`,
+		`SELECT instance_id || ' ' || kind, CAST(COUNT(*) AS TEXT) FROM worker_events WHERE kind <> 'heartbeat' GROUP BY instance_id, kind ORDER BY instance_id, kind`,
+		`SELECT 'running ' || CAST(x.id AS TEXT) || ' lease ' || CAST(x.lease_id AS TEXT) || ' holder ' || x.holder,
+			'epoch ' || CAST(x.epoch AS TEXT) || ' bound ' || CAST(x.bound AS TEXT) ||
+			' expires ' || CAST(x.expires_at_ms AS TEXT) || ' revoked ' || COALESCE(CAST(x.revoked_at_ms AS TEXT), '-') ||
+			' holder expires ' || COALESCE(CAST(w.last_heartbeat_ms + w.ttl_ms AS TEXT), '-') ||
+			' holder registered ' || COALESCE(CAST(w.registered_at_ms AS TEXT), '-')
+		FROM executions AS x LEFT JOIN workers AS w ON w.namespace = x.namespace AND w.instance_id = x.holder
+		WHERE x.state = 'running' LIMIT 5`,
+		`SELECT instance_id || ' ' || kind || ' at', CAST(at_ms AS TEXT) FROM worker_events WHERE kind <> 'heartbeat' ORDER BY seq`,
+	} {
+		r.query(q, func(rows rowScanner) error {
+			var k, n string
+			if err := rows.Scan(&k, &n); err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "%s: %s; ", k, n)
+			return nil
+		})
+	}
+	var stuck []string
+	r.query(`SELECT CAST(lease_id AS TEXT) FROM executions WHERE state = 'running' LIMIT 5`, func(rows rowScanner) error {
+		var id string
+		err := rows.Scan(&id)
+		stuck = append(stuck, id)
+		return err
+	})
+	for _, w := range r.workers {
+		led, _ := os.ReadFile(w.ledger)
+		for _, line := range strings.Split(string(led), "\n") {
+			for _, id := range stuck {
+				if strings.Contains(line, id) {
+					fmt.Fprintf(&b, "\n%s ledger: %s", w.instance, line)
+				}
+			}
+		}
+		errs := w.stderr.String()
+		fmt.Fprintf(&b, "\n%s stderr (%d bytes), the last 3000: %s", w.instance, len(errs), errs[max(0, len(errs)-3000):])
+	}
+	return b.String()
 }
 
 // completedRows reads every completed execution's last lease and result.
