@@ -18,7 +18,7 @@ const (
 	AttemptRunning   AttemptOutcome = "running"   // the current attempt
 	AttemptCompleted AttemptOutcome = "completed" // its handler's result completed the execution
 	AttemptFailed    AttemptOutcome = "failed"    // failed with a reason
-	AttemptLost      AttemptOutcome = "lost"      // its lease expired, or its holder was marked dead or swept, and it was reclaimed
+	AttemptLost      AttemptOutcome = "lost"      // its lease expired and was reclaimed, or its holder was marked dead or swept (from then)
 	AttemptTimedOut  AttemptOutcome = "timed_out" // its execution's Timeout ended it
 	AttemptReleased  AttemptOutcome = "released"  // given back unstarted (ReleaseLease): no attempt used up
 	AttemptSnoozed   AttemptOutcome = "snoozed"   // given back for later (SnoozeLease, Snooze): no attempt used up
@@ -37,7 +37,10 @@ type Attempt struct {
 }
 
 // ListAttempts returns every attempt of an execution, oldest first: the
-// ended ones with their outcome and the current one running. An unknown
+// ended ones with their outcome and the current one running. An attempt
+// whose holder was marked dead or swept is lost from that moment (ended
+// then, "lease expired"), before its reclaim as after it; one whose lease
+// merely expired lists running until the reclaim ends it. An unknown
 // execution is ErrNotFound. The history is pruned with its execution.
 func (s *Store) ListAttempts(ctx context.Context, executionID uuid.UUID) ([]Attempt, error) {
 	if err := s.notClosed(); err != nil {

@@ -60,8 +60,13 @@ func TestListAttempts(t *testing.T) {
 			t.Errorf("the fifth claim's AttemptIndex = %d, want 3 (a release and a snooze use up no attempt)", l.AttemptIndex)
 		}
 
-		// 6: the holder is marked dead; the reclaim ends its attempt lost.
+		// 6: the holder is marked dead: its attempt ended then, lost, and
+		// lists so before the reclaim as after it.
 		must(t, s.MarkWorkerDead(ctx, MarkWorkerDeadArgs{Namespace: "ns", InstanceID: "a", Reason: "gone", Now: base.Add(3 * time.Millisecond)}))
+		want[4].EndedAt, want[4].Outcome, want[4].Error = base.Add(3*time.Millisecond), AttemptLost, "lease expired"
+		got, err = s.ListAttempts(ctx, id)
+		must(t, err)
+		checkAttempts(t, id, got, want)
 		if _, err := s.ReclaimExpiredLeases(ctx, base.Add(4*time.Millisecond), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +75,6 @@ func TestListAttempts(t *testing.T) {
 		must(t, s.CompleteExecution(ctx, CompleteArgs{Lease: l, Result: []byte("ok"), Now: base.Add(6 * time.Millisecond)}))
 		got, err = s.ListAttempts(ctx, id)
 		must(t, err)
-		want[4].EndedAt, want[4].Outcome, want[4].Error = base.Add(4*time.Millisecond), AttemptLost, "lease expired"
 		want = append(want,
 			Attempt{Index: 6, Epoch: 6, InstanceID: "b", StartedAt: base.Add(5 * time.Millisecond), EndedAt: base.Add(6 * time.Millisecond), Outcome: AttemptCompleted})
 		checkAttempts(t, id, got, want)

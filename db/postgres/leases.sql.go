@@ -17,8 +17,14 @@ SELECT a.epoch, a.attempt_index, a.instance_id, a.state, a.claimed_at_ms, a.ende
 FROM attempts AS a
 WHERE a.execution_id = $1
 UNION ALL
-SELECT x.epoch, x.attempts, x.holder::text, x.state, x.claimed_at_ms::bigint,
-       coalesce(x.finished_at_ms, 0)::bigint, ''::text
+SELECT x.epoch, x.attempts, x.holder::text,
+       (CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN 'reclaimed' ELSE x.state END)::text,
+       x.claimed_at_ms::bigint,
+       (CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN x.expires_at_ms
+             ELSE coalesce(x.finished_at_ms, 0) END)::bigint,
+       (CASE WHEN x.state <> 'running' OR x.revoked_at_ms IS NULL THEN ''
+             WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out'
+             ELSE 'lease expired' END)::text
 FROM executions AS x
 WHERE x.id = $1 AND x.state IN ('running', 'completed') AND x.lease_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM attempts AS h WHERE h.execution_id = x.id AND h.epoch = x.epoch)
@@ -37,7 +43,9 @@ type AttemptListRow struct {
 
 // AttemptList reads an execution's attempts by epoch (its primary key): the
 // recorded ones, then the lease on its row when that is the current attempt
-// (running) or the last, completed one (a completion records no row).
+// (running; lost once MarkWorkerDead, a sweep or its holder's lapse revoked
+// it, ended at its expiry) or the last, completed one (a completion records
+// no row).
 func (q *Queries) AttemptList(ctx context.Context, id uuid.UUID) ([]AttemptListRow, error) {
 	rows, err := q.db.Query(ctx, attemptList, id)
 	if err != nil {
@@ -731,7 +739,9 @@ WITH expired AS (
         claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
     SELECT r.id, r.attempts, r.epoch, r.lease_id, r.namespace, r.holder, 'reclaimed',
-           r.claimed_at_ms, r.expires_at_ms, $1::bigint, r.revoked_at_ms, r.last_error
+           r.claimed_at_ms, r.expires_at_ms,
+           CASE WHEN r.revoked_at_ms IS NOT NULL THEN least(r.expires_at_ms, $1::bigint) ELSE $1::bigint END,
+           r.revoked_at_ms, r.last_error
     FROM requeued AS r
 )
 SELECT requeued.id FROM requeued
@@ -748,7 +758,8 @@ type LeaseReclaimBatchParams struct {
 // backoff; its namespace's workers are woken), else ends failed; either way
 // it counts the reclaim, with LastError "timed out" when the lease ended at
 // its deadline, else "lease expired", and the attempt is recorded as
-// reclaimed with that error.
+// reclaimed with that error, ended now (or, when MarkWorkerDead, a sweep or
+// its holder's lapse revoked it before, at its lease's end).
 func (q *Queries) LeaseReclaimBatch(ctx context.Context, arg LeaseReclaimBatchParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, leaseReclaimBatch, arg.Now, arg.BatchSize)
 	if err != nil {

@@ -357,13 +357,21 @@ RETURNING id, attempts, epoch, lease_id, namespace, holder, claimed_at_ms, expir
 -- name: AttemptList :many
 -- AttemptList reads an execution's attempts by epoch (its primary key): the
 -- recorded ones, then the lease on its row when that is the current attempt
--- (running) or the last, completed one (a completion records no row).
+-- (running; lost once MarkWorkerDead, a sweep or its holder's lapse revoked
+-- it, ended at its expiry) or the last, completed one (a completion records
+-- no row).
 SELECT a.epoch, a.attempt_index, a.instance_id, a.state, a.claimed_at_ms, a.ended_at_ms, a.error
 FROM attempts AS a
 WHERE a.execution_id = @id
 UNION ALL
-SELECT x.epoch, x.attempts, CAST(x.holder AS TEXT), x.state, CAST(x.claimed_at_ms AS INTEGER),
-       CAST(coalesce(x.finished_at_ms, 0) AS INTEGER), CAST('' AS TEXT)
+SELECT x.epoch, x.attempts, CAST(x.holder AS TEXT),
+       CAST(CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN 'reclaimed' ELSE x.state END AS TEXT),
+       CAST(x.claimed_at_ms AS INTEGER),
+       CAST(CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN x.expires_at_ms
+                 ELSE coalesce(x.finished_at_ms, 0) END AS INTEGER),
+       CAST(CASE WHEN x.state <> 'running' OR x.revoked_at_ms IS NULL THEN ''
+                 WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out'
+                 ELSE 'lease expired' END AS TEXT)
 FROM executions AS x
 WHERE x.id = @id AND x.state IN ('running', 'completed') AND x.lease_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM attempts AS h WHERE h.execution_id = x.id AND h.epoch = x.epoch)

@@ -205,7 +205,9 @@ func (x queries) LeaseListExpired(ctx context.Context, p engine.ExpiredLeaseList
 }
 
 // LeaseReclaimBatch ends the expired leases in one UPDATE, then records
-// each attempt as reclaimed, in the writer's transaction.
+// each attempt as reclaimed, in the writer's transaction: ended now, or
+// when its lease was revoked (at its expiry) for one that MarkWorkerDead, a
+// sweep or its holder's lapse ended before.
 func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {
 	rows, err := x.q.LeaseReclaimBatch(ctx, sqlitedb.LeaseReclaimBatchParams{Now: nowMs, BatchSize: int64(batch)})
 	if err != nil {
@@ -214,11 +216,15 @@ func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) 
 	ids := make([]uuid.UUID, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
+		endedAt := nowMs
+		if r.RevokedAtMs.Valid && r.ExpiresAtMs.Valid && r.ExpiresAtMs.Int64 < nowMs {
+			endedAt = r.ExpiresAtMs.Int64
+		}
 		if err := x.record(ctx, ended{
 			id: r.ID, attempts: r.Attempts, epoch: r.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
 			holder: r.Holder, claimedAtMs: r.ClaimedAtMs, expiresAtMs: r.ExpiresAtMs, revokedAtMs: r.RevokedAtMs,
 			err: r.LastError,
-		}, "reclaimed", nowMs); err != nil {
+		}, "reclaimed", endedAt); err != nil {
 			return nil, err
 		}
 	}
