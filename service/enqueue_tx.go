@@ -26,7 +26,11 @@ import (
 // never before (PostgreSQL: the NOTIFY sent inside tx; SQLite: the change
 // check of every Store on the file). The caller commits or rolls back; on
 // PostgreSQL an error of a statement of the create aborts tx, as any
-// failed statement does. On SQLite begin tx with `_txlock=immediate` in the
+// failed statement does. Whatever tx's driver, its errors map to roster's
+// as the Store's own do (a lock not taken within the caller's lock_timeout
+// is ErrUnavailable, an aborted tx ErrInvalidInput), and the driver's own
+// error stays in the chain for the caller's errors.As (lib/pq's *pq.Error,
+// pgx's *pgconn.PgError, modernc.org/sqlite's *sqlite.Error). On SQLite begin tx with `_txlock=immediate` in the
 // URL (or write first): a deferred transaction that read before it writes
 // can meet SQLITE_BUSY at its first write.
 func (s *Store) CreateExecutionsTx(ctx context.Context, tx any, items []CreateExecutionArgs) ([]uuid.UUID, error) {

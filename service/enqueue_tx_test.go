@@ -12,8 +12,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, as an application would use it
-	_ "github.com/lib/pq"              // the "postgres" database/sql driver, another an application may use
+	"github.com/lib/pq"                // the "postgres" database/sql driver, another an application may use
 	"github.com/rosterdb/roster/internal/pgtest"
 )
 
@@ -303,6 +304,87 @@ func TestCreateExecutionsTxWakesAtCommit(t *testing.T) {
 			t.Logf("started %v after the commit", time.Since(committed))
 		case <-time.After(5 * time.Second):
 			t.Fatal("the commit woke no worker")
+		}
+	})
+}
+
+// TestCreateExecutionsTxDriverErrors: an error the caller's driver reports
+// inside its transaction maps to the roster error it means on every driver
+// (a lock the create could not take in time is ErrUnavailable), and the
+// driver's own error stays in the chain for the caller's retry logic (its
+// SQLSTATE on PostgreSQL, lib/pq's *pq.Error as pgx's *pgconn.PgError); a
+// transaction a failed statement aborted is ErrInvalidInput naming tx.
+func TestCreateExecutionsTxDriverErrors(t *testing.T) {
+	conformanceShared(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		loc := b.fresh(t)
+		s, _ := b.open(t, loc)
+		url := appURL(t, b, loc)
+		item := []CreateExecutionArgs{{Namespace: "ns", Lane: "l", UniqueKey: "busy"}}
+		if !b.postgres {
+			// A deferred transaction that read before another connection
+			// wrote cannot write: SQLITE_BUSY at its first write.
+			db, err := sql.Open("sqlite", "file:"+url+"?_pragma=busy_timeout(50)")
+			must(t, err)
+			defer db.Close()
+			tx, err := db.BeginTx(ctx, nil)
+			must(t, err)
+			defer tx.Rollback()
+			var n int
+			must(t, tx.QueryRowContext(ctx, "SELECT count(*) FROM executions").Scan(&n))
+			create(t, s, CreateExecutionArgs{Namespace: "ns", Lane: "other"})
+			_, err = s.CreateExecutionsTx(ctx, tx, item)
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("a stale deferred transaction: err = %v, want ErrUnavailable", err)
+			}
+			return
+		}
+		// Another transaction creates the key and stays open: the key's
+		// lock is held.
+		holder := txKinds(b)[0].begin(t, url)
+		_, err := s.CreateExecutionsTx(ctx, holder.tx, item)
+		must(t, err)
+		defer holder.rollback()
+		for _, k := range txKinds(b) {
+			t.Run(k.name, func(t *testing.T) {
+				tx := k.begin(t, url)
+				must(t, tx.exec("SET LOCAL lock_timeout = '50ms'"))
+				_, err := s.CreateExecutionsTx(ctx, tx.tx, item)
+				if !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("a lock not taken in time: err = %v, want ErrUnavailable", err)
+				}
+				var state interface{ SQLState() string }
+				if !errors.As(err, &state) || state.SQLState() != "55P03" {
+					t.Fatalf("the driver's error is not in the chain (SQLSTATE 55P03): %#v", err)
+				}
+				var pe *pgconn.PgError
+				if !errors.As(err, &pe) || pe.Code != "55P03" {
+					t.Fatalf("no *pgconn.PgError 55P03 in the chain: %#v", err)
+				}
+				if k.name == "database/sql+lib/pq" {
+					var pqe *pq.Error
+					if !errors.As(err, &pqe) || pqe.Code != "55P03" {
+						t.Fatalf("lib/pq's *pq.Error is not in the chain: %#v", err)
+					}
+				}
+				must(t, tx.rollback())
+
+				// An aborted transaction takes no statement until it rolls back.
+				tx = k.begin(t, url)
+				if err := tx.exec("SELECT 1/0"); err == nil {
+					t.Fatal("1/0 succeeded")
+				}
+				_, err = s.CreateExecutionsTx(ctx, tx.tx, []CreateExecutionArgs{{Namespace: "ns", Lane: "l"}})
+				if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "tx") {
+					t.Fatalf("an aborted transaction: err = %v, want ErrInvalidInput naming tx", err)
+				}
+				must(t, tx.rollback())
+			})
+		}
+		page, err := s.ListExecutions(ctx, ListExecutionsArgs{})
+		must(t, err)
+		if len(page.Executions) != 0 {
+			t.Fatalf("written: %d", len(page.Executions))
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/google/uuid"
@@ -29,6 +30,8 @@ var _ engine.Enlister = (*Engine)(nil)
 // pg_notify, which PostgreSQL delivers when the caller commits (never if
 // it rolls back). An error of a statement aborts the caller's
 // transaction, as any failed statement does on PostgreSQL: roll it back.
+// A server error of another driver (lib/pq) translates as pgx's does (see
+// fromDriver).
 func (e *Engine) InTx(ctx context.Context, tx any, fn func(ctx context.Context, q engine.Queries) error) error {
 	if e.closed.Load() {
 		return engine.ErrClosed
@@ -167,7 +170,7 @@ func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (pgconn.Comm
 	}
 	res, err := t.tx.ExecContext(ctx, query, a...)
 	if err != nil {
-		return pgconn.CommandTag{}, err
+		return pgconn.CommandTag{}, fromDriver(err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -183,7 +186,7 @@ func (t sqlTx) Query(ctx context.Context, query string, args ...any) (pgx.Rows, 
 	}
 	rows, err := t.tx.QueryContext(ctx, query, a...)
 	if err != nil {
-		return nil, err
+		return nil, fromDriver(err)
 	}
 	return &sqlRows{rows: rows}, nil
 }
@@ -204,7 +207,7 @@ func (r sqlRow) Scan(dest ...any) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return pgx.ErrNoRows
 	}
-	return err
+	return fromDriver(err)
 }
 
 // errRow is a pgx.Row that failed before it was sent.
@@ -226,11 +229,11 @@ type sqlRows struct {
 func (r *sqlRows) TypeMap() *pgtype.Map { return textTypes }
 
 func (r *sqlRows) Close()                                       { r.err = errors.Join(r.err, r.rows.Close()) }
-func (r *sqlRows) Err() error                                   { return errors.Join(r.err, r.rows.Err()) }
+func (r *sqlRows) Err() error                                   { return fromDriver(errors.Join(r.err, r.rows.Err())) }
 func (r *sqlRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
 func (r *sqlRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
 func (r *sqlRows) Next() bool                                   { return r.rows.Next() }
-func (r *sqlRows) Scan(dest ...any) error                       { return r.rows.Scan(dest...) }
+func (r *sqlRows) Scan(dest ...any) error                       { return fromDriver(r.rows.Scan(dest...)) }
 func (r *sqlRows) RawValues() [][]byte                          { return nil }
 func (r *sqlRows) Conn() *pgx.Conn                              { return nil }
 
@@ -251,3 +254,55 @@ func (r *sqlRows) Values() ([]any, error) {
 }
 
 var _ driver.Valuer = pgtype.Text{} // the generated code's nullable text passes through database/sql
+
+// sqlStater is a server error of a database/sql driver other than pgx's
+// stdlib (which returns *pgconn.PgError itself): lib/pq's *pq.Error
+// reports its SQLSTATE this way.
+type sqlStater interface{ SQLState() string }
+
+// driverError is another driver's server error as translate reads pgx's:
+// it unwraps both to a *pgconn.PgError with the same SQLSTATE, message and
+// constraint (so it maps to the same roster error) and to the driver's own
+// error (so the caller's errors.As of its driver's type still finds it).
+type driverError struct {
+	pg  *pgconn.PgError
+	err error
+}
+
+func (e *driverError) Error() string   { return e.err.Error() }
+func (e *driverError) Unwrap() []error { return []error{e.pg, e.err} }
+
+// pgErrorFields are the exported string fields of a driver's error struct
+// that name the same thing as a pgconn.PgError field (lib/pq's *pq.Error
+// has them all).
+var pgErrorFields = []struct {
+	name string
+	dst  func(*pgconn.PgError) *string
+}{
+	{"Message", func(p *pgconn.PgError) *string { return &p.Message }},
+	{"Detail", func(p *pgconn.PgError) *string { return &p.Detail }},
+	{"Constraint", func(p *pgconn.PgError) *string { return &p.ConstraintName }},
+	{"Table", func(p *pgconn.PgError) *string { return &p.TableName }},
+	{"Column", func(p *pgconn.PgError) *string { return &p.ColumnName }},
+}
+
+// fromDriver makes an error of a caller's database/sql driver readable by
+// translate: a server error that reports its SQLSTATE becomes a
+// driverError; anything else (pgx's own errors, a broken connection) is
+// returned as it is.
+func fromDriver(err error) error {
+	var pe *pgconn.PgError
+	var st sqlStater
+	if err == nil || errors.As(err, &pe) || !errors.As(err, &st) {
+		return err
+	}
+	pg := &pgconn.PgError{Code: st.SQLState(), Message: err.Error()}
+	if v := reflect.Indirect(reflect.ValueOf(st)); v.Kind() == reflect.Struct {
+		for _, f := range pgErrorFields {
+			if fv := v.FieldByName(f.name); fv.IsValid() && fv.Kind() == reflect.String && fv.String() != "" {
+				*f.dst(pg) = fv.String()
+			}
+		}
+	}
+	return &driverError{pg: pg, err: err}
+}
