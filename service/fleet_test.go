@@ -414,7 +414,11 @@ func TestSchedules(t *testing.T) {
 		}
 		run := p.Executions[0]
 		if run.Lane != "reports" || string(run.Payload) != "r" || run.Priority != 2 || run.MaxAttempts != 3 ||
-			run.UniqueKey != fmt.Sprintf("schedule:hourly:%d", t0.UnixMilli()) {
+			run.UniqueKey != fmt.Sprintf("schedule:hourly:%d", t0.UnixMilli()) ||
+			!run.RunAt.Equal(t0) { // the period's start, a minute before the sweep: the lag shows
+			t.Fatalf("the run: %+v", run)
+		}
+		if run.State != ExecutionWaiting {
 			t.Fatalf("the run: %+v", run)
 		}
 		// An outage from 12:01 to 17:40: one run of hourly (17:00), one of
@@ -430,6 +434,7 @@ func TestSchedules(t *testing.T) {
 		}
 		last := getExecution(t, s, scs[1].LastExecutionID)
 		if last.UniqueKey != fmt.Sprintf("schedule:quarter:%d", t0.Add(5*time.Hour+30*time.Minute).UnixMilli()) ||
+			!last.RunAt.Equal(t0.Add(5*time.Hour+30*time.Minute)) ||
 			scs[1].LastState != ExecutionWaiting {
 			t.Fatalf("the last run of quarter: %+v, state %q", last, scs[1].LastState)
 		}
@@ -437,6 +442,11 @@ func TestSchedules(t *testing.T) {
 		paused := scs[0]
 		paused.Paused = true
 		must(t, s.PutSchedule(ctx, paused))
+		scs, err = s.ListSchedules(ctx, "ns")
+		must(t, err)
+		if !scs[0].Paused || !scs[0].NextRunAt.IsZero() {
+			t.Fatalf("a paused schedule shows a next run: %+v", scs[0])
+		}
 		clock.Advance(time.Hour)
 		if n := sweep(); n != 1 { // quarter only
 			t.Fatalf("%d runs with hourly paused, want 1", n)

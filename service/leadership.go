@@ -85,18 +85,74 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 	}
 	l := &leadership{s: s, instance: instance, term: leaseTerm(interval)}
 	defer l.resign()
+	sc := newScheduleClock(s)
+	defer sc.close()
+	left, fresh := time.Duration(0), true // the wait left before the next run
+	// The wait under way: its channel (nil: none), length, start, and
+	// whether it ends early, for a schedule's period.
+	var (
+		timer  <-chan time.Time
+		timerD time.Duration
+		waited time.Time
+		early  bool
+	)
 	for {
-		// A follower looks four times as often as the leader renews, so
-		// that it takes over soon after a dead leader's lease lapses.
-		wait := interval
-		if l.epoch == 0 {
-			wait = interval / 4
+		if fresh {
+			// A follower looks four times as often as the leader renews, so
+			// that it takes over soon after a dead leader's lease lapses.
+			wait := interval
+			if l.epoch == 0 {
+				wait = interval / 4
+			}
+			left, fresh, timer = jitter(wait), false, nil
 		}
+		if timer == nil {
+			// The leader wakes early for a schedule's period that begins
+			// before its next run, and runs the due schedules alone then.
+			timerD, early = left, false
+			if untilDue, ok := sc.untilDue(l); ok && untilDue < timerD {
+				timerD, early = untilDue, true
+			}
+			timer, waited = after(timerD), time.Now()
+		}
+		changed := false
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-after(jitter(wait)):
+		case <-sc.own:
+			sc.own, changed = s.schedules.wait(), true
+		case <-sc.notified:
+			changed = true
+		case <-timer:
+			timer, left = nil, left-timerD
 		}
+		if changed {
+			// A schedule was put or deleted: look at the next run again,
+			// and wait anew only for one that begins before this wait ends.
+			if l.epoch != 0 {
+				sc.look(ctx, time.Time{})
+			}
+			spent := time.Since(waited)
+			if untilDue, ok := sc.untilDue(l); ok && untilDue < timerD-spent {
+				timer, left = nil, max(left-spent, 0)
+			}
+			continue
+		}
+		if early {
+			now := s.now(time.Time{})
+			_, err := maintenance{s: s, term: &fence{holder: instance, epoch: l.epoch}}.runSchedules(ctx, now)
+			switch {
+			case errors.Is(err, ErrClosed):
+				return err
+			case errors.Is(err, errNotLeader):
+				l.lost("a schedule's run found the term ended")
+			case err != nil && ctx.Err() == nil:
+				s.log.Warn("roster: sweeper: a schedule's run failed", "epoch", l.epoch, "err", err)
+			}
+			sc.look(ctx, now)
+			continue
+		}
+		fresh = true
 		until, err := l.renew(ctx)
 		switch {
 		case errors.Is(err, ErrClosed):
@@ -109,8 +165,8 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 		case until.IsZero():
 			continue // another instance leads
 		}
-		began := time.Now()
-		r, err := s.sweep(ctx, time.Time{}, a, &fence{holder: instance, epoch: l.epoch})
+		began, now := time.Now(), s.now(time.Time{})
+		r, err := s.sweep(ctx, now, a, &fence{holder: instance, epoch: l.epoch})
 		switch {
 		case errors.Is(err, ErrClosed):
 			return err
@@ -124,6 +180,59 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 				"swept", r.Swept, "reclaimed", r.Reclaimed, "pruned", r.Pruned,
 				"pruned_executions", r.PrunedExecutions, "scheduled", r.Scheduled)
 		}
+		if l.epoch != 0 {
+			sc.look(ctx, now)
+		}
+	}
+}
+
+// scheduleClock is what a leading RunSweeper knows of the schedules: when
+// the earliest period of any of them begins, read after each of its runs
+// and again whenever a schedule is put or deleted through this Store or,
+// on an engine whose notifications are by key (PostgreSQL), through any.
+type scheduleClock struct {
+	s        *Store
+	due      time.Time           // zero: no schedule, or not read
+	own      <-chan struct{}     // closed when this Store puts or deletes one
+	notified <-chan struct{}     // the engine's notice of another's (nil: none)
+	sub      engine.Subscription // nil: the engine signals every key at every commit
+}
+
+func newScheduleClock(s *Store) *scheduleClock {
+	c := &scheduleClock{s: s, own: s.schedules.wait()}
+	if k, ok := s.eng.(engine.KeyedNotifier); ok && k.NotifiesByKey() {
+		c.sub = s.eng.Subscribe(engine.ScheduleKey)
+		c.sub.Arm()
+		c.notified = c.sub.C()
+	}
+	return c
+}
+
+// untilDue is how long until the next schedule's period begins (0 when it
+// has), when l leads and knows of one.
+func (c *scheduleClock) untilDue(l *leadership) (time.Duration, bool) {
+	if l.epoch == 0 || c.due.IsZero() {
+		return 0, false
+	}
+	return max(c.due.Sub(c.s.now(time.Time{})), 0), true
+}
+
+// look reads the earliest period that begins after ran (zero: any), the
+// time of a run that tried every schedule due by then: one it could not run
+// stays due, and is tried again at the next full run rather than woken for
+// at once, again and again. A failed read forgets the period (the next run
+// looks again).
+func (c *scheduleClock) look(ctx context.Context, ran time.Time) {
+	due, err := c.s.nextScheduleRun(ctx, ran)
+	if err != nil && ctx.Err() == nil {
+		c.s.log.Debug("roster: sweeper: reading the next schedule failed", "err", err)
+	}
+	c.due = due
+}
+
+func (c *scheduleClock) close() {
+	if c.sub != nil {
+		c.sub.Close()
 	}
 }
 

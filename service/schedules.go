@@ -34,7 +34,7 @@ type Schedule struct {
 	// be empty; its RunAt and Now are not used (a run is claimable at once).
 	Template  CreateExecutionArgs
 	Paused    bool      // a paused schedule creates nothing
-	NextRunAt time.Time // read-only: the next period's start
+	NextRunAt time.Time // read-only: the next period's start (zero while paused: none)
 	// LastExecutionID is the execution of the latest run (uuid.Nil: none
 	// yet), and LastState its state ("" when none, or pruned): read-only.
 	LastExecutionID uuid.UUID
@@ -196,7 +196,7 @@ func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
 		return err
 	}
 	now := s.now(time.Time{})
-	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+	err = s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		return q.SchedulePut(ctx, engine.Schedule{
 			Namespace: sc.Namespace, Name: sc.Name, EveryMs: sc.Every.Milliseconds(), Cron: sc.Cron,
 			Lane: row.Lane, Priority: row.Priority, RequiredCapabilities: row.RequiredCapabilities,
@@ -204,6 +204,10 @@ func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
 			Payload: row.Payload, Paused: sc.Paused, NextRunAtMs: p.next(now).UnixMilli(), UpdatedAtMs: now.UnixMilli(),
 		})
 	})
+	if err == nil {
+		s.schedules.signal()
+	}
+	return err
 }
 
 // DeleteSchedule removes a schedule (its past runs stay); an absent one is
@@ -218,13 +222,17 @@ func (s *Store) DeleteSchedule(ctx context.Context, namespace, name string) erro
 	if err := validIdentifier("name", name); err != nil {
 		return err
 	}
-	return s.write(ctx, func(ctx context.Context, q engine.Queries) error {
+	err := s.write(ctx, func(ctx context.Context, q engine.Queries) error {
 		found, err := q.ScheduleDelete(ctx, namespace, name)
 		if err == nil && !found {
 			return fmt.Errorf("%w: schedule %q in namespace %q", ErrNotFound, name, namespace)
 		}
 		return err
 	})
+	if err == nil {
+		s.schedules.signal()
+	}
+	return err
 }
 
 // ListSchedules returns the schedules of a namespace ("" = every namespace),
@@ -260,9 +268,39 @@ func scheduleFromRow(r engine.Schedule) Schedule {
 			RetryBackoff: time.Duration(r.RetryBackoffMs) * time.Millisecond,
 			Timeout:      time.Duration(r.TimeoutMs) * time.Millisecond,
 		},
-		Paused: r.Paused, NextRunAt: msTime(r.NextRunAtMs),
+		Paused: r.Paused, NextRunAt: nextRun(r),
 		LastExecutionID: r.LastExecutionID, LastState: ExecutionState(r.LastState),
 	}
+}
+
+// nextRun is a stored schedule's next period start, or zero while it is
+// paused (it has none: a resume starts over from its time).
+func nextRun(r engine.Schedule) time.Time {
+	if r.Paused {
+		return time.Time{}
+	}
+	return msTime(r.NextRunAtMs)
+}
+
+// nextScheduleRun reads when the earliest period of any schedule not paused
+// starts after ran (zero ran: at any time; zero result: there is none),
+// from the index of due schedules: the leading RunSweeper sleeps until then.
+func (s *Store) nextScheduleRun(ctx context.Context, ran time.Time) (time.Time, error) {
+	after := engine.Schedule{NextRunAtMs: math.MinInt64}
+	if !ran.IsZero() {
+		// Every row at or before ran sorts before (ran + 1 ms, "", "").
+		after.NextRunAtMs = ran.UnixMilli() + 1
+	}
+	var first []engine.Schedule
+	err := s.read(ctx, func(ctx context.Context, q engine.Queries) error {
+		var err error
+		first, err = q.ScheduleListDue(ctx, math.MaxInt64, after, 1)
+		return err
+	})
+	if err != nil || len(first) == 0 {
+		return time.Time{}, err
+	}
+	return msTime(first[0].NextRunAtMs), nil
 }
 
 // errScheduleMoved rolls back a schedule's run that another maintainer
@@ -333,7 +371,8 @@ func (m maintenance) runSchedule(ctx context.Context, sc engine.Schedule, now ti
 		Namespace: sc.Namespace, Lane: sc.Lane, Payload: sc.Payload, Priority: int(sc.Priority),
 		RequiredCapabilities: sc.RequiredCapabilities, MaxAttempts: int(sc.MaxAttempts),
 		RetryBackoff: time.Duration(sc.RetryBackoffMs) * time.Millisecond, Timeout: time.Duration(sc.TimeoutMs) * time.Millisecond,
-		Now: now,
+		RunAt: start, // the period's start, so that a late run shows its lag
+		Now:   now,
 	}, "")
 	if err != nil {
 		s.log.Warn("roster: a stored schedule's template is refused; skipped", "namespace", sc.Namespace, "name", sc.Name, "err", err)

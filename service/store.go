@@ -214,6 +214,10 @@ type Store struct {
 	// this Store check theirs at once (other Stores hear of it from the
 	// engine).
 	lost notifier
+	// schedules is signalled when this Store put or deleted a schedule: its
+	// leading RunSweeper looks at the next run again (other Stores hear of
+	// it from the engine, or at their next run).
+	schedules notifier
 	// held says a claim found ready work that a lane's cap, rate or pause
 	// held back: the next end of a run signals work (it may free room).
 	held atomic.Bool

@@ -149,29 +149,33 @@ func executionsCancel(ctx context.Context, c *cli, args []string) error {
 // Schedules.
 
 type scheduleJSON struct {
-	Namespace            string    `json:"namespace"`
-	Name                 string    `json:"name"`
-	EveryMs              int64     `json:"every_ms,omitempty"`
-	Cron                 string    `json:"cron,omitempty"`
-	Lane                 string    `json:"lane"`
-	Priority             int       `json:"priority"`
-	Payload              []byte    `json:"payload"`
-	PayloadText          *string   `json:"payload_text,omitempty"`
-	RequiredCapabilities []string  `json:"required_capabilities"`
-	MaxAttempts          int       `json:"max_attempts"`
-	RetryBackoffMs       int64     `json:"retry_backoff_ms"`
-	Paused               bool      `json:"paused"`
-	NextRunAt            time.Time `json:"next_run_at"`
-	LastExecutionID      string    `json:"last_execution_id,omitempty"`
-	LastState            string    `json:"last_state,omitempty"`
+	Namespace            string     `json:"namespace"`
+	Name                 string     `json:"name"`
+	EveryMs              int64      `json:"every_ms,omitempty"`
+	Cron                 string     `json:"cron,omitempty"`
+	Lane                 string     `json:"lane"`
+	Priority             int        `json:"priority"`
+	Payload              []byte     `json:"payload"`
+	PayloadText          *string    `json:"payload_text,omitempty"`
+	RequiredCapabilities []string   `json:"required_capabilities"`
+	MaxAttempts          int        `json:"max_attempts"`
+	RetryBackoffMs       int64      `json:"retry_backoff_ms"`
+	Paused               bool       `json:"paused"`
+	NextRunAt            *time.Time `json:"next_run_at"` // null while paused
+	LastExecutionID      string     `json:"last_execution_id,omitempty"`
+	LastState            string     `json:"last_state,omitempty"`
 }
 
 func scheduleView(sc service.Schedule) scheduleJSON {
 	v := scheduleJSON{Namespace: sc.Namespace, Name: sc.Name, EveryMs: sc.Every.Milliseconds(), Cron: sc.Cron,
 		Lane: sc.Template.Lane, Priority: sc.Template.Priority, Payload: sc.Template.Payload, PayloadText: text(sc.Template.Payload),
 		RequiredCapabilities: orEmpty(sc.Template.RequiredCapabilities), MaxAttempts: sc.Template.MaxAttempts,
-		RetryBackoffMs: sc.Template.RetryBackoff.Milliseconds(), Paused: sc.Paused, NextRunAt: sc.NextRunAt,
+		RetryBackoffMs: sc.Template.RetryBackoff.Milliseconds(), Paused: sc.Paused,
 		LastState: string(sc.LastState)}
+	if !sc.NextRunAt.IsZero() {
+		next := sc.NextRunAt
+		v.NextRunAt = &next
+	}
 	if sc.LastExecutionID != uuid.Nil {
 		v.LastExecutionID = sc.LastExecutionID.String()
 	}

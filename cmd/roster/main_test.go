@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -495,7 +496,15 @@ func TestCLIFleetCommands(t *testing.T) {
 	if out = cli(0, "schedules", "pause", "ns", "quarter"); !strings.Contains(out, "paused") {
 		t.Fatalf("pause: %s", out)
 	}
-	if out = cli(0, "schedules", "resume", "ns", "quarter", "--json"); !strings.Contains(out, `"paused": false`) {
+	// A paused schedule has no next run: "-" in the table, null in the JSON.
+	if out = cli(0, "schedules", "list"); !regexp.MustCompile(`quarter .*paused +- `).MatchString(out) {
+		t.Fatalf("list of a paused schedule: %s", out)
+	}
+	if out = cli(0, "schedules", "list", "--json"); !strings.Contains(out, `"next_run_at": null`) {
+		t.Fatalf("list --json of a paused schedule: %s", out)
+	}
+	if out = cli(0, "schedules", "resume", "ns", "quarter", "--json"); !strings.Contains(out, `"paused": false`) ||
+		strings.Contains(out, `"next_run_at": null`) {
 		t.Fatalf("resume: %s", out)
 	}
 	cli(1, "schedules", "pause", "ns", "nope")

@@ -507,7 +507,11 @@ func (q *Queries) ScheduleAdvance(ctx context.Context, arg ScheduleAdvanceParams
 }
 
 const scheduleDelete = `-- name: ScheduleDelete :execrows
-DELETE FROM schedules WHERE namespace = $1 AND name = $2
+WITH gone AS (
+    DELETE FROM schedules WHERE namespace = $1 AND name = $2
+    RETURNING 1
+)
+SELECT roster_wake(chr(29)) FROM gone
 `
 
 type ScheduleDeleteParams struct {
@@ -515,7 +519,8 @@ type ScheduleDeleteParams struct {
 	Name      string
 }
 
-// ScheduleDelete removes a schedule.
+// ScheduleDelete removes a schedule, and notifies the schedules' key
+// (chr(29)) so that the leader looks at its next run.
 func (q *Queries) ScheduleDelete(ctx context.Context, arg ScheduleDeleteParams) (int64, error) {
 	result, err := q.db.Exec(ctx, scheduleDelete, arg.Namespace, arg.Name)
 	if err != nil {
@@ -671,6 +676,7 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 }
 
 const schedulePut = `-- name: SchedulePut :exec
+WITH put AS (
 INSERT INTO schedules (
     namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
     retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload, timeout_ms
@@ -689,6 +695,9 @@ ON CONFLICT (namespace, name) DO UPDATE SET
                                AND NOT schedules.paused
                           THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
     updated_at_ms = excluded.updated_at_ms, payload = excluded.payload, timeout_ms = excluded.timeout_ms
+RETURNING 1
+)
+SELECT roster_wake(chr(29)) FROM put
 `
 
 type SchedulePutParams struct {
@@ -709,7 +718,8 @@ type SchedulePutParams struct {
 }
 
 // SchedulePut creates or replaces a schedule (a replaced one keeps its next
-// run while its timing is unchanged and it was not paused).
+// run while its timing is unchanged and it was not paused), and notifies
+// the schedules' key (chr(29)) so that the leader looks at its next run.
 func (q *Queries) SchedulePut(ctx context.Context, arg SchedulePutParams) error {
 	_, err := q.db.Exec(ctx, schedulePut,
 		arg.Namespace,

@@ -72,6 +72,19 @@ type Engine interface {
 // change check signals every key.
 func LostKey(namespace string) string { return "\x1e" + namespace }
 
+// ScheduleKey is the key to Subscribe with to hear that a schedule was put
+// or deleted through another connection or process (PostgreSQL notifies it;
+// SQLite's change check signals every key).
+const ScheduleKey = "\x1d"
+
+// KeyedNotifier is an engine whose subscriptions hear only their own key's
+// changes (PostgreSQL's notifications), so that one may stay armed for a
+// rare change without waking at every commit of the database (SQLite's
+// change check signals every key).
+type KeyedNotifier interface {
+	NotifiesByKey() bool
+}
+
 // Subscription hears about changes: C receives (coalesced, one pending at
 // most) after a change that may have made work claimable, or after the
 // engine lost track of changes (a listening connection re-established).

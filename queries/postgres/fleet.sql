@@ -110,7 +110,9 @@ SELECT holder, epoch, expires_at_ms FROM leaders WHERE name = @name;
 
 -- name: SchedulePut :exec
 -- SchedulePut creates or replaces a schedule (a replaced one keeps its next
--- run while its timing is unchanged and it was not paused).
+-- run while its timing is unchanged and it was not paused), and notifies
+-- the schedules' key (chr(29)) so that the leader looks at its next run.
+WITH put AS (
 INSERT INTO schedules (
     namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
     retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload, timeout_ms
@@ -128,11 +130,19 @@ ON CONFLICT (namespace, name) DO UPDATE SET
     next_run_at_ms = CASE WHEN schedules.every_ms IS NOT DISTINCT FROM excluded.every_ms AND schedules.cron IS NOT DISTINCT FROM excluded.cron
                                AND NOT schedules.paused
                           THEN schedules.next_run_at_ms ELSE excluded.next_run_at_ms END,
-    updated_at_ms = excluded.updated_at_ms, payload = excluded.payload, timeout_ms = excluded.timeout_ms;
+    updated_at_ms = excluded.updated_at_ms, payload = excluded.payload, timeout_ms = excluded.timeout_ms
+RETURNING 1
+)
+SELECT roster_wake(chr(29)) FROM put;
 
 -- name: ScheduleDelete :execrows
--- ScheduleDelete removes a schedule.
-DELETE FROM schedules WHERE namespace = @namespace AND name = @name;
+-- ScheduleDelete removes a schedule, and notifies the schedules' key
+-- (chr(29)) so that the leader looks at its next run.
+WITH gone AS (
+    DELETE FROM schedules WHERE namespace = @namespace AND name = @name
+    RETURNING 1
+)
+SELECT roster_wake(chr(29)) FROM gone;
 
 -- name: ScheduleList :many
 -- ScheduleList reads the schedules of a namespace ('' = every namespace) by

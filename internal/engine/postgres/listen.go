@@ -21,6 +21,12 @@ const listenPing = 30 * time.Second
 // the connection for each idle spell would cost a connect each time.
 const listenLinger = time.Minute
 
+// NotifiesByKey reports that a subscription hears only its own key's
+// notifications.
+func (e *Engine) NotifiesByKey() bool { return true }
+
+var _ engine.KeyedNotifier = (*Engine)(nil)
+
 // Subscribe hears the NOTIFYs that roster_wake sends on this schema's
 // channel, armed or not (a notification is cheap, and one that came while
 // its subscriber was busy stays pending). The first subscription opens one
