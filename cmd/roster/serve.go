@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,7 +31,8 @@ var statusPage = template.Must(template.ParseFS(webFS, "web/status.html.tmpl"))
 func serve(ctx context.Context, c *cli, args []string) error {
 	addr := c.flags.String("addr", "127.0.0.1:8080", "listen address; any but loopback needs --token")
 	var token string
-	c.envStringVar(&token, "token", "ROSTER_TOKEN", "", "bearer token every request must carry", true)
+	c.envStringVar(&token, "token", "ROSTER_TOKEN", "", "bearer token every request must carry (but GET /healthz: see --token-healthz)", true)
+	tokenHealthz := c.flags.Bool("token-healthz", false, "require the token for /healthz too (without it /healthz answers anyone: it says only whether the database answers)")
 	refresh := c.flags.Duration("refresh", 5*time.Second, "how often the page refreshes itself")
 	if err := c.parse(args, 0); err != nil {
 		return err
@@ -55,7 +57,11 @@ func serve(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	h := newStatusHandler(s, displayDB(c.db), *refresh)
-	srv := &http.Server{Handler: requireToken(token, h), ReadHeaderTimeout: 10 * time.Second}
+	var open []string
+	if !*tokenHealthz {
+		open = append(open, "/healthz")
+	}
+	srv := &http.Server{Handler: requireToken(token, h, open...), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(c.stdout, "serving %s on http://%s/\n", displayDB(c.db), ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -89,14 +95,19 @@ func isLoopback(addr string) (bool, error) {
 }
 
 // requireToken answers 401 to every request without the bearer token (none:
-// every request passes).
-func requireToken(token string, next http.Handler) http.Handler {
+// every request passes), but a GET or HEAD of one of the open paths, which
+// is served without it and marked as such (see tokenless).
+func requireToken(token string, next http.Handler, open ...string) http.Handler {
 	if token == "" {
 		return next
 	}
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			if (r.Method == http.MethodGet || r.Method == http.MethodHead) && slices.Contains(open, r.URL.Path) {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenlessKey{}, true)))
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="roster"`)
 			http.Error(w, "401 unauthorized: a bearer token is required", http.StatusUnauthorized)
 			return
@@ -341,10 +352,27 @@ func (h *statusHandler) json(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(st)
 }
 
+// healthz answers "ok" while the database answers, else 503 with why (to a
+// request without the token, only that it is unavailable).
 func (h *statusHandler) healthz(w http.ResponseWriter, r *http.Request) {
 	if _, err := h.s.Stats(r.Context(), time.Time{}); err != nil {
-		http.Error(w, "roster: "+describe(err), http.StatusServiceUnavailable)
+		why := "roster: " + describe(err)
+		if tokenless(r) {
+			why = "roster: the database is unavailable"
+		}
+		http.Error(w, why, http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// tokenlessKey marks the context of a request a server with a token serves
+// without it (an open path).
+type tokenlessKey struct{}
+
+// tokenless reports whether r came without the token to a server that has
+// one: it is shown nothing an error might tell.
+func tokenless(r *http.Request) bool {
+	v, _ := r.Context().Value(tokenlessKey{}).(bool)
+	return v
 }

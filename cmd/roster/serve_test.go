@@ -109,7 +109,18 @@ func TestServeEndpoints(t *testing.T) {
 func TestServeToken(t *testing.T) {
 	f := seed(t)
 	base := startServe(t, "--db", f.path, "--token", "s3cret")
-	for _, path := range []string{"/", "/healthz", "/api/status", "/metrics", "/static/style.css"} {
+	// /healthz says only whether the database answers: no token needed.
+	if code, body := get(t, base+"/healthz", ""); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz without the token: %d %q", code, body)
+	}
+	guarded := startServe(t, "--db", f.path, "--token", "s3cret", "--token-healthz")
+	if code, _ := get(t, guarded+"/healthz", ""); code != 401 {
+		t.Fatalf("/healthz without the token, --token-healthz: %d", code)
+	}
+	if code, _ := get(t, guarded+"/healthz", "s3cret"); code != 200 {
+		t.Fatalf("/healthz with the token, --token-healthz: %d", code)
+	}
+	for _, path := range []string{"/", "/api/status", "/metrics", "/static/style.css"} {
 		if code, _ := get(t, base+path, ""); code != 401 {
 			t.Fatalf("%s without the token: %d", path, code)
 		}
@@ -132,11 +143,34 @@ func TestServeToken(t *testing.T) {
 			t.Fatalf("isLoopback(%s) = %v, %v", addr, got, err)
 		}
 	}
-	h := requireToken("t", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	if rec.Code != 401 || rec.Header().Get("WWW-Authenticate") == "" {
-		t.Fatalf("no token: %d", rec.Code)
+	h := requireToken("t", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tokenless(r) {
+			w.WriteHeader(299)
+			return
+		}
+		w.WriteHeader(204)
+	}), "/healthz")
+	for _, tc := range []struct {
+		method, path, token string
+		want                int
+	}{
+		{"GET", "/", "", 401},
+		{"GET", "/", "t", 204},
+		{"GET", "/healthz", "", 299}, // served, marked tokenless
+		{"HEAD", "/healthz", "", 299},
+		{"GET", "/healthz", "t", 204},
+		{"POST", "/healthz", "", 401}, // only reads are open
+		{"GET", "/healthz/x", "", 401},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(tc.method, tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.want || (tc.want == 401 && rec.Header().Get("WWW-Authenticate") == "") {
+			t.Errorf("%s %s token %q: %d, want %d", tc.method, tc.path, tc.token, rec.Code, tc.want)
+		}
 	}
 }
 
