@@ -243,6 +243,7 @@ func (c *cli) scheduleKey() (namespace, name string, err error) {
 // (before anything is opened: a refused key touches no database), opens the
 // Store for writing and calls fn.
 func (c *cli) withSchedule(ctx context.Context, args []string, fn func(s *service.Store, ns, name string) error) error {
+	c.keyedNamespace = true
 	if err := c.parse(args, 2); err != nil {
 		return err
 	}

@@ -120,6 +120,7 @@ var laneArgFields = map[string]string{
 // anything is opened), opens the Store for writing and calls fn with the
 // lane's limits as stored (zero but for the key when it has none).
 func (c *cli) withLane(ctx context.Context, args []string, fn func(s *service.Store, l service.LaneLimits, found bool) error) error {
+	c.keyedNamespace = true
 	if err := c.parse(args, 2); err != nil {
 		return err
 	}

@@ -268,6 +268,11 @@ type cli struct {
 	// command's errors, where they differ from fieldFlags (a NAMESPACE
 	// argument rather than a --namespace flag).
 	fields map[string]string
+	// keyedNamespace: the command's first argument is NAMESPACE (a key, as
+	// in "schedules pause NAMESPACE NAME"); a --namespace flag is accepted
+	// in its place with a note. Commands that filter by namespace take
+	// --namespace, and accept a lone argument in its place with a note.
+	keyedNamespace bool
 }
 
 var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
@@ -276,6 +281,10 @@ var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
 // positional arguments (a negative number, such as "-1", is a positional
 // argument unless it is a flag's value), and checks the positional count.
 func (c *cli) parse(args []string, positional int) error {
+	var keyedNS *string
+	if c.keyedNamespace && c.flags.Lookup("namespace") == nil {
+		keyedNS = c.flags.String("namespace", "", "the NAMESPACE argument, given as a flag (the usual form is NAMESPACE first)")
+	}
 	var flagArgs []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -305,12 +314,46 @@ func (c *cli) parse(args []string, positional int) error {
 		}
 		return usagef("%v", strings.Replace(err.Error(), "provided but not defined: -", "provided but not defined: --", 1))
 	}
+	if err := c.namespaceEitherWay(keyedNS, positional); err != nil {
+		return err
+	}
 	switch {
 	case positional == anyCount:
 	case positional == oneOrMore && len(c.args) == 0:
 		return usagef("want at least one argument")
 	case positional >= 0 && len(c.args) != positional:
 		return usagef("want %d argument(s), got %d", positional, len(c.args))
+	}
+	return nil
+}
+
+// namespaceEitherWay accepts the namespace in the form the command does not
+// use, with a note on stderr: --namespace NS for a command whose first
+// argument is NAMESPACE (keyed: the flag it was given for that), and a lone
+// argument for a command that filters by --namespace and takes none.
+func (c *cli) namespaceEitherWay(keyed *string, positional int) error {
+	switch {
+	case keyed != nil && *keyed != "":
+		switch {
+		case len(c.args) == positional-1:
+			c.args = append([]string{*keyed}, c.args...)
+			fmt.Fprintf(c.stderr, "roster: note: %s takes NAMESPACE as its first argument (roster %s %s ...); --namespace %s read as that\n",
+				c.name, c.name, *keyed, *keyed)
+		case len(c.args) == positional && c.args[0] == *keyed:
+		default:
+			return usagef("--namespace %q and the arguments %q disagree: %s takes NAMESPACE as its first argument", *keyed, c.args, c.name)
+		}
+	case keyed == nil && positional == 0 && len(c.args) == 1:
+		f := c.flags.Lookup("namespace")
+		if f == nil || f.Value.String() != "" {
+			return nil // not a filter by namespace, or given twice: the count check refuses it
+		}
+		if err := f.Value.Set(c.args[0]); err != nil {
+			return usagef("invalid --namespace: %v", err)
+		}
+		fmt.Fprintf(c.stderr, "roster: note: %s takes the namespace as --namespace (roster %s --namespace %s); the argument %s read as that\n",
+			c.name, c.name, c.args[0], c.args[0])
+		c.args = nil
 	}
 	return nil
 }

@@ -85,6 +85,7 @@ func executionsCreate(ctx context.Context, c *cli, args []string) error {
 	var caps stringList
 	c.flags.Var(&caps, "capability", "a capability the execution requires (repeat for several)")
 	c.fields = createArgFields
+	c.keyedNamespace = true
 	return c.withWrite(ctx, args, 2, func(s *service.Store) error {
 		md, err := parseMetadata(metadata)
 		if err != nil {
