@@ -225,6 +225,7 @@ func newRunner(s *Store, a WorkerArgs) (*runner, error) {
 	}, w.slots, w.claims, log)
 	w.heart.alive = w.noteRegistration
 	w.claims.lapsed = w.heart.lapsed
+	w.claims.regEpoch = w.heart.registration
 	return w, nil
 }
 

@@ -39,12 +39,13 @@ type claimer struct {
 	log   runLog
 
 	// Set before run.
-	poll   time.Duration          // the longest an idle claimer waits without looking
-	signal func() <-chan struct{} // a channel closed at this Store's next work signal
-	sub    engine.Subscription    // changes heard from the engine, armed while idle
-	launch func(Lease) bool       // starts a lease's handler; false: shutdown began, not started
-	lapsed func()                 // a claim found the registration lapsed
-	done   <-chan struct{}        // RunWorker's ctx: once done, leases claimed are released
+	poll     time.Duration          // the longest an idle claimer waits without looking
+	signal   func() <-chan struct{} // a channel closed at this Store's next work signal
+	sub      engine.Subscription    // changes heard from the engine, armed while idle
+	launch   func(Lease) bool       // starts a lease's handler; false: shutdown began, not started
+	lapsed   func(epoch uint64)     // a claim begun under that registration found it lapsed
+	regEpoch func() uint64          // the current registration's epoch, taken as a claim begins
+	done     <-chan struct{}        // RunWorker's ctx: once done, leases claimed are released
 
 	kickCh chan struct{} // wakes the claimer (buffered 1)
 
@@ -79,6 +80,7 @@ func (c *claimer) run(ctx context.Context) error {
 		}
 		prev = signal
 		if n, gen := c.slots.reserve(); n > 0 {
+			epoch := c.regEpoch()
 			p, err := c.store.newClaim(c.args, n)
 			if err != nil {
 				c.slots.unreserve(n)
@@ -101,7 +103,7 @@ func (c *claimer) run(ctx context.Context) error {
 			case errors.Is(err, ErrClosed):
 				return err
 			case errors.Is(err, ErrNotRegistered):
-				c.lapsed()
+				c.lapsed(epoch)
 			default:
 				c.failedClaim(p, err)
 				c.retryWait(ctx, b.next())
@@ -160,6 +162,7 @@ type batchClaim struct {
 	params engine.ClaimParams
 	n      int
 	gen    uint64
+	epoch  uint64 // the registration it began under
 }
 
 // prepare reserves the free slots for a claim to make with a batch of
@@ -174,7 +177,7 @@ func (c *claimer) prepare() *batchClaim {
 		c.slots.unreserve(n)
 		return nil
 	}
-	return &batchClaim{params: p, n: n, gen: gen}
+	return &batchClaim{params: p, n: n, gen: gen, epoch: c.regEpoch()}
 }
 
 // claimed takes the answer to a claim made with a batch of outcomes, as run
@@ -188,7 +191,7 @@ func (c *claimer) claimed(bc *batchClaim, leases []Lease, next time.Time, err er
 		c.slots.noMoreWork(bc.gen, next)
 	case err == nil:
 	case errors.Is(err, ErrNotRegistered):
-		c.lapsed()
+		c.lapsed(bc.epoch)
 	default:
 		c.failedClaim(bc.params, err)
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -39,6 +40,14 @@ type heart struct {
 	alive func(expires time.Time)
 
 	relapse chan struct{} // asks the heart to register again at once (buffered 1)
+
+	// mu orders a claim's report of a lapse against a registration: a
+	// claim that began under an earlier registration than the current one
+	// found the lapse that registration ended, so it asks for nothing (one
+	// stall past the TTL registers once, whichever part found it first).
+	mu      sync.Mutex
+	epoch   uint64 // successful registrations so far
+	relapsE uint64 // the epoch the pending relapse was found under
 }
 
 // newHeart returns the heart of the worker reg registers, heartbeating at
@@ -52,10 +61,25 @@ func newHeart(store heartStore, reg RegisterWorkerArgs, sl *slots, claims claimW
 func (h *heart) register(ctx context.Context) error {
 	at := h.now()
 	_, err := h.store.RegisterWorker(context.WithoutCancel(ctx), h.reg)
-	if err == nil && h.alive != nil {
+	if err != nil {
+		return err
+	}
+	if h.alive != nil {
 		h.alive(at.Add(h.reg.TTL)) // at the latest: registered after at
 	}
-	return err
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.epoch++
+	h.setRegistered(true)
+	return nil
+}
+
+// registration is the epoch of the current registration: a claim takes it
+// as it begins, and reports a lapse it finds with it (lapsed).
+func (h *heart) registration() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.epoch
 }
 
 // now is the Store's clock, where the heart's store has one.
@@ -81,7 +105,13 @@ func (h *heart) run(stop <-chan struct{}) {
 			t.Stop()
 			return
 		case <-h.relapse:
-			relapsed = true
+			h.mu.Lock()
+			relapsed = h.relapsE == h.epoch // else registered again since
+			h.mu.Unlock()
+			if !relapsed {
+				t.Stop()
+				continue
+			}
 		case <-t.C:
 		}
 		t.Stop()
@@ -110,7 +140,6 @@ func (h *heart) run(stop <-chan struct{}) {
 			h.setRegistered(false)
 			if err = h.register(context.Background()); err == nil {
 				h.log.Info("roster: worker: the registration had lapsed; registered again")
-				h.setRegistered(true)
 			}
 		}
 		switch {
@@ -126,10 +155,18 @@ func (h *heart) run(stop <-chan struct{}) {
 	}
 }
 
-// lapsed stops claims until the heart has registered again (a claim found
-// the registration lapsed).
-func (h *heart) lapsed() {
+// lapsed stops claims until the heart has registered again: a claim that
+// began under registration epoch found it lapsed. A claim of an earlier
+// registration than the current one changes nothing: the heart registered
+// again since it began.
+func (h *heart) lapsed(epoch uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if epoch != h.epoch {
+		return
+	}
 	h.slots.setRegistered(false)
+	h.relapsE = epoch
 	select {
 	case h.relapse <- struct{}{}:
 	default:

@@ -407,7 +407,7 @@ func TestClaimerNoClaimAfterStop(t *testing.T) {
 			c.poll, c.sub = time.Hour, quietSub{}
 			c.signal = func() <-chan struct{} { return nil }
 			c.launch = func(Lease) bool { launched.Add(1); return true }
-			c.lapsed = func() {}
+			c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			c.done = ctx.Done()
@@ -641,7 +641,7 @@ func TestHeartLapseStopsClaims(t *testing.T) {
 			go func() { defer close(done); h.run(stop) }()
 			defer func() { close(stop); close(store.quit); <-done }()
 			if tc.byClaim {
-				h.lapsed()
+				h.lapsed(h.registration())
 			}
 			for i := range tc.failTries + 1 {
 				within(t, "a registration", func() bool { return store.registers.Load() == int32(i+1) })
@@ -715,4 +715,58 @@ func TestKeeperStartsAtItsFirstLook(t *testing.T) {
 			t.Fatalf("cause %v, lost %v; want errLeaseExpired, lost", context.Cause(j.ctx), j.isLost())
 		}
 	})
+}
+
+// TestHeartRegistersOnceAfterAStall: a stall past the TTL found by both the
+// heart and a claim (one that began under the registration the stall ended)
+// registers once, whichever reports first; a lapse a claim finds under the
+// new registration registers again.
+func TestHeartRegistersOnceAfterAStall(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		claimBefore bool // the claim reports before the heart's register answers
+	}{
+		{"the claim reports while the heart registers", true},
+		{"the claim reports after the heart registered", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sl := newSlots(1)
+			store := &fakeHeartStore{register: make(chan error), quit: make(chan struct{})}
+			var lapse atomic.Bool
+			lapse.Store(true)
+			store.beat = func(int32) error {
+				if lapse.Load() {
+					return fmt.Errorf("%w: instance i", ErrNotRegistered)
+				}
+				return nil
+			}
+			h := newHeart(store, RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", TTL: 15 * time.Millisecond}, sl, &noClaims{}, partsLog())
+			stale := h.registration() // a claim begins under the registration the stall ends
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() { defer close(done); h.run(stop) }()
+			defer func() { close(stop); close(store.quit); <-done }()
+			within(t, "the heart registering", func() bool { return store.registers.Load() == 1 })
+			if tc.claimBefore {
+				h.lapsed(stale)
+			}
+			lapse.Store(false)
+			store.register <- nil
+			within(t, "registered", func() bool { return h.registration() == stale+1 })
+			if !tc.claimBefore {
+				h.lapsed(stale)
+			}
+			time.Sleep(60 * time.Millisecond) // a dozen heartbeats
+			if n := store.registers.Load(); n != 1 {
+				t.Fatalf("%d registrations after one stall, want 1", n)
+			}
+			if n, _ := sl.reserve(); n != 1 {
+				t.Fatalf("claims held back after the registration: %d slots", n)
+			}
+			sl.unreserve(1)
+			// Under the new registration, a claim's lapse registers again.
+			h.lapsed(h.registration())
+			within(t, "a second registration", func() bool { return store.registers.Load() == 2 })
+			store.register <- nil
+		})
+	}
 }

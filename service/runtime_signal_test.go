@@ -44,7 +44,7 @@ func TestClaimerSignalBetweenRounds(t *testing.T) {
 			c := newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, clk.Now, partsLog())
 			c.poll, c.sub = time.Hour, quietSub{}
 			c.launch = func(Lease) bool { return true }
-			c.lapsed = func() {}
+			c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
 			var bcMu sync.Mutex
 			var bc *batchClaim
 			c.signal = func() <-chan struct{} {

@@ -94,8 +94,15 @@ type WorkerEvent struct {
 	Namespace, InstanceID string
 	Kind                  WorkerEventKind
 	At                    time.Time
-	Reason                string
+	// Reason is a mark-dead's reason, and RefreshedReason on the registered
+	// event of a register that found the instance alive (a refresh, not a
+	// new registration, which has none).
+	Reason string
 }
+
+// RefreshedReason is the Reason of the registered event a refresh appends:
+// the audit log tells a refresh of a live registration from a new one.
+const RefreshedReason = "refreshed"
 
 // ListWorkerEventsArgs select events with Seq > AfterSeq, optionally of one
 // namespace and one instance, in Seq order.
@@ -175,7 +182,11 @@ func (s *Store) RegisterWorker(ctx context.Context, a RegisterWorkerArgs) (Regis
 					ErrConflict, a.InstanceID, a.Namespace, holder.WorkerID)
 			}
 		}
-		return appendEvent(ctx, q, key, EventRegistered, now, "")
+		reason := "" // a new registration
+		if outcome == Refreshed {
+			reason = RefreshedReason
+		}
+		return appendEvent(ctx, q, key, EventRegistered, now, reason)
 	})
 	if err != nil {
 		return 0, err

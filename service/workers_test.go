@@ -483,6 +483,11 @@ func TestWorkerEvents(t *testing.T) {
 				t.Fatalf("event %d = %+v", i, e)
 			}
 		}
+		for i, e := range all {
+			if e.Kind == EventRegistered && e.Reason != "" {
+				t.Fatalf("event %d, a new registration, has reason %q", i, e.Reason)
+			}
+		}
 		// Tail by Seq with a limit.
 		tail, err := s.ListWorkerEvents(ctx, ListWorkerEventsArgs{AfterSeq: all[1].Seq, Limit: 2})
 		must(t, err)
@@ -511,6 +516,13 @@ func TestWorkerEvents(t *testing.T) {
 		must(t, err)
 		if len(after) != 1 || after[0].Seq <= all[len(all)-1].Seq {
 			t.Fatalf("after prune: %+v (last seq before %d)", after, all[len(all)-1].Seq)
+		}
+		// A refresh of a live registration is told apart from a new one.
+		register(t, s, "a", "i3", "w", time.Minute, t0.Add(6*time.Second))
+		refresh, err := s.ListWorkerEvents(ctx, ListWorkerEventsArgs{AfterSeq: after[0].Seq})
+		must(t, err)
+		if len(refresh) != 1 || refresh[0].Kind != EventRegistered || refresh[0].Reason != RefreshedReason {
+			t.Fatalf("the refresh's event: %+v", refresh)
 		}
 	})
 }
