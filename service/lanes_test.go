@@ -418,7 +418,7 @@ func TestStatsShowsLaneLimits(t *testing.T) {
 		st, err := s.Stats(ctx, t0)
 		must(t, err)
 		want := []LaneStats{
-			{Lane: "default", Ready: 1, Running: 1, OldestReadyRunAt: t0, Limits: &LaneLimits{Namespace: "ns", Lane: "default", MaxRunning: 1}},
+			{Lane: "default", Ready: 1, Running: 1, OldestReadyRunAt: t0, Limits: &LaneLimits{Namespace: "ns", Lane: "default", MaxRunning: 1}, WorkersAlive: 1},
 			{Lane: "free", Ready: 1, OldestReadyRunAt: t0},
 		}
 		if len(st.Namespaces) != 1 || !reflect.DeepEqual(st.Namespaces[0].Lanes, want) {

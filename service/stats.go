@@ -36,11 +36,18 @@ type LaneStats struct {
 	// Limits are the lane's flow-control limits (nil: none): how close
 	// Running is to MaxRunning, and whether the lane is paused.
 	Limits *LaneLimits
+	// WorkersAlive counts the namespace's alive workers that claim from
+	// the lane.
+	WorkersAlive int
 }
+
+// Unserved reports whether the lane has ready work and no alive worker
+// claims from it: nothing will run it until one registers.
+func (l LaneStats) Unserved() bool { return l.Ready > 0 && l.WorkersAlive == 0 }
 
 // Stats reads one consistent snapshot of the fleet at a time (zero: the
 // Store's clock). Its cost grows with the live rows (waiting and running
-// executions, registered workers, running leases), never with finished
+// executions, registered workers and their lanes, running leases), never with finished
 // history: finished executions are out of its indexes, and agents are counted
 // per state by the schema itself.
 func (s *Store) Stats(ctx context.Context, at time.Time) (Stats, error) {
@@ -108,8 +115,13 @@ func (s *Store) Stats(ctx context.Context, at time.Time) (Stats, error) {
 	for _, l := range limits {
 		limited[[2]string{l.Namespace, l.Lane}] = laneLimitsFromRow(l)
 	}
+	serving := make(map[[2]string]int, len(rows.LaneWorkers))
+	for _, w := range rows.LaneWorkers {
+		serving[[2]string{w.Namespace, w.Lane}] = int(w.Alive)
+	}
 	for _, l := range rows.Lanes { // ordered by (namespace, lane)
-		ls := LaneStats{Lane: l.Lane, Ready: int(l.Ready), Scheduled: int(l.Scheduled), Running: int(l.Running)}
+		ls := LaneStats{Lane: l.Lane, Ready: int(l.Ready), Scheduled: int(l.Scheduled), Running: int(l.Running),
+			WorkersAlive: serving[[2]string{l.Namespace, l.Lane}]}
 		if lim, ok := limited[[2]string{l.Namespace, l.Lane}]; ok {
 			ls.Limits = &lim
 		}

@@ -23,8 +23,10 @@ func TestStats(t *testing.T) {
 		// completed (left out), lane z: nothing live.
 		worker(t, s, "b", "w1", []string{"x"}, nil) // TTL 1h from t0
 		worker(t, s, "b", "w2", []string{"x", "y"}, nil)
-		_, err = s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "b", WorkerID: "w", InstanceID: "w3", TTL: time.Second, Now: t0})
+		_, err = s.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "b", WorkerID: "w", InstanceID: "w3", Lanes: []string{"q"}, TTL: time.Second, Now: t0})
 		must(t, err)
+		// Lane q: ready work whose only worker lapsed: unserved.
+		create(t, s, CreateExecutionArgs{Namespace: "b", Lane: "q", RunAt: t0})
 		create(t, s, CreateExecutionArgs{Namespace: "b", Lane: "x", RunAt: t0.Add(-time.Minute)})
 		running := create(t, s, CreateExecutionArgs{Namespace: "b", Lane: "x", Priority: 9})
 		create(t, s, CreateExecutionArgs{Namespace: "b", Lane: "x", RunAt: t0.Add(-time.Second)})
@@ -63,13 +65,17 @@ func TestStats(t *testing.T) {
 			Namespaces: []NamespaceStats{
 				{Namespace: "a", WorkersAlive: 1},
 				{Namespace: "b", WorkersAlive: 2, WorkersLapsed: 1, ExpiredLeases: 1, Lanes: []LaneStats{
-					{Lane: "x", Ready: 2, Scheduled: 1, Running: 1, OldestReadyRunAt: t0.Add(-time.Minute)},
+					{Lane: "q", Ready: 1, OldestReadyRunAt: t0},
+					{Lane: "x", Ready: 2, Scheduled: 1, Running: 1, OldestReadyRunAt: t0.Add(-time.Minute), WorkersAlive: 2},
 				}},
 			},
 			Agents: map[AgentState]int{AgentSpawned: 0, AgentRunning: 1, AgentSuspended: 1, AgentTerminal: 1},
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Stats:\n got %+v\nwant %+v", got, want)
+		}
+		if lanes := got.Namespaces[1].Lanes; !lanes[0].Unserved() || lanes[1].Unserved() {
+			t.Fatalf("unserved: q %v (ready, its worker lapsed), x %v (two alive workers)", lanes[0].Unserved(), lanes[1].Unserved())
 		}
 		// A zero time is the Store's clock.
 		now, err := s.Stats(ctx, time.Time{})

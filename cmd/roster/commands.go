@@ -518,7 +518,11 @@ func stats(ctx context.Context, c *cli, args []string) error {
 				if !l.OldestReadyRunAt.IsZero() {
 					age = st.At.Sub(l.OldestReadyRunAt).Round(time.Millisecond).String()
 				}
-				rows = append(rows, []string{ns.Namespace, l.Lane, "", "", "", strconv.Itoa(l.Ready), strconv.Itoa(l.Scheduled),
+				lane := l.Lane
+				if l.Unserved() {
+					lane += " (ready, no alive worker)"
+				}
+				rows = append(rows, []string{ns.Namespace, lane, strconv.Itoa(l.WorkersAlive), "", "", strconv.Itoa(l.Ready), strconv.Itoa(l.Scheduled),
 					strconv.Itoa(l.Running), age})
 			}
 		}

@@ -103,7 +103,7 @@ func TestServeShowsLaneLimits(t *testing.T) {
 	_ = s.Close()
 	base := startServe(t, "--db", f.path)
 	code, body := get(t, base+"/", "")
-	for _, want := range []string{`class="lane paused" data-lane="z"`, `<strong class="paused">paused</strong>`, `/3 running`} {
+	for _, want := range []string{`class="lane paused unserved" data-lane="z"`, `<strong class="paused">paused</strong>`, `/3 running`} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/: %d, missing %q", code, want)
 		}

@@ -154,6 +154,9 @@ type status struct {
 	LeaderUntil *time.Time       `json:"leader_until"`
 	LeaderLeft  string           `json:"-"`
 	Schedules   []scheduleStatus `json:"schedules"`
+	// BarScale is the executions a full lane bar stands for (the busiest
+	// lane's ready, scheduled and running), the same for every lane.
+	BarScale int `json:"-"`
 }
 
 type scheduleStatus struct {
@@ -241,11 +244,20 @@ func (h *statusHandler) load(ctx context.Context, heartbeats bool) (status, erro
 		out.AgentStates = append(out.AgentStates, agentCount{string(state), st.Agents[state]})
 	}
 	sv := statsView(st)
+	// Every lane's bar is drawn on one scale, the busiest lane's, so that
+	// lanes can be compared; the legend says what a full bar is.
+	scale := 1
+	for _, ns := range sv.Namespaces {
+		for _, l := range ns.Lanes {
+			scale = max(scale, l.Ready+l.Scheduled+l.Running)
+		}
+	}
+	out.BarScale = scale
 	for i, ns := range st.Namespaces {
 		n := namespaceStatus{Namespace: ns.Namespace, WorkersAlive: ns.WorkersAlive, WorkersLapsed: ns.WorkersLapsed,
 			ExpiredLeases: ns.ExpiredLeases, Lanes: []laneStatus{}, Workers: []workerStatus{}, Expired: []expiredStatus{}}
 		for _, l := range sv.Namespaces[i].Lanes {
-			total := float64(max(l.Ready+l.Scheduled+l.Running, 1))
+			total := float64(scale)
 			ls := laneStatus{laneJSON: l, ReadyPct: pct(l.Ready, total), ScheduledPct: pct(l.Scheduled, total), RunningPct: pct(l.Running, total), OldestReadyAge: "-"}
 			if l.OldestReadyRunAt != nil {
 				ls.OldestReadyAge = human(time.Duration(l.OldestReadyAgeMs) * time.Millisecond)

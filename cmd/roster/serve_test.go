@@ -244,6 +244,37 @@ func TestServePageInABrowser(t *testing.T) {
 	if runningAgents != "2" || !strings.Contains(expired, f.running.String()) {
 		t.Fatalf("agents running %q; expired leases: %q", runningAgents, expired)
 	}
+	// Lane z has ready work and no alive worker claims from it: flagged,
+	// with its count of workers (0); lane x,y, whose only workers lapsed,
+	// has nothing ready: not flagged.
+	if row := text(`section[data-namespace="ns"] tr[data-lane="z"]`); !strings.Contains(row, "no worker") ||
+		text(`section[data-namespace="ns"] tr[data-lane="z"] .workers-count`) != "0" {
+		t.Fatalf("lane z, unserved: %q", row)
+	}
+	if flagged, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.lane.unserved")].map(e => e.dataset.lane)`)); err != nil || strings.Join(flagged, ",") != "z" {
+		t.Fatalf("flagged lanes %v, %v; want z", flagged, err)
+	}
+	// Bars share one scale: lane z (2 of the busiest lane's 2) is full, lane
+	// x,y (1 running) half as long; the legend says so.
+	widths, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`["z", "x,y"].map(l => [...document.querySelectorAll('section[data-namespace="ns"] tr[data-lane="' + l + '"] .bar span')].reduce((w, e) => w + e.getBoundingClientRect().width, 0))`))
+	must(t, err)
+	if len(widths) != 2 || widths[0] < 150 || widths[1] < widths[0]/2-2 || widths[1] > widths[0]/2+2 {
+		t.Fatalf("bar lengths of z and x,y: %v, want full and half", widths)
+	}
+	if legend := text(`section[data-namespace="ns"] .legend .scale`); !strings.Contains(legend, "2 executions") {
+		t.Fatalf("the bars' scale: %q", legend)
+	}
+	// A zero count is drawn as zero, not in an alarm colour; a lapsed
+	// worker count above zero is.
+	colours, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[
+		getComputedStyle(document.querySelector('section[data-namespace="other"] .summary .lapsed')).color,
+		getComputedStyle(document.querySelector('section[data-namespace="other"] .summary .expired')).color,
+		getComputedStyle(document.querySelector('section[data-namespace="other"] .summary')).color,
+		getComputedStyle(document.querySelector('section[data-namespace="ns"] .summary .lapsed')).color]`))
+	must(t, err)
+	if colours[0] != colours[2] || colours[1] != colours[2] || colours[3] == colours[2] {
+		t.Fatalf("colours: 0 lapsed %s, 0 expired %s, the summary %s, 2 lapsed %s", colours[0], colours[1], colours[2], colours[3])
+	}
 	// The header names the maintenance leader; the Schedules card lists
 	// the schedule; the namespace shows its latest failure; the bars have
 	// a legend.

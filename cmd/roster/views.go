@@ -170,6 +170,10 @@ type laneJSON struct {
 	OldestReadyAgeMs int64      `json:"oldest_ready_age_ms"`
 	// Limits: the lane's flow-control limits, null when it has none.
 	Limits *laneLimitsJSON `json:"limits"`
+	// WorkersAlive: the namespace's alive workers that claim from the lane;
+	// Unserved: it has ready work and none.
+	WorkersAlive int  `json:"workers_alive"`
+	Unserved     bool `json:"unserved"`
 }
 
 func statsView(st service.Stats) statsJSON {
@@ -181,7 +185,8 @@ func statsView(st service.Stats) statsJSON {
 		v := namespaceJSON{Namespace: ns.Namespace, WorkersAlive: ns.WorkersAlive, WorkersLapsed: ns.WorkersLapsed,
 			ExpiredLeases: ns.ExpiredLeases, Lanes: []laneJSON{}}
 		for _, l := range ns.Lanes {
-			lv := laneJSON{Lane: l.Lane, Ready: l.Ready, Scheduled: l.Scheduled, Running: l.Running}
+			lv := laneJSON{Lane: l.Lane, Ready: l.Ready, Scheduled: l.Scheduled, Running: l.Running,
+				WorkersAlive: l.WorkersAlive, Unserved: l.Unserved()}
 			if !l.OldestReadyRunAt.IsZero() {
 				t := l.OldestReadyRunAt
 				lv.OldestReadyRunAt = &t

@@ -82,6 +82,43 @@ func (q *Queries) StatsExpiredLeases(ctx context.Context, at int64) ([]StatsExpi
 	return items, nil
 }
 
+const statsLaneWorkers = `-- name: StatsLaneWorkers :many
+SELECT w.namespace, l.lane::text AS lane, count(*) AS alive
+FROM workers AS w, unnest(w.lanes) AS l(lane)
+WHERE w.last_heartbeat_ms + w.ttl_ms > $1::bigint
+GROUP BY w.namespace, l.lane
+ORDER BY w.namespace, l.lane
+`
+
+type StatsLaneWorkersRow struct {
+	Namespace string
+	Lane      string
+	Alive     int64
+}
+
+// StatsLaneWorkers counts each lane's alive workers (those that claim from
+// it), walking the workers and their lanes (a cost of the registry, as
+// StatsWorkers).
+func (q *Queries) StatsLaneWorkers(ctx context.Context, at int64) ([]StatsLaneWorkersRow, error) {
+	rows, err := q.db.Query(ctx, statsLaneWorkers, at)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []StatsLaneWorkersRow{}
+	for rows.Next() {
+		var i StatsLaneWorkersRow
+		if err := rows.Scan(&i.Namespace, &i.Lane, &i.Alive); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const statsLanes = `-- name: StatsLanes :many
 SELECT l.namespace, l.lane,
        count(*) FILTER (WHERE l.state = 'waiting' AND l.run_at_ms <= $1::bigint) AS ready,

@@ -282,6 +282,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.statsExpiredLeasesStmt, err = db.PrepareContext(ctx, statsExpiredLeases); err != nil {
 		return nil, fmt.Errorf("error preparing query StatsExpiredLeases: %w", err)
 	}
+	if q.statsLaneWorkersStmt, err = db.PrepareContext(ctx, statsLaneWorkers); err != nil {
+		return nil, fmt.Errorf("error preparing query StatsLaneWorkers: %w", err)
+	}
 	if q.statsLanesStmt, err = db.PrepareContext(ctx, statsLanes); err != nil {
 		return nil, fmt.Errorf("error preparing query StatsLanes: %w", err)
 	}
@@ -783,6 +786,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing statsExpiredLeasesStmt: %w", cerr)
 		}
 	}
+	if q.statsLaneWorkersStmt != nil {
+		if cerr := q.statsLaneWorkersStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing statsLaneWorkersStmt: %w", cerr)
+		}
+	}
 	if q.statsLanesStmt != nil {
 		if cerr := q.statsLanesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing statsLanesStmt: %w", cerr)
@@ -1018,6 +1026,7 @@ type Queries struct {
 	schedulePutStmt                      *sql.Stmt
 	statsAgentsStmt                      *sql.Stmt
 	statsExpiredLeasesStmt               *sql.Stmt
+	statsLaneWorkersStmt                 *sql.Stmt
 	statsLanesStmt                       *sql.Stmt
 	statsWorkersStmt                     *sql.Stmt
 	workerCheckLanesStmt                 *sql.Stmt
@@ -1132,6 +1141,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		schedulePutStmt:                      q.schedulePutStmt,
 		statsAgentsStmt:                      q.statsAgentsStmt,
 		statsExpiredLeasesStmt:               q.statsExpiredLeasesStmt,
+		statsLaneWorkersStmt:                 q.statsLaneWorkersStmt,
 		statsLanesStmt:                       q.statsLanesStmt,
 		statsWorkersStmt:                     q.statsWorkersStmt,
 		workerCheckLanesStmt:                 q.workerCheckLanesStmt,

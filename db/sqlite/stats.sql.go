@@ -84,6 +84,47 @@ func (q *Queries) StatsExpiredLeases(ctx context.Context, at int64) ([]StatsExpi
 	return items, nil
 }
 
+const statsLaneWorkers = `-- name: StatsLaneWorkers :many
+SELECT wl.namespace, wl.lane, CAST(count(*) AS INTEGER) AS alive
+FROM workers AS w
+JOIN worker_lanes AS wl ON wl.namespace = w.namespace AND wl.instance_id = w.instance_id
+WHERE w.last_heartbeat_ms + w.ttl_ms > CAST(?1 AS INTEGER)
+GROUP BY wl.namespace, wl.lane
+ORDER BY wl.namespace, wl.lane
+`
+
+type StatsLaneWorkersRow struct {
+	Namespace string
+	Lane      string
+	Alive     int64
+}
+
+// StatsLaneWorkers counts each lane's alive workers (those that claim from
+// it), walking the workers and their lanes' rows (a cost of the registry,
+// as StatsWorkers).
+func (q *Queries) StatsLaneWorkers(ctx context.Context, at int64) ([]StatsLaneWorkersRow, error) {
+	rows, err := q.query(ctx, q.statsLaneWorkersStmt, statsLaneWorkers, at)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []StatsLaneWorkersRow{}
+	for rows.Next() {
+		var i StatsLaneWorkersRow
+		if err := rows.Scan(&i.Namespace, &i.Lane, &i.Alive); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const statsLanes = `-- name: StatsLanes :many
 SELECT l.namespace, l.lane,
        CAST(sum(l.state = 'waiting' AND l.run_at_ms <= ?1) AS INTEGER) AS ready,

@@ -69,17 +69,23 @@ type (
 		State string
 		N     int64
 	}
+	statsLaneWorkersRow = struct {
+		Namespace, Lane string
+		Alive           int64
+	}
 )
 
-// ReadStats runs an engine's four Stats queries at atMs (workers, expired
-// leases, lanes, agents per state, as generated) and assembles their rows;
-// the first failing query's error comes back translated.
-func ReadStats[W ~statsWorkersRow, E ~statsExpiredRow, L ~statsLanesRow, A ~statsAgentsRow](
+// ReadStats runs an engine's five Stats queries at atMs (workers, expired
+// leases, lanes, agents per state, alive workers per lane, as generated) and
+// assembles their rows; the first failing query's error comes back
+// translated.
+func ReadStats[W ~statsWorkersRow, E ~statsExpiredRow, L ~statsLanesRow, A ~statsAgentsRow, LW ~statsLaneWorkersRow](
 	ctx context.Context, atMs int64, translate func(error) error,
 	workers func(context.Context, int64) ([]W, error),
 	expired func(context.Context, int64) ([]E, error),
 	lanes func(context.Context, int64) ([]L, error),
 	agents func(context.Context) ([]A, error),
+	laneWorkers func(context.Context, int64) ([]LW, error),
 ) (StatsRows, error) {
 	var out StatsRows
 	ws, err := workers(ctx, atMs)
@@ -112,6 +118,13 @@ func ReadStats[W ~statsWorkersRow, E ~statsExpiredRow, L ~statsLanesRow, A ~stat
 	for _, r := range as {
 		a := statsAgentsRow(r)
 		out.Agents[a.State] = a.N
+	}
+	lw, err := laneWorkers(ctx, atMs)
+	if err != nil {
+		return out, translate(err)
+	}
+	for _, r := range lw {
+		out.LaneWorkers = append(out.LaneWorkers, LaneWorkers(r))
 	}
 	return out, nil
 }

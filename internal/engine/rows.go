@@ -224,6 +224,13 @@ type StatsRows struct {
 	ExpiredLeases []NamespaceCount
 	Lanes         []LaneCounts
 	Agents        map[string]int64 // agents per state
+	LaneWorkers   []LaneWorkers    // alive workers per lane they claim from
+}
+
+// LaneWorkers counts the alive workers of one lane.
+type LaneWorkers struct {
+	Namespace, Lane string
+	Alive           int64
 }
 
 // NamespaceWorkers counts one namespace's workers.

@@ -50,6 +50,16 @@ FROM (
 GROUP BY l.namespace, l.lane
 ORDER BY l.namespace, l.lane;
 
+-- name: StatsLaneWorkers :many
+-- StatsLaneWorkers counts each lane's alive workers (those that claim from
+-- it), walking the workers and their lanes (a cost of the registry, as
+-- StatsWorkers).
+SELECT w.namespace, l.lane::text AS lane, count(*) AS alive
+FROM workers AS w, unnest(w.lanes) AS l(lane)
+WHERE w.last_heartbeat_ms + w.ttl_ms > @at::bigint
+GROUP BY w.namespace, l.lane
+ORDER BY w.namespace, l.lane;
+
 -- name: StatsAgents :many
 -- StatsAgents reads the number of agents in each state.
 SELECT state, n FROM agent_state_counts ORDER BY state;

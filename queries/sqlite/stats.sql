@@ -49,6 +49,17 @@ FROM (
 GROUP BY l.namespace, l.lane
 ORDER BY l.namespace, l.lane;
 
+-- name: StatsLaneWorkers :many
+-- StatsLaneWorkers counts each lane's alive workers (those that claim from
+-- it), walking the workers and their lanes' rows (a cost of the registry,
+-- as StatsWorkers).
+SELECT wl.namespace, wl.lane, CAST(count(*) AS INTEGER) AS alive
+FROM workers AS w
+JOIN worker_lanes AS wl ON wl.namespace = w.namespace AND wl.instance_id = w.instance_id
+WHERE w.last_heartbeat_ms + w.ttl_ms > CAST(@at AS INTEGER)
+GROUP BY wl.namespace, wl.lane
+ORDER BY wl.namespace, wl.lane;
+
 -- name: StatsAgents :many
 -- StatsAgents reads the number of agents in each state.
 SELECT state, n FROM agent_state_counts ORDER BY state;

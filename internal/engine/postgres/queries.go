@@ -239,9 +239,9 @@ const maxPromotions = 4
 
 // Stats.
 
-// Stats reads the four aggregates of Stats.
+// Stats reads the five aggregates of Stats.
 func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error) {
-	return engine.ReadStats(ctx, atMs, translate, x.q.StatsWorkers, x.q.StatsExpiredLeases, x.q.StatsLanes, x.q.StatsAgents)
+	return engine.ReadStats(ctx, atMs, translate, x.q.StatsWorkers, x.q.StatsExpiredLeases, x.q.StatsLanes, x.q.StatsAgents, x.q.StatsLaneWorkers)
 }
 
 // Row mapping.

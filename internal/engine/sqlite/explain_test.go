@@ -540,6 +540,9 @@ func TestStatsReadsLiveRowsOnly(t *testing.T) {
 			[]string{"INDEX executions_expiry", "INDEX workers_expiry (<expr><?)", "INDEX executions_holder (namespace=? AND holder=?)"}},
 		"StatsAgents": {func(q *sqlitedb.Queries) error { _, err := q.StatsAgents(ctx); return err },
 			[]string{"agent_state_counts"}},
+		// The registry and its lanes' rows: live, as the workers are.
+		"StatsLaneWorkers": {func(q *sqlitedb.Queries) error { _, err := q.StatsLaneWorkers(ctx, 5); return err },
+			[]string{"SCAN w", "SEARCH w", "SCAN wl", "SEARCH wl"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := &planRecorder{conn: e.writer}

@@ -263,12 +263,12 @@ type ended struct {
 
 // Stats.
 
-// Stats reads the four aggregates of Stats.
+// Stats reads the five aggregates of Stats.
 func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error) {
 	// sqlc types StatsLanes' @at as interface{} (it is only compared within
 	// expressions), hence the closure.
 	lanes := func(ctx context.Context, at int64) ([]sqlitedb.StatsLanesRow, error) { return x.q.StatsLanes(ctx, at) }
-	return engine.ReadStats(ctx, atMs, translate, x.q.StatsWorkers, x.q.StatsExpiredLeases, lanes, x.q.StatsAgents)
+	return engine.ReadStats(ctx, atMs, translate, x.q.StatsWorkers, x.q.StatsExpiredLeases, lanes, x.q.StatsAgents, x.q.StatsLaneWorkers)
 }
 
 // Row mapping.
