@@ -139,8 +139,13 @@ func (s *Store) RunSweeper(ctx context.Context, a SweeperArgs) error {
 			continue
 		}
 		if early {
-			now := s.now(time.Time{})
+			ran, now := time.Now(), s.now(time.Time{})
 			_, err := maintenance{s: s, term: &fence{holder: instance, epoch: l.epoch}}.runSchedules(ctx, now)
+			// The run's time comes off the wait too (by the wall's clock or
+			// the Store's, whichever moved more), so that runs as long as
+			// the schedule's period never put off the renewal and the full
+			// run: the term lasts 2.5 Intervals.
+			left = max(left-max(time.Since(ran), s.now(time.Time{}).Sub(now)), 0)
 			switch {
 			case errors.Is(err, ErrClosed):
 				return err

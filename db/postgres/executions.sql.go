@@ -22,14 +22,21 @@ WITH current AS (
     FROM current
     WHERE x.id = current.id
     RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.lane, x.holder, x.claimed_at_ms, x.expires_at_ms,
-              x.revoked_at_ms, current.state AS was
+              x.revoked_at_ms, x.deadline_ms, current.state AS was
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
         claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
-    SELECT c.id, c.attempts, c.epoch, c.lease_id, c.namespace, c.holder, 'cancelled',
-           c.claimed_at_ms, c.expires_at_ms, $3::bigint, c.revoked_at_ms, $2
+    SELECT c.id, c.attempts, c.epoch, c.lease_id, c.namespace, c.holder,
+           CASE WHEN c.revoked_at_ms IS NULL THEN 'cancelled' ELSE 'reclaimed' END,
+           c.claimed_at_ms, c.expires_at_ms,
+           CASE WHEN c.revoked_at_ms IS NULL THEN $3::bigint
+                ELSE greatest(c.claimed_at_ms, least(c.expires_at_ms, $3::bigint)) END,
+           c.revoked_at_ms,
+           CASE WHEN c.revoked_at_ms IS NULL THEN $2::text
+                WHEN c.deadline_ms IS NOT NULL AND c.expires_at_ms >= c.deadline_ms THEN 'timed out'
+                ELSE 'lease expired' END
     FROM cancelled AS c
     WHERE c.was = 'running'
 )
@@ -49,8 +56,9 @@ type ExecutionCancelParams struct {
 
 // ExecutionCancel ends a waiting or running execution as cancelled with the
 // reason, and records a running one's attempt as cancelled (with the
-// reason), in one
-// statement; no row when the execution is absent or already ended.
+// reason; lost, ended then, when MarkWorkerDead, a sweep or its holder's
+// lapse revoked its lease before), in one statement; no row when the
+// execution is absent or already ended.
 // A running execution's holder hears its lease ended; one of a capped lane
 // frees room: the namespace's workers are woken.
 func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams) (uuid.UUID, error) {

@@ -20,7 +20,7 @@ UNION ALL
 SELECT x.epoch, x.attempts, x.holder::text,
        (CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN 'reclaimed' ELSE x.state END)::text,
        x.claimed_at_ms::bigint,
-       (CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN x.expires_at_ms
+       (CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN greatest(x.claimed_at_ms, x.expires_at_ms)
              ELSE coalesce(x.finished_at_ms, 0) END)::bigint,
        (CASE WHEN x.state <> 'running' OR x.revoked_at_ms IS NULL THEN ''
              WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out'
@@ -740,7 +740,8 @@ WITH expired AS (
     )
     SELECT r.id, r.attempts, r.epoch, r.lease_id, r.namespace, r.holder, 'reclaimed',
            r.claimed_at_ms, r.expires_at_ms,
-           CASE WHEN r.revoked_at_ms IS NOT NULL THEN least(r.expires_at_ms, $1::bigint) ELSE $1::bigint END,
+           CASE WHEN r.revoked_at_ms IS NOT NULL THEN greatest(r.claimed_at_ms, least(r.expires_at_ms, $1::bigint))
+                ELSE $1::bigint END,
            r.revoked_at_ms, r.last_error
     FROM requeued AS r
 )

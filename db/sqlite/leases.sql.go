@@ -61,8 +61,15 @@ INSERT INTO attempts (
     execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state,
     claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
 )
-SELECT x.id, x.epoch, x.attempts, x.lease_id, x.namespace, x.holder, 'cancelled',
-       x.claimed_at_ms, x.expires_at_ms, CAST(?1 AS INTEGER), x.revoked_at_ms, CAST(?2 AS TEXT)
+SELECT x.id, x.epoch, x.attempts, x.lease_id, x.namespace, x.holder,
+       CASE WHEN x.revoked_at_ms IS NULL THEN 'cancelled' ELSE 'reclaimed' END,
+       x.claimed_at_ms, x.expires_at_ms,
+       CASE WHEN x.revoked_at_ms IS NULL THEN CAST(?1 AS INTEGER)
+            ELSE max(x.claimed_at_ms, min(x.expires_at_ms, CAST(?1 AS INTEGER))) END,
+       x.revoked_at_ms,
+       CASE WHEN x.revoked_at_ms IS NULL THEN CAST(?2 AS TEXT)
+            WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out'
+            ELSE 'lease expired' END
 FROM executions AS x
 WHERE x.id = ?3 AND x.state = 'running'
 `
@@ -74,7 +81,9 @@ type AttemptInsertCancelledParams struct {
 }
 
 // AttemptInsertCancelled records the attempt of a running execution as
-// cancelled with the reason (nothing when it is not running).
+// cancelled with the reason (nothing when it is not running); one whose
+// lease MarkWorkerDead, a sweep or its holder's lapse revoked before had
+// ended then: it is recorded lost, as it was listed.
 func (q *Queries) AttemptInsertCancelled(ctx context.Context, arg AttemptInsertCancelledParams) error {
 	_, err := q.exec(ctx, q.attemptInsertCancelledStmt, attemptInsertCancelled, arg.Now, arg.Reason, arg.ID)
 	return err
@@ -88,7 +97,7 @@ UNION ALL
 SELECT x.epoch, x.attempts, CAST(x.holder AS TEXT),
        CAST(CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN 'reclaimed' ELSE x.state END AS TEXT),
        CAST(x.claimed_at_ms AS INTEGER),
-       CAST(CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN x.expires_at_ms
+       CAST(CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN max(x.claimed_at_ms, x.expires_at_ms)
                  ELSE coalesce(x.finished_at_ms, 0) END AS INTEGER),
        CAST(CASE WHEN x.state <> 'running' OR x.revoked_at_ms IS NULL THEN ''
                  WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out'

@@ -103,8 +103,9 @@ SELECT state FROM executions WHERE id = @id;
 -- name: ExecutionCancel :one
 -- ExecutionCancel ends a waiting or running execution as cancelled with the
 -- reason, and records a running one's attempt as cancelled (with the
--- reason), in one
--- statement; no row when the execution is absent or already ended.
+-- reason; lost, ended then, when MarkWorkerDead, a sweep or its holder's
+-- lapse revoked its lease before), in one statement; no row when the
+-- execution is absent or already ended.
 WITH current AS (
     SELECT x.id, x.state FROM executions AS x
     WHERE x.id = @id AND x.state IN ('waiting', 'running')
@@ -114,14 +115,21 @@ WITH current AS (
     FROM current
     WHERE x.id = current.id
     RETURNING x.id, x.attempts, x.epoch, x.lease_id, x.namespace, x.lane, x.holder, x.claimed_at_ms, x.expires_at_ms,
-              x.revoked_at_ms, current.state AS was
+              x.revoked_at_ms, x.deadline_ms, current.state AS was
 ), recorded AS (
     INSERT INTO attempts (
         execution_id, attempt_index, epoch, lease_id, namespace, instance_id, state,
         claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
     )
-    SELECT c.id, c.attempts, c.epoch, c.lease_id, c.namespace, c.holder, 'cancelled',
-           c.claimed_at_ms, c.expires_at_ms, @now::bigint, c.revoked_at_ms, @reason
+    SELECT c.id, c.attempts, c.epoch, c.lease_id, c.namespace, c.holder,
+           CASE WHEN c.revoked_at_ms IS NULL THEN 'cancelled' ELSE 'reclaimed' END,
+           c.claimed_at_ms, c.expires_at_ms,
+           CASE WHEN c.revoked_at_ms IS NULL THEN @now::bigint
+                ELSE greatest(c.claimed_at_ms, least(c.expires_at_ms, @now::bigint)) END,
+           c.revoked_at_ms,
+           CASE WHEN c.revoked_at_ms IS NULL THEN @reason::text
+                WHEN c.deadline_ms IS NOT NULL AND c.expires_at_ms >= c.deadline_ms THEN 'timed out'
+                ELSE 'lease expired' END
     FROM cancelled AS c
     WHERE c.was = 'running'
 )

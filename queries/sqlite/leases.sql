@@ -213,13 +213,22 @@ INSERT INTO attempts (
 
 -- name: AttemptInsertCancelled :exec
 -- AttemptInsertCancelled records the attempt of a running execution as
--- cancelled with the reason (nothing when it is not running).
+-- cancelled with the reason (nothing when it is not running); one whose
+-- lease MarkWorkerDead, a sweep or its holder's lapse revoked before had
+-- ended then: it is recorded lost, as it was listed.
 INSERT INTO attempts (
     execution_id, epoch, attempt_index, lease_id, namespace, instance_id, state,
     claimed_at_ms, expires_at_ms, ended_at_ms, revoked_at_ms, error
 )
-SELECT x.id, x.epoch, x.attempts, x.lease_id, x.namespace, x.holder, 'cancelled',
-       x.claimed_at_ms, x.expires_at_ms, CAST(@now AS INTEGER), x.revoked_at_ms, CAST(@reason AS TEXT)
+SELECT x.id, x.epoch, x.attempts, x.lease_id, x.namespace, x.holder,
+       CASE WHEN x.revoked_at_ms IS NULL THEN 'cancelled' ELSE 'reclaimed' END,
+       x.claimed_at_ms, x.expires_at_ms,
+       CASE WHEN x.revoked_at_ms IS NULL THEN CAST(@now AS INTEGER)
+            ELSE max(x.claimed_at_ms, min(x.expires_at_ms, CAST(@now AS INTEGER))) END,
+       x.revoked_at_ms,
+       CASE WHEN x.revoked_at_ms IS NULL THEN CAST(@reason AS TEXT)
+            WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out'
+            ELSE 'lease expired' END
 FROM executions AS x
 WHERE x.id = @id AND x.state = 'running';
 
@@ -367,7 +376,7 @@ UNION ALL
 SELECT x.epoch, x.attempts, CAST(x.holder AS TEXT),
        CAST(CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN 'reclaimed' ELSE x.state END AS TEXT),
        CAST(x.claimed_at_ms AS INTEGER),
-       CAST(CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN x.expires_at_ms
+       CAST(CASE WHEN x.state = 'running' AND x.revoked_at_ms IS NOT NULL THEN max(x.claimed_at_ms, x.expires_at_ms)
                  ELSE coalesce(x.finished_at_ms, 0) END AS INTEGER),
        CAST(CASE WHEN x.state <> 'running' OR x.revoked_at_ms IS NULL THEN ''
                  WHEN x.deadline_ms IS NOT NULL AND x.expires_at_ms >= x.deadline_ms THEN 'timed out'

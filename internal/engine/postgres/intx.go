@@ -102,6 +102,9 @@ func (e *Engine) sameSchema(ctx context.Context, q *pgdb.Queries) error {
 	}
 	theirs, err := q.IdentityCheck(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return translate(err) // the caller's own end (its error in the chain), not a bad tx
+		}
 		return fmt.Errorf("%w: tx: reading where it is: %v", engine.ErrInvalidInput, translate(err))
 	}
 	if theirs.Database != own.db || theirs.Schema != own.ns || !theirs.Present {
@@ -170,7 +173,7 @@ func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (pgconn.Comm
 	}
 	res, err := t.tx.ExecContext(ctx, query, a...)
 	if err != nil {
-		return pgconn.CommandTag{}, fromDriver(err)
+		return pgconn.CommandTag{}, driverErr(ctx, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -186,9 +189,9 @@ func (t sqlTx) Query(ctx context.Context, query string, args ...any) (pgx.Rows, 
 	}
 	rows, err := t.tx.QueryContext(ctx, query, a...)
 	if err != nil {
-		return nil, fromDriver(err)
+		return nil, driverErr(ctx, err)
 	}
-	return &sqlRows{rows: rows}, nil
+	return &sqlRows{rows: rows, ctx: ctx}, nil
 }
 
 func (t sqlTx) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
@@ -196,18 +199,21 @@ func (t sqlTx) QueryRow(ctx context.Context, query string, args ...any) pgx.Row 
 	if err != nil {
 		return errRow{err}
 	}
-	return sqlRow{t.tx.QueryRowContext(ctx, query, a...)}
+	return sqlRow{t.tx.QueryRowContext(ctx, query, a...), ctx}
 }
 
 // sqlRow is a *sql.Row as a pgx.Row: no row is pgx.ErrNoRows.
-type sqlRow struct{ row *sql.Row }
+type sqlRow struct {
+	row *sql.Row
+	ctx context.Context
+}
 
 func (r sqlRow) Scan(dest ...any) error {
 	err := r.row.Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return pgx.ErrNoRows
 	}
-	return fromDriver(err)
+	return driverErr(r.ctx, err)
 }
 
 // errRow is a pgx.Row that failed before it was sent.
@@ -221,6 +227,7 @@ func (r errRow) Scan(...any) error { return r.err }
 type sqlRows struct {
 	pgx.Rows
 	rows *sql.Rows
+	ctx  context.Context
 	err  error
 }
 
@@ -229,11 +236,11 @@ type sqlRows struct {
 func (r *sqlRows) TypeMap() *pgtype.Map { return textTypes }
 
 func (r *sqlRows) Close()                                       { r.err = errors.Join(r.err, r.rows.Close()) }
-func (r *sqlRows) Err() error                                   { return fromDriver(errors.Join(r.err, r.rows.Err())) }
+func (r *sqlRows) Err() error                                   { return driverErr(r.ctx, errors.Join(r.err, r.rows.Err())) }
 func (r *sqlRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
 func (r *sqlRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
 func (r *sqlRows) Next() bool                                   { return r.rows.Next() }
-func (r *sqlRows) Scan(dest ...any) error                       { return fromDriver(r.rows.Scan(dest...)) }
+func (r *sqlRows) Scan(dest ...any) error                       { return driverErr(r.ctx, r.rows.Scan(dest...)) }
 func (r *sqlRows) RawValues() [][]byte                          { return nil }
 func (r *sqlRows) Conn() *pgx.Conn                              { return nil }
 
@@ -284,6 +291,18 @@ var pgErrorFields = []struct {
 	{"Constraint", func(p *pgconn.PgError) *string { return &p.ConstraintName }},
 	{"Table", func(p *pgconn.PgError) *string { return &p.TableName }},
 	{"Column", func(p *pgconn.PgError) *string { return &p.ColumnName }},
+}
+
+// driverErr is an error of the caller's driver as translate reads pgx's:
+// one met after ctx ended is the caller's own cancellation or deadline,
+// with ctx's error first in the chain (a driver such as lib/pq answers a
+// cancel with the server's 57014, which from roster's own connections means
+// a statement timeout: not that); else see fromDriver.
+func driverErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return fromDriver(err)
 }
 
 // fromDriver makes an error of a caller's database/sql driver readable by

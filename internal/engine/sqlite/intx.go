@@ -37,6 +37,9 @@ func (e *Engine) InTx(ctx context.Context, tx any, fn func(ctx context.Context, 
 	}
 	var file string
 	if err := t.QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: tx: reading its database file: %w", ctx.Err(), err) // the caller's own end, not a bad tx
+		}
 		return fmt.Errorf("%w: tx: reading its database file: %v", engine.ErrInvalidInput, err)
 	}
 	if !sameFile(file, e.path) {

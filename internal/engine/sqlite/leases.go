@@ -218,7 +218,7 @@ func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) 
 		ids[i] = r.ID
 		endedAt := nowMs
 		if r.RevokedAtMs.Valid && r.ExpiresAtMs.Valid && r.ExpiresAtMs.Int64 < nowMs {
-			endedAt = r.ExpiresAtMs.Int64
+			endedAt = max(r.ExpiresAtMs.Int64, r.ClaimedAtMs.Int64) // never before it began
 		}
 		if err := x.record(ctx, ended{
 			id: r.ID, attempts: r.Attempts, epoch: r.Epoch, leaseID: r.LeaseID, namespace: r.Namespace,
