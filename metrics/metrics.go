@@ -10,7 +10,10 @@
 //	prometheus.MustRegister(c)
 //	c.Watch(store) // in one process per fleet only, or scrape 'roster serve'
 //
-// Counters count the process that serves them: sum them across targets.
+// Counters count the process that serves them: sum them across targets. So
+// do the histograms roster_queue_wait_seconds (from an execution's RunAt to
+// its claim) and roster_run_seconds (a RunWorker handler's run), by
+// namespace and lane, from the processes that claim and run the work.
 // Gauges describe the whole fleet (every process sees the same database): a
 // Collector exports them only after Watch, so that summing targets does not
 // count the fleet twice; 'roster serve' watches. A lane or namespace that
@@ -43,6 +46,7 @@ type Collector struct {
 	claimsHeld                             *prometheus.CounterVec // by namespace
 	writeWait, commit                      prometheus.Histogram
 	groupSize                              prometheus.Histogram
+	queueWait, run                         *prometheus.HistogramVec // by namespace and lane
 
 	workers, expired, executions, oldestReady, agents, leader *prometheus.Desc
 	laneLimit, lanePaused                                     *prometheus.Desc
@@ -57,7 +61,13 @@ var (
 	_ service.FleetObserver   = (*Collector)(nil)
 	_ service.LabeledObserver = (*Collector)(nil)
 	_ service.FlowObserver    = (*Collector)(nil)
+	_ service.TimingObserver  = (*Collector)(nil)
 )
+
+// waitBuckets are the buckets of the wait and run histograms: 1 ms to about
+// 4.6 hours, a factor of 4 apart (work waits and runs for milliseconds to
+// hours).
+var waitBuckets = prometheus.ExponentialBuckets(0.001, 4, 12)
 
 // New returns a Collector. Pass it to service.Open with service.WithObserver,
 // then call Watch with the Store, whose Stats the gauges report.
@@ -90,6 +100,12 @@ func New() *Collector {
 		claimsHeld: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "roster", Name: "claims_held_total",
 			Help: "Lanes whose ready work a cap, a rate or a pause held back from a claim of this process, counted per claim."},
 			[]string{"namespace"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "roster", Name: "queue_wait_seconds",
+			Help: "How long executions claimed by this process had been claimable (from RunAt to the claim).", Buckets: waitBuckets},
+			[]string{"namespace", "lane"}),
+		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "roster", Name: "run_seconds",
+			Help: "How long this process's RunWorker handlers ran (from the lease handed to the handler to its return).", Buckets: waitBuckets},
+			[]string{"namespace", "lane"}),
 		writeWait: latency("write_queue_wait_seconds", "How long a write waited for the writer (SQLite) or a pooled connection (PostgreSQL)."),
 		commit:    latency("commit_seconds", "How long a commit took."),
 		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -123,7 +139,8 @@ func (c *Collector) Watch(s *service.Store) { c.store.Store(s) }
 
 func (c *Collector) metrics() []prometheus.Collector {
 	return []prometheus.Collector{c.claims, c.completions, c.failures, c.leasesLost, c.reclaims, c.swept,
-		c.overloads, c.leaderChanges, c.scheduleRuns, c.scrapeErrors, c.claimsHeld, c.writeWait, c.commit, c.groupSize}
+		c.overloads, c.leaderChanges, c.scheduleRuns, c.scrapeErrors, c.claimsHeld, c.writeWait, c.commit, c.groupSize,
+		c.queueWait, c.run}
 }
 
 // Describe sends the descriptions of every metric.
@@ -248,6 +265,16 @@ func (c *Collector) CompletedIn(namespace, lane string) {
 // FailedIn counts an attempt failed in a namespace's lane.
 func (c *Collector) FailedIn(namespace, lane string) {
 	c.failures.WithLabelValues(namespace, lane).Inc()
+}
+
+// Waited observes how long a claimed execution had been claimable.
+func (c *Collector) Waited(namespace, lane string, d time.Duration) {
+	c.queueWait.WithLabelValues(namespace, lane).Observe(d.Seconds())
+}
+
+// Ran observes how long a RunWorker handler ran.
+func (c *Collector) Ran(namespace, lane string, d time.Duration) {
+	c.run.WithLabelValues(namespace, lane).Observe(d.Seconds())
 }
 
 // LeaseLost counts a lost lease.

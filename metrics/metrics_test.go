@@ -248,3 +248,91 @@ roster_claims_held_total{namespace="ns"} 2
 `
 	must(t, testutil.CollectAndCompare(c, strings.NewReader(expected), "roster_lane_limit", "roster_lane_paused", "roster_claims_held_total"))
 }
+
+// histogramTotals sums a histogram's samples and values over its series of
+// one namespace and lane.
+func histogramTotals(t *testing.T, reg *prometheus.Registry, name, namespace, lane string) (count uint64, sum float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	must(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == namespace && labels["lane"] == lane {
+				count += m.GetHistogram().GetSampleCount()
+				sum += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return count, sum
+}
+
+// TestCollectorTimings: roster_queue_wait_seconds observes, per namespace and
+// lane, how long each claimed execution had been claimable (RunAt to the
+// claim, direct claims and RunWorker's alike), and roster_run_seconds how
+// long each RunWorker handler ran.
+func TestCollectorTimings(t *testing.T) {
+	ctx := context.Background()
+	c := New()
+	s, err := service.Open(ctx, ":memory:", service.WithObserver(c))
+	must(t, err)
+	defer s.Close()
+	reg := prometheus.NewPedanticRegistry()
+	must(t, reg.Register(c))
+
+	// A direct claim 3 s after the RunAt.
+	_, err = s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "direct", WorkerID: "w", InstanceID: "i", Lanes: []string{"l"}, TTL: time.Hour, Now: t0})
+	must(t, err)
+	_, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "direct", Lane: "l", Now: t0, RunAt: t0})
+	must(t, err)
+	_, err = s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "direct", InstanceID: "i", LeaseTTL: time.Minute, Now: t0.Add(3 * time.Second)})
+	must(t, err)
+	if n, sum := histogramTotals(t, reg, "roster_queue_wait_seconds", "direct", "l"); n != 1 || sum != 3 {
+		t.Fatalf("queue wait of the direct claim: %d samples, sum %v s; want 1, 3", n, sum)
+	}
+
+	// RunWorker: two executions claimable for 2 s, handlers of 20 ms.
+	for range 2 {
+		_, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "work", RunAt: time.Now().Add(-2 * time.Second)})
+		must(t, err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.RunWorker(wctx, service.WorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "runner", Lanes: []string{"work"},
+			TTL: 10 * time.Second, Concurrency: 1,
+			Handler: func(context.Context, service.Lease) ([]byte, error) {
+				time.Sleep(20 * time.Millisecond)
+				return nil, nil
+			}})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, _ := histogramTotals(t, reg, "roster_run_seconds", "ns", "work"); n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("two handlers' runs were not observed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	must(t, <-done)
+	if n, sum := histogramTotals(t, reg, "roster_run_seconds", "ns", "work"); n != 2 || sum < 0.04 {
+		t.Fatalf("run seconds: %d samples, sum %v s; want 2, at least 0.04", n, sum)
+	}
+	if n, sum := histogramTotals(t, reg, "roster_queue_wait_seconds", "ns", "work"); n != 2 || sum < 4 {
+		t.Fatalf("queue wait of RunWorker's claims: %d samples, sum %v s; want 2, at least 4", n, sum)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	must(t, err)
+	if len(problems) > 0 {
+		t.Fatalf("lint: %+v", problems)
+	}
+}

@@ -131,6 +131,11 @@ func (s *Store) claimResult(res engine.ClaimResult, err error, p engine.ClaimPar
 	}
 	if len(leases) > 0 {
 		s.noteClaimed(leases)
+		if o, ok := s.cfg.observer.(TimingObserver); ok {
+			for _, c := range res.Leases {
+				o.Waited(c.Namespace, c.Lane, time.Duration(max(p.NowMs-c.RunAtMs, 0))*time.Millisecond)
+			}
+		}
 	}
 	if res.Held > 0 {
 		s.held.Store(true)

@@ -41,6 +41,20 @@ type LabeledObserver interface {
 	FailedIn(namespace, lane string)
 }
 
+// TimingObserver is an Observer that also hears how long work waited to be
+// claimed and how long it ran (package metrics implements it as the
+// roster_queue_wait_seconds and roster_run_seconds histograms). On an
+// Observer that implements it, the Store calls these methods only.
+type TimingObserver interface {
+	Observer
+	// Waited: an execution of the namespace's lane was claimed d after it
+	// became claimable (its RunAt), by this Store's clock.
+	Waited(namespace, lane string, d time.Duration)
+	// Ran: a handler RunWorker ran on this Store, for an execution of the
+	// namespace's lane, returned d after its lease was handed to it.
+	Ran(namespace, lane string, d time.Duration)
+}
+
 // FlowObserver is an Observer that also counts the claims that found ready
 // work a lane's cap, rate or pause held back.
 type FlowObserver interface {

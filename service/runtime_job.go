@@ -114,7 +114,11 @@ func (w *runner) start(l Lease) { w.claims.handOff([]Lease{l}) }
 // write); an outcome dropped because the lease is known lost frees it here.
 func (w *runner) runJob(j *job) {
 	defer w.handlers.Done()
+	began := time.Now()
 	result, herr := w.call(j.ctx, j.lease)
+	if o, ok := w.s.cfg.observer.(TimingObserver); ok {
+		o.Ran(j.lease.Namespace, j.lease.Lane, time.Since(began))
+	}
 	if sn, ok := asSnooze(herr); ok {
 		sn.until = w.s.now(time.Time{}).Add(sn.d) // d from now, by the Store's clock
 	}

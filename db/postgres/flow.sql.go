@@ -97,7 +97,7 @@ SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
 FROM (SELECT unnest($5::uuid[]) AS id, unnest($6::uuid[]) AS lease_id) AS s
 WHERE x.id = s.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
 RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, CAST(coalesce(x.metadata, '') AS text) AS metadata,
-          x.expires_at_ms, CAST(coalesce(x.deadline_ms, 0) AS bigint) AS deadline_ms,
+          x.expires_at_ms, CAST(coalesce(x.deadline_ms, 0) AS bigint) AS deadline_ms, x.run_at_ms,
           CAST((SELECT h.expires_at_ms FROM holder AS h) AS bigint) AS holder_expires_at_ms
 `
 
@@ -121,6 +121,7 @@ type ExecutionStartManyRow struct {
 	Metadata          string
 	ExpiresAtMs       pgtype.Int8
 	DeadlineMs        int64
+	RunAtMs           int64
 	HolderExpiresAtMs int64
 }
 
@@ -158,6 +159,7 @@ func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartMany
 			&i.Metadata,
 			&i.ExpiresAtMs,
 			&i.DeadlineMs,
+			&i.RunAtMs,
 			&i.HolderExpiresAtMs,
 		); err != nil {
 			return nil, err

@@ -135,7 +135,7 @@ WITH w AS (
     FROM candidates
     WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
     RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, x.metadata, x.expires_at_ms,
-              coalesce(x.deadline_ms, 0) AS deadline_ms, candidates.n
+              coalesce(x.deadline_ms, 0) AS deadline_ms, x.run_at_ms, candidates.n
 ), short AS (
     SELECT 1 AS short WHERE (SELECT count(*) FROM started) < cardinality($6::uuid[])
 )
@@ -168,6 +168,7 @@ SELECT
     CAST(coalesce(array_agg(coalesce(started.metadata, '') ORDER BY started.n), '{}') AS text[]) AS metadata,
     CAST(coalesce(array_agg(started.expires_at_ms ORDER BY started.n), '{}') AS bigint[]) AS expires,
     CAST(coalesce(array_agg(started.deadline_ms ORDER BY started.n), '{}') AS bigint[]) AS deadlines,
+    CAST(coalesce(array_agg(started.run_at_ms ORDER BY started.n), '{}') AS bigint[]) AS run_ats,
     CAST(coalesce((SELECT w.expires_at_ms FROM w), 0) AS bigint) AS holder_expires_at_ms
 FROM started
 `
@@ -198,6 +199,7 @@ type ExecutionClaimRow struct {
 	Metadata          []string
 	Expires           []int64
 	Deadlines         []int64
+	RunAts            []int64
 	HolderExpiresAtMs int64
 }
 
@@ -278,6 +280,7 @@ func (q *Queries) ExecutionClaim(ctx context.Context, arg ExecutionClaimParams) 
 		&i.Metadata,
 		&i.Expires,
 		&i.Deadlines,
+		&i.RunAts,
 		&i.HolderExpiresAtMs,
 	)
 	return i, err

@@ -390,7 +390,7 @@ SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
         ELSE CAST(?5 AS INTEGER) END,
     revoked_at_ms = NULL
 WHERE id = ?6 AND state = 'waiting'
-RETURNING attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms
+RETURNING attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms, run_at_ms
 `
 
 type ExecutionStartParams struct {
@@ -410,6 +410,7 @@ type ExecutionStartRow struct {
 	Metadata    sql.NullString
 	ExpiresAtMs sql.NullInt64
 	DeadlineMs  sql.NullInt64
+	RunAtMs     int64
 }
 
 // ExecutionStart moves a waiting execution to running under a new lease,
@@ -433,6 +434,7 @@ func (q *Queries) ExecutionStart(ctx context.Context, arg ExecutionStartParams) 
 		&i.Metadata,
 		&i.ExpiresAtMs,
 		&i.DeadlineMs,
+		&i.RunAtMs,
 	)
 	return i, err
 }

@@ -133,6 +133,7 @@ type ClaimedLease struct {
 	ExpiresAtMs          int64
 	DeadlineMs           int64  // claim + the execution's timeout; 0: none
 	Metadata             string // the execution's (a JSON object; "": none)
+	RunAtMs              int64  // when it became claimable (its RunAt)
 }
 
 // Attempt is one attempt of an execution, ended or current: State is

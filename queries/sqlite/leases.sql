@@ -86,7 +86,7 @@ SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
         ELSE CAST(@expires_at_ms AS INTEGER) END,
     revoked_at_ms = NULL
 WHERE id = @id AND state = 'waiting'
-RETURNING attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms;
+RETURNING attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms, run_at_ms;
 
 -- name: ExecutionNextRunAtOneLane :one
 -- ExecutionNextRunAtOneLane finds the earliest RunAt after @now among one

@@ -116,7 +116,7 @@ func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid
 			ExecutionID: id, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
 			Namespace: p.Namespace, Lane: r.Lane, Payload: r.Payload,
 			ExpiresAtMs: p.LeaseExpiresAtMs(r.ExpiresAtMs.Int64, r.HolderExpiresAtMs), DeadlineMs: r.DeadlineMs,
-			Metadata: r.Metadata,
+			Metadata: r.Metadata, RunAtMs: r.RunAtMs,
 		})
 	}
 	return leases, nil

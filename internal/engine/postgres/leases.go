@@ -155,7 +155,7 @@ func claimResult(r pgdb.ExecutionClaimRow, p engine.ClaimParams) (res engine.Cla
 			ExecutionID: id, LeaseID: r.LeaseIds[i], AttemptIndex: r.Attempts[i], Epoch: r.Epochs[i],
 			Namespace: p.Namespace, Lane: r.Lanes[i], Payload: r.Payloads[i],
 			ExpiresAtMs: p.LeaseExpiresAtMs(r.Expires[i], r.HolderExpiresAtMs), DeadlineMs: r.Deadlines[i],
-			Metadata: r.Metadata[i],
+			Metadata: r.Metadata[i], RunAtMs: r.RunAts[i],
 		}
 	}
 	switch {

@@ -78,7 +78,7 @@ func (x queries) start(ctx context.Context, p engine.ClaimParams, id, leaseID uu
 		ExecutionID: id, LeaseID: leaseID, AttemptIndex: started.Attempts, Epoch: started.Epoch,
 		Namespace: p.Namespace, Lane: started.Lane, Payload: started.Payload,
 		ExpiresAtMs: p.LeaseExpiresAtMs(started.ExpiresAtMs.Int64, holderMs), DeadlineMs: started.DeadlineMs.Int64,
-		Metadata: started.Metadata.String,
+		Metadata: started.Metadata.String, RunAtMs: started.RunAtMs,
 	}, nil
 }
 
