@@ -256,10 +256,14 @@ func TestServePageInABrowser(t *testing.T) {
 	}
 	// Bars share one scale: lane z (2 of the busiest lane's 2) is full, lane
 	// x,y (1 running) half as long; the legend says so.
-	widths, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`["z", "x,y"].map(l => [...document.querySelectorAll('section[data-namespace="ns"] tr[data-lane="' + l + '"] .bar span')].reduce((w, e) => w + e.getBoundingClientRect().width, 0))`))
+	widths, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`["z", "x,y"].map(l => [...document.querySelectorAll('section[data-namespace="ns"] tr[data-lane="' + l + '"] .bar span')].reduce((w, e) => w + e.getBoundingClientRect().width, 0)).concat([document.querySelector('section[data-namespace="ns"] tr[data-lane="z"] .bar').getBoundingClientRect().width])`))
 	must(t, err)
-	if len(widths) != 2 || widths[0] < 150 || widths[1] < widths[0]/2-2 || widths[1] > widths[0]/2+2 {
-		t.Fatalf("bar lengths of z and x,y: %v, want full and half", widths)
+	if len(widths) != 3 || widths[0] < widths[2]-2 || widths[1] < widths[0]/2-2 || widths[1] > widths[0]/2+2 {
+		t.Fatalf("bar lengths of z and x,y, and a full bar: %v, want full and half", widths)
+	}
+	// Every lane table fits its card.
+	if over, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll("section.namespace")].some(s => s.scrollWidth > s.clientWidth + 1)`)); err != nil || over {
+		t.Fatalf("a namespace card overflows (%v)", err)
 	}
 	if legend := text(`section[data-namespace="ns"] .legend .scale`); !strings.Contains(legend, "2 executions") {
 		t.Fatalf("the bars' scale: %q", legend)
