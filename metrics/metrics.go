@@ -51,6 +51,10 @@ type Collector struct {
 	workers, expired, executions, oldestReady, agents, leader *prometheus.Desc
 	laneLimit, lanePaused                                     *prometheus.Desc
 
+	// fleetOnly: only the fleet's gauges and the failed Stats reads are
+	// exported (NewFleet), not this process's own counts.
+	fleetOnly bool
+
 	mu         sync.Mutex
 	namespaces map[string]bool    // every namespace reported so far
 	lanes      map[[2]string]bool // every (namespace, lane) reported so far
@@ -133,11 +137,25 @@ func New() *Collector {
 	}
 }
 
+// NewFleet returns a Collector of the fleet's gauges only (read from
+// Store.Stats at each scrape, once Watch is called) and of
+// roster_stats_errors_total: what a process that does no work of its own,
+// such as 'roster serve', can know. None of its counters or histograms of
+// this process's claims, ends and writes would ever move there.
+func NewFleet() *Collector {
+	c := New()
+	c.fleetOnly = true
+	return c
+}
+
 // Watch sets the Store whose Stats the fleet gauges report; without it the
 // Collector exports only this process's counters and histograms.
 func (c *Collector) Watch(s *service.Store) { c.store.Store(s) }
 
 func (c *Collector) metrics() []prometheus.Collector {
+	if c.fleetOnly {
+		return []prometheus.Collector{c.scrapeErrors}
+	}
 	return []prometheus.Collector{c.claims, c.completions, c.failures, c.leasesLost, c.reclaims, c.swept,
 		c.overloads, c.leaderChanges, c.scheduleRuns, c.scrapeErrors, c.claimsHeld, c.writeWait, c.commit, c.groupSize,
 		c.queueWait, c.run}

@@ -336,3 +336,31 @@ func TestCollectorTimings(t *testing.T) {
 		t.Fatalf("lint: %+v", problems)
 	}
 }
+
+// TestNewFleet: a fleet Collector exports the fleet's gauges and the failed
+// Stats reads, and none of a working process's counters or histograms,
+// even after its Store did work.
+func TestNewFleet(t *testing.T) {
+	ctx := context.Background()
+	c := NewFleet()
+	s, err := service.Open(ctx, ":memory:", service.WithObserver(c))
+	must(t, err)
+	defer s.Close()
+	c.Watch(s)
+	reg := prometheus.NewPedanticRegistry()
+	must(t, reg.Register(c))
+	_, err = s.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"l"}, TTL: time.Hour})
+	must(t, err)
+	_, err = s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "l"})
+	must(t, err)
+	mfs, err := reg.Gather()
+	must(t, err)
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	want := "roster_agents roster_executions roster_expired_leases roster_oldest_ready_age_seconds roster_stats_errors_total roster_workers"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("a fleet Collector exports %s, want %s", got, want)
+	}
+}

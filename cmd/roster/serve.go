@@ -126,7 +126,7 @@ type statusHandler struct {
 
 func newStatusHandler(s *service.Store, db string, refresh time.Duration) http.Handler {
 	h := &statusHandler{s: s, db: db, refresh: refresh, mux: http.NewServeMux()}
-	collector := metrics.New()
+	collector := metrics.NewFleet() // serve does no work: no counter of its own would move
 	collector.Watch(s)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector)

@@ -89,6 +89,13 @@ func TestServeEndpoints(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `roster_workers{namespace="ns",state="lapsed"} 2`) || !strings.Contains(body, `roster_agents{state="running"} 2`) {
 		t.Fatalf("/metrics: %d\n%s", code, body)
 	}
+	// Only what serve can know: the fleet's gauges, none of a working
+	// process's counters or histograms (they would read 0 for ever).
+	for _, absent := range []string{"roster_leases_lost_total", "roster_reclaims_total", "roster_commit_seconds", "roster_write_queue_wait_seconds", "roster_overloads_total"} {
+		if strings.Contains(body, absent) {
+			t.Fatalf("/metrics exports %s, which serve never moves:\n%s", absent, body)
+		}
+	}
 	code, body = get(t, base+"/", "")
 	for _, want := range []string{`data-namespace="ns"`, `data-namespace="other"`, `data-lane="z"`, f.running.String(), "http-equiv=\"refresh\""} {
 		if code != 200 || !strings.Contains(body, want) {
