@@ -122,10 +122,11 @@ type statusHandler struct {
 	db      string
 	refresh time.Duration
 	mux     *http.ServeMux
+	ready   *readySamples // the charts' ready counts, sampled at each load
 }
 
 func newStatusHandler(s *service.Store, db string, refresh time.Duration) http.Handler {
-	h := &statusHandler{s: s, db: db, refresh: refresh, mux: http.NewServeMux()}
+	h := &statusHandler{s: s, db: db, refresh: refresh, mux: http.NewServeMux(), ready: newReadySamples()}
 	collector := metrics.NewFleet() // serve does no work: no counter of its own would move
 	collector.Watch(s)
 	reg := prometheus.NewRegistry()
@@ -157,6 +158,11 @@ type status struct {
 	// BarScale is the executions a full lane bar stands for (the busiest
 	// lane's ready, scheduled and running), the same for every lane.
 	BarScale int `json:"-"`
+	// Throughput: per lane, the last hour's completions and failures per
+	// minute (from FinishedAt) and the ready counts sampled by this server;
+	// a chart's full height is FinishedMax per minute, ReadyMax ready.
+	Throughput            []laneChart `json:"throughput"`
+	FinishedMax, ReadyMax int         `json:"-"`
 }
 
 type scheduleStatus struct {
@@ -242,6 +248,15 @@ func (h *statusHandler) load(ctx context.Context, heartbeats bool) (status, erro
 	for _, state := range []service.AgentState{service.AgentSpawned, service.AgentRunning, service.AgentSuspended, service.AgentTerminal} {
 		out.Agents[string(state)] = st.Agents[state]
 		out.AgentStates = append(out.AgentStates, agentCount{string(state), st.Agents[state]})
+	}
+	h.ready.note(st)
+	finished, err := h.s.Throughput(ctx, st.At.Add(-(chartMinutes-1)*time.Minute))
+	if err != nil {
+		return status{}, err
+	}
+	out.Throughput, out.FinishedMax, out.ReadyMax = charts(st.At, finished, h.ready.lanes())
+	if out.Throughput == nil {
+		out.Throughput = []laneChart{}
 	}
 	sv := statsView(st)
 	// Every lane's bar is drawn on one scale, the busiest lane's, so that

@@ -251,6 +251,25 @@ func TestServePageInABrowser(t *testing.T) {
 	if runningAgents != "2" || !strings.Contains(expired, f.running.String()) {
 		t.Fatalf("agents running %q; expired leases: %q", runningAgents, expired)
 	}
+	// The throughput chart of lane f: its two completions and its failure
+	// in this minute, as bars with their counts; lane z's ready count, as a
+	// sample of this page.
+	if done, failedN := text(`tr.chart[data-lane="ns/f"] .completed-count`), text(`tr.chart[data-lane="ns/f"] .failed-count`); done != "2" || failedN != "1" {
+		t.Fatalf("lane f's chart: %q completed, %q failed; want 2 and 1", done, failedN)
+	}
+	shapes, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`[
+		document.querySelectorAll('tr.chart[data-lane="ns/f"] svg rect.completed').length,
+		document.querySelectorAll('tr.chart[data-lane="ns/f"] svg rect.failed').length,
+		document.querySelector('tr.chart[data-lane="ns/f"] svg rect.completed').getBoundingClientRect().height,
+		document.querySelector('tr.chart[data-lane="ns/f"] svg rect.failed').getBoundingClientRect().height,
+		document.querySelectorAll('tr.chart[data-lane="ns/z"] svg circle.ready-dot').length]`))
+	must(t, err)
+	if shapes[0] != 1 || shapes[1] != 1 || shapes[2] < shapes[3]*2-1 || shapes[2] > shapes[3]*2+1 || shapes[4] < 1 {
+		t.Fatalf("chart shapes [completed bars, failed bars, completed height, failed height, ready dots of z] = %v", shapes)
+	}
+	if legend := text(`#throughput .legend`); !strings.Contains(legend, "full height: 3") {
+		t.Fatalf("the charts' scale: %q", legend)
+	}
 	// Lane z has ready work and no alive worker claims from it: flagged,
 	// with its count of workers (0); lane x,y, whose only workers lapsed,
 	// has nothing ready: not flagged.
@@ -358,6 +377,13 @@ func addFailureAndLeader(t *testing.T, path string) (failed uuid.UUID, stop func
 	l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "c", LeaseTTL: time.Minute})
 	must(t, err)
 	must(t, s.FailExecution(ctx, service.FailArgs{Lease: l, Reason: "disk full"}))
+	for range 2 { // and two completions of the lane, for its chart
+		_, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "f"})
+		must(t, err)
+		l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "c", LeaseTTL: time.Minute})
+		must(t, err)
+		must(t, s.CompleteExecution(ctx, service.CompleteArgs{Lease: l}))
+	}
 	must(t, s.Close())
 	// The leader's clock runs two hours behind, so that its sweep finds
 	// nothing to do yet (the seeded fleet's lapsed workers and expired

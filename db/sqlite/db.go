@@ -102,6 +102,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionFindLiveByKeyStmt, err = db.PrepareContext(ctx, executionFindLiveByKey); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionFindLiveByKey: %w", err)
 	}
+	if q.executionFinishedPerMinuteStmt, err = db.PrepareContext(ctx, executionFinishedPerMinute); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionFinishedPerMinute: %w", err)
+	}
 	if q.executionGetStmt, err = db.PrepareContext(ctx, executionGet); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionGet: %w", err)
 	}
@@ -484,6 +487,11 @@ func (q *Queries) Close() error {
 	if q.executionFindLiveByKeyStmt != nil {
 		if cerr := q.executionFindLiveByKeyStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionFindLiveByKeyStmt: %w", cerr)
+		}
+	}
+	if q.executionFinishedPerMinuteStmt != nil {
+		if cerr := q.executionFinishedPerMinuteStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionFinishedPerMinuteStmt: %w", cerr)
 		}
 	}
 	if q.executionGetStmt != nil {
@@ -966,6 +974,7 @@ type Queries struct {
 	executionCheckRunningStmt            *sql.Stmt
 	executionDueExistsStmt               *sql.Stmt
 	executionFindLiveByKeyStmt           *sql.Stmt
+	executionFinishedPerMinuteStmt       *sql.Stmt
 	executionGetStmt                     *sql.Stmt
 	executionGetStateStmt                *sql.Stmt
 	executionInsertStmt                  *sql.Stmt
@@ -1081,6 +1090,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionCheckRunningStmt:            q.executionCheckRunningStmt,
 		executionDueExistsStmt:               q.executionDueExistsStmt,
 		executionFindLiveByKeyStmt:           q.executionFindLiveByKeyStmt,
+		executionFinishedPerMinuteStmt:       q.executionFinishedPerMinuteStmt,
 		executionGetStmt:                     q.executionGetStmt,
 		executionGetStateStmt:                q.executionGetStateStmt,
 		executionInsertStmt:                  q.executionInsertStmt,

@@ -34,6 +34,55 @@ func (q *Queries) ExecutionCancel(ctx context.Context, arg ExecutionCancelParams
 	return id, err
 }
 
+const executionFinishedPerMinute = `-- name: ExecutionFinishedPerMinute :many
+SELECT namespace, lane, CAST(finished_at_ms / 60000 AS INTEGER) AS minute, state, CAST(count(*) AS INTEGER) AS n
+FROM executions INDEXED BY executions_finished
+WHERE finished_at_ms >= CAST(?1 AS INTEGER) AND state IN ('completed', 'failed')
+GROUP BY namespace, lane, minute, state
+ORDER BY namespace, lane, minute, state
+`
+
+type ExecutionFinishedPerMinuteRow struct {
+	Namespace string
+	Lane      string
+	Minute    int64
+	State     string
+	N         int64
+}
+
+// ExecutionFinishedPerMinute counts the executions completed or failed at
+// or after @since, per namespace, lane, minute (Unix ms / 60000) and state,
+// from the index of finished executions: its cost follows the window, not
+// the history.
+func (q *Queries) ExecutionFinishedPerMinute(ctx context.Context, since int64) ([]ExecutionFinishedPerMinuteRow, error) {
+	rows, err := q.query(ctx, q.executionFinishedPerMinuteStmt, executionFinishedPerMinute, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExecutionFinishedPerMinuteRow{}
+	for rows.Next() {
+		var i ExecutionFinishedPerMinuteRow
+		if err := rows.Scan(
+			&i.Namespace,
+			&i.Lane,
+			&i.Minute,
+			&i.State,
+			&i.N,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const executionGet = `-- name: ExecutionGet :one
 SELECT id, namespace, lane, state, priority, required_capabilities, attempts, max_attempts, reclaim_count, last_error, epoch, created_at_ms, run_at_ms, retry_backoff_ms, ready, lease_id, holder, claimed_at_ms, expires_at_ms, revoked_at_ms, finished_at_ms, payload, result, unique_key, group_key, metadata, timeout_ms, deadline_ms, bound FROM executions WHERE id = ?1
 `

@@ -129,6 +129,9 @@ type Queries interface {
 	// attempts) that finished before beforeMs, oldest first, and returns how
 	// many it deleted.
 	ExecutionPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
+	// ExecutionFinishedPerMinute counts the executions completed or failed
+	// at or after sinceMs per namespace, lane, minute and state.
+	ExecutionFinishedPerMinute(ctx context.Context, sinceMs int64) ([]FinishedCount, error)
 
 	// ExecutionInsertUnique adds a waiting execution holding e.UniqueKey, as
 	// ExecutionInsert does, unless a waiting or running execution of its

@@ -228,6 +228,15 @@ type StatsRows struct {
 	LaneWorkers   []LaneWorkers    // alive workers per lane they claim from
 }
 
+// FinishedCount counts one lane's executions that ended in one state
+// (completed or failed) in one minute (Unix ms / 60000).
+type FinishedCount struct {
+	Namespace, Lane string
+	Minute          int64
+	State           string
+	N               int64
+}
+
 // LaneWorkers counts the alive workers of one lane.
 type LaneWorkers struct {
 	Namespace, Lane string

@@ -204,3 +204,14 @@ SELECT * FROM executions
 WHERE lane = @lane AND id > @after_id
 ORDER BY id
 LIMIT @max_rows;
+
+-- name: ExecutionFinishedPerMinute :many
+-- ExecutionFinishedPerMinute counts the executions completed or failed at
+-- or after @since, per namespace, lane, minute (Unix ms / 60000) and state,
+-- from the index of finished executions: its cost follows the window, not
+-- the history.
+SELECT namespace, lane, CAST(finished_at_ms / 60000 AS bigint) AS minute, state, count(*) AS n
+FROM executions
+WHERE finished_at_ms >= @since::bigint AND finished_at_ms IS NOT NULL AND state IN ('completed', 'failed')
+GROUP BY namespace, lane, minute, state
+ORDER BY namespace, lane, minute, state;

@@ -81,3 +81,14 @@ SELECT * FROM executions
 WHERE lane = @lane AND id > @after_id
 ORDER BY id
 LIMIT @limit;
+
+-- name: ExecutionFinishedPerMinute :many
+-- ExecutionFinishedPerMinute counts the executions completed or failed at
+-- or after @since, per namespace, lane, minute (Unix ms / 60000) and state,
+-- from the index of finished executions: its cost follows the window, not
+-- the history.
+SELECT namespace, lane, CAST(finished_at_ms / 60000 AS INTEGER) AS minute, state, CAST(count(*) AS INTEGER) AS n
+FROM executions INDEXED BY executions_finished
+WHERE finished_at_ms >= CAST(@since AS INTEGER) AND state IN ('completed', 'failed')
+GROUP BY namespace, lane, minute, state
+ORDER BY namespace, lane, minute, state;

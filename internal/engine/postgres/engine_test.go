@@ -308,6 +308,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 			_, err := q.ExecutionPruneBatch(ctx, pgdb.ExecutionPruneBatchParams{Before: 100, BatchSize: 256})
 			return err
 		},
+		"ExecutionFinishedPerMinute": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionFinishedPerMinute(ctx, 100)
+			return err
+		},
 		"ExecutionList": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionList(ctx, pgdb.ExecutionListParams{AfterID: id, MaxRows: 100})
 			return err

@@ -228,6 +228,11 @@ func (x queries) ExecutionGetState(ctx context.Context, id uuid.UUID) (string, e
 	return st, translate(err)
 }
 
+func (x queries) ExecutionFinishedPerMinute(ctx context.Context, sinceMs int64) ([]engine.FinishedCount, error) {
+	rows, err := x.q.ExecutionFinishedPerMinute(ctx, sinceMs)
+	return engine.Rows(len(rows), err, translate, func(i int) engine.FinishedCount { return engine.FinishedCount(rows[i]) })
+}
+
 func (x queries) ExecutionPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
 	n, err := x.q.ExecutionPruneBatch(ctx, pgdb.ExecutionPruneBatchParams{Before: beforeMs, BatchSize: int32(batch)})
 	return int(n), translate(err)

@@ -294,6 +294,10 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 			_, err := q.ExecutionPruneBatch(ctx, sqlitedb.ExecutionPruneBatchParams{Before: 1, BatchSize: 10})
 			return err
 		},
+		"ExecutionFinishedPerMinute": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFinishedPerMinute(ctx, 1)
+			return err
+		},
 		"ExecutionList": func(q *sqlitedb.Queries) error {
 			_, err := q.ExecutionList(ctx, sqlitedb.ExecutionListParams{AfterID: id, Limit: 10})
 			return err
