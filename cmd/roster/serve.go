@@ -135,6 +135,9 @@ func newStatusHandler(s *service.Store, db string, refresh time.Duration) http.H
 	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	h.mux.HandleFunc("GET /{$}", h.page)
 	h.mux.HandleFunc("GET /api/status", h.json)
+	h.mux.HandleFunc("GET /executions/{id}", h.execution)
+	h.mux.HandleFunc("GET /api/executions/{id}", h.executionJSONHandler)
+	h.mux.HandleFunc("GET /executions", h.findExecution)
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	return h.mux

@@ -358,6 +358,33 @@ func TestServePageInABrowser(t *testing.T) {
 	if instance := text(`section[data-namespace="fresh"] tr.worker td`); instance != "new-worker" {
 		t.Fatalf("after the refresh: %q", instance)
 	}
+
+	// An execution's page, reached from the latest failures: its fields and
+	// its attempt history.
+	must(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`section[data-namespace="ns"] tr.failure a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#execution`)),
+	))
+	if id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#execution").dataset.execution`)); err != nil || id != failed.String() {
+		t.Fatalf("the failure's link opened %q (%v), want %s", id, err, failed)
+	}
+	if state, lastErr := text(`#execution td.state`), text(`#execution .fields td.error`); state != "failed" || lastErr != "disk full" {
+		t.Fatalf("execution page: state %q, last error %q", state, lastErr)
+	}
+	if row := text(`#execution tr.attempt`); !strings.Contains(row, "c") || !strings.Contains(row, "failed") || !strings.Contains(row, "disk full") {
+		t.Fatalf("the attempt: %q", row)
+	}
+	// The search form opens an execution by id.
+	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`form.search input`)),
+		chromedp.SendKeys(chromedp.CSS(`form.search input`), f.waiting.String()),
+		chromedp.Submit(chromedp.CSS(`form.search input`)),
+		chromedp.WaitVisible(chromedp.CSS(`#execution[data-execution="`+f.waiting.String()+`"]`)),
+	))
+	if state := text(`#execution td.state`); state != "waiting" {
+		t.Fatalf("the searched execution: state %q", state)
+	}
 }
 
 // addFailureAndLeader gives the seeded fleet a failed execution (a worker
@@ -415,5 +442,37 @@ func addFailureAndLeader(t *testing.T, path string) (failed uuid.UUID, stop func
 		cancel()
 		<-done
 		_ = s.Close()
+	}
+}
+
+// TestServeExecutionPage: an execution's page and JSON by id, with its
+// attempts; an unknown or malformed id is 404; the search redirects an id
+// to its page and refuses anything else.
+func TestServeExecutionPage(t *testing.T) {
+	f := seed(t)
+	failed, stop := addFailureAndLeader(t, f.path)
+	stop()
+	base := startServe(t, "--db", f.path)
+	code, body := get(t, base+"/executions/"+failed.String(), "")
+	for _, want := range []string{`data-execution="` + failed.String() + `"`, "disk full", `class="attempt outcome-failed"`, "<td>c</td>"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("the page of %s: %d, missing %q\n%s", failed, code, want, body)
+		}
+	}
+	code, body = get(t, base+"/api/executions/"+failed.String(), "")
+	if code != 200 || !strings.Contains(body, `"attempt_history": [`) || !strings.Contains(body, `"outcome": "failed"`) || !strings.Contains(body, `"last_error": "disk full"`) {
+		t.Fatalf("the JSON of %s: %d\n%s", failed, code, body)
+	}
+	for _, path := range []string{"/executions/" + uuid.New().String(), "/executions/nope", "/api/executions/" + uuid.New().String(), "/executions?id=not-an-id"} {
+		if code, _ := get(t, base+path, ""); code != 404 {
+			t.Fatalf("%s: %d, want 404", path, code)
+		}
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(base + "/executions?id=" + f.waiting.String())
+	must(t, err)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/executions/"+f.waiting.String() {
+		t.Fatalf("search: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }

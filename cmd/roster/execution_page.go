@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rosterdb/roster/service"
+)
+
+var executionPage = template.Must(template.ParseFS(webFS, "web/execution.html.tmpl"))
+
+// executionStatus is what an execution's page shows: every field, its
+// metadata, payload, result or last error, and its attempts.
+type executionStatus struct {
+	DB              string
+	E               executionJSON
+	Created, RunAt  string
+	Finished        string
+	Payload, Result string
+	Attempts        []attemptStatus
+}
+
+type attemptStatus struct {
+	attemptJSON
+	Started, Ended string
+}
+
+// pageTime is a time as the pages show it ("-": none).
+func pageTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC"
+}
+
+// shown is a payload or result as the page shows it: its text when it is
+// valid UTF-8, else how many bytes it holds.
+func shown(b []byte, text *string) string {
+	switch {
+	case len(b) == 0:
+		return ""
+	case text != nil:
+		return *text
+	}
+	return "(" + strconv.Itoa(len(b)) + " bytes, not text)"
+}
+
+// executionByID reads the execution of the request's {id}, with its
+// attempts; a bad or unknown id answers 404 (false).
+func (h *statusHandler) executionByID(w http.ResponseWriter, r *http.Request) (service.Execution, []service.Attempt, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.Error(w, "roster: not an execution id: "+r.PathValue("id"), http.StatusNotFound)
+		return service.Execution{}, nil, false
+	}
+	e, err := h.s.GetExecution(r.Context(), id)
+	if err == nil {
+		var as []service.Attempt
+		if as, err = h.s.ListAttempts(r.Context(), id); err == nil {
+			return e, as, true
+		}
+	}
+	code := http.StatusServiceUnavailable
+	if errors.Is(err, service.ErrNotFound) {
+		code = http.StatusNotFound
+	}
+	http.Error(w, "roster: "+describe(err), code)
+	return service.Execution{}, nil, false
+}
+
+// execution serves an execution's page.
+func (h *statusHandler) execution(w http.ResponseWriter, r *http.Request) {
+	e, as, ok := h.executionByID(w, r)
+	if !ok {
+		return
+	}
+	v := executionView(e)
+	out := executionStatus{DB: h.db, E: v, Created: pageTime(e.CreatedAt), RunAt: pageTime(e.RunAt), Finished: pageTime(e.FinishedAt),
+		Payload: shown(e.Payload, v.PayloadText), Result: shown(e.Result, v.ResultText)}
+	for _, a := range attemptViews(as) {
+		st := attemptStatus{attemptJSON: a, Started: pageTime(a.StartedAt), Ended: "-"}
+		if a.EndedAt != nil {
+			st.Ended = pageTime(*a.EndedAt)
+		}
+		out.Attempts = append(out.Attempts, st)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := executionPage.Execute(w, out); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// executionJSONHandler serves an execution and its attempts as JSON.
+func (h *statusHandler) executionJSONHandler(w http.ResponseWriter, r *http.Request) {
+	e, as, ok := h.executionByID(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(struct {
+		executionJSON
+		AttemptList []attemptJSON `json:"attempt_history"`
+	}{executionView(e), attemptViews(as)})
+}
+
+// findExecution answers the search form: an execution id opens its page.
+func (h *statusHandler) findExecution(w http.ResponseWriter, r *http.Request) {
+	q := strings.TrimSpace(r.URL.Query().Get("id"))
+	if _, err := uuid.Parse(q); err != nil {
+		http.Error(w, "roster: search by an execution id (a UUID): "+q, http.StatusNotFound)
+		return
+	}
+	http.Redirect(w, r, "/executions/"+url.PathEscape(q), http.StatusSeeOther)
+}
