@@ -166,6 +166,62 @@ type status struct {
 	// a chart's full height is FinishedMax per minute, ReadyMax ready.
 	Throughput            []laneChart `json:"throughput"`
 	FinishedMax, ReadyMax int         `json:"-"`
+	// AgentList: agents with their host and holder, of the filter's state
+	// and host (the first agentsShown by id).
+	AgentList   []agentStatus `json:"agent_list"`
+	AgentFilter agentFilter   `json:"-"`
+}
+
+// loadErrorCode is the status of a page that could not be read: 400 for a
+// filter the Store refused, else 503.
+func loadErrorCode(err error) int {
+	if errors.Is(err, service.ErrInvalidInput) {
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
+}
+
+// agentsShown is how many agents the page lists.
+const agentsShown = 50
+
+// agentFilter is the page's choice of agents: a state ("" any) and a host
+// ("" any), from the query's agent_state and agent_host.
+type agentFilter struct{ State, Host string }
+
+func agentFilterOf(r *http.Request) agentFilter {
+	q := r.URL.Query()
+	return agentFilter{State: q.Get("agent_state"), Host: q.Get("agent_host")}
+}
+
+// States lists the states the filter offers.
+func (agentFilter) States() []string {
+	return []string{string(service.AgentSpawned), string(service.AgentRunning), string(service.AgentSuspended), string(service.AgentTerminal)}
+}
+
+// agentStatus is one agent as the page lists it.
+type agentStatus struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Host     string `json:"host"`
+	Holder   string `json:"holder"` // NAMESPACE/INSTANCE, "" when none
+	Provider string `json:"provider"`
+}
+
+// agents reads the agents the filter asks for.
+func (h *statusHandler) agents(ctx context.Context, f agentFilter) ([]agentStatus, error) {
+	page, err := h.s.ListAgents(ctx, service.ListAgentsArgs{State: service.AgentState(f.State), Host: f.Host, Limit: agentsShown})
+	if err != nil {
+		return nil, err
+	}
+	out := []agentStatus{}
+	for _, a := range page.Agents {
+		as := agentStatus{ID: a.ID, State: string(a.State), Host: a.Host, Provider: a.Provider}
+		if a.HolderInstanceID != "" {
+			as.Holder = a.HolderNamespace + "/" + a.HolderInstanceID
+		}
+		out = append(out, as)
+	}
+	return out, nil
 }
 
 type scheduleStatus struct {
@@ -227,7 +283,7 @@ const failuresShown = 5
 
 // load reads everything the page shows; heartbeats says whether the events
 // include heartbeats.
-func (h *statusHandler) load(ctx context.Context, heartbeats bool) (status, error) {
+func (h *statusHandler) load(ctx context.Context, heartbeats bool, agents agentFilter) (status, error) {
 	st, err := h.s.Stats(ctx, time.Time{})
 	if err != nil {
 		return status{}, err
@@ -252,6 +308,10 @@ func (h *statusHandler) load(ctx context.Context, heartbeats bool) (status, erro
 		out.Agents[string(state)] = st.Agents[state]
 		out.AgentStates = append(out.AgentStates, agentCount{string(state), st.Agents[state]})
 	}
+	if out.AgentList, err = h.agents(ctx, agents); err != nil {
+		return status{}, err
+	}
+	out.AgentFilter = agents
 	h.ready.note(st)
 	finished, err := h.s.Throughput(ctx, st.At.Add(-(chartMinutes-1)*time.Minute))
 	if err != nil {
@@ -356,9 +416,9 @@ func human(d time.Duration) string {
 }
 
 func (h *statusHandler) page(w http.ResponseWriter, r *http.Request) {
-	st, err := h.load(r.Context(), r.URL.Query().Get("heartbeats") == "1")
+	st, err := h.load(r.Context(), r.URL.Query().Get("heartbeats") == "1", agentFilterOf(r))
 	if err != nil {
-		http.Error(w, "roster: "+describe(err), http.StatusServiceUnavailable)
+		http.Error(w, "roster: "+describe(err), loadErrorCode(err))
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -369,7 +429,7 @@ func (h *statusHandler) page(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *statusHandler) json(w http.ResponseWriter, r *http.Request) {
-	st, err := h.load(r.Context(), r.URL.Query().Get("heartbeats") != "0")
+	st, err := h.load(r.Context(), r.URL.Query().Get("heartbeats") != "0", agentFilterOf(r))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)

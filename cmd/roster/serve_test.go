@@ -359,9 +359,32 @@ func TestServePageInABrowser(t *testing.T) {
 		t.Fatalf("after the refresh: %q", instance)
 	}
 
+	// Agents with their host and holder, filtered by host through the form.
+	if ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.agent")].map(e => e.dataset.agent + " " + e.querySelector(".host").innerText)`)); err != nil || strings.Join(ids, ",") != "ag1 host-ag1,ag2 host-ag2" {
+		t.Fatalf("agents listed: %v (%v)", ids, err)
+	}
+	must(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`form.agent-filter input[name="agent_host"]`), "host-ag2"),
+		chromedp.Submit(chromedp.CSS(`form.agent-filter input[name="agent_host"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#agents`)),
+	))
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.agent")].map(e => e.dataset.agent)`))
+		must(t, err)
+		if strings.Join(ids, ",") == "ag2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agents on host-ag2: %v", ids)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// An execution's page, reached from the latest failures: its fields and
 	// its attempt history.
 	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`section[data-namespace="ns"] tr.failure a`)),
 		chromedp.Click(chromedp.CSS(`section[data-namespace="ns"] tr.failure a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#execution`)),
 	))
@@ -474,5 +497,22 @@ func TestServeExecutionPage(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/executions/"+f.waiting.String() {
 		t.Fatalf("search: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// TestServeAgentList: the page and its JSON list agents with host and
+// holder, filtered by state and host; a state the Store refuses is 400.
+func TestServeAgentList(t *testing.T) {
+	f := seed(t)
+	base := startServe(t, "--db", f.path)
+	code, body := get(t, base+"/api/status?agent_host=host-ag1", "")
+	if code != 200 || !strings.Contains(body, `"id": "ag1"`) || strings.Contains(body, `"id": "ag2"`) || !strings.Contains(body, `"host": "host-ag1"`) {
+		t.Fatalf("agents of host-ag1: %d\n%s", code, body)
+	}
+	if code, body = get(t, base+"/?agent_state=terminal", ""); code != 200 || !strings.Contains(body, "No agent matches the filter.") {
+		t.Fatalf("no terminal agent: %d\n%s", code, body)
+	}
+	if code, _ = get(t, base+"/?agent_state=bogus", ""); code != 400 {
+		t.Fatalf("a bogus state: %d, want 400", code)
 	}
 }
