@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -13,13 +14,14 @@ import (
 // pruning executions.
 func executionTests() map[string]methodTest {
 	return map[string]methodTest{
-		"ExecutionInsert":     testExecutionInsert,
-		"ExecutionInsertMany": testExecutionInsertMany,
-		"ExecutionGet":        testExecutionGet,
-		"ExecutionGetState":   testExecutionGetState,
-		"ExecutionList":       testExecutionList,
-		"ExecutionCancel":     testExecutionCancel,
-		"ExecutionPruneBatch": testExecutionPruneBatch,
+		"ExecutionInsert":            testExecutionInsert,
+		"ExecutionInsertMany":        testExecutionInsertMany,
+		"ExecutionGet":               testExecutionGet,
+		"ExecutionGetState":          testExecutionGetState,
+		"ExecutionList":              testExecutionList,
+		"ExecutionCancel":            testExecutionCancel,
+		"ExecutionPruneBatch":        testExecutionPruneBatch,
+		"ExecutionFinishedPerMinute": testExecutionFinishedPerMinute,
 	}
 }
 
@@ -386,4 +388,41 @@ func testExecutionPruneBatch(t *testing.T, h Harness) {
 		t.Fatalf("third batch pruned %d, want 0", n)
 	}
 	v.sound() // no attempt outlived its execution
+}
+
+// testExecutionFinishedPerMinute: the executions completed or failed from
+// the given time on, per namespace, lane, minute and state; live ones and
+// earlier ones are not counted.
+func testExecutionFinishedPerMinute(t *testing.T, h Harness) {
+	v := setup(t, h)
+	v.register("ns", "i", []string{"l"}, nil, 1, 1000000)
+	v.insert(v.execution("ns", "l"), v.execution("ns", "l"), v.execution("ns", "l"), v.execution("ns", "l"), v.execution("ns", "l"))
+	ls := v.claimAt("ns", "i", 4, 2, 500_000)
+	v.complete(ls[0], 30_000, nil)  // minute 0
+	v.complete(ls[1], 60_010, nil)  // minute 1
+	v.fail(ls[2], 61_000, "boom")   // minute 1
+	v.complete(ls[3], 125_000, nil) // minute 2
+	count := func(since int64) []engine.FinishedCount {
+		var out []engine.FinishedCount
+		v.read(func(ctx context.Context, q engine.Queries) error {
+			var err error
+			out, err = q.ExecutionFinishedPerMinute(ctx, since)
+			return err
+		})
+		return out
+	}
+	want := []engine.FinishedCount{
+		{Namespace: "ns", Lane: "l", Minute: 1, State: "completed", N: 1},
+		{Namespace: "ns", Lane: "l", Minute: 1, State: "failed", N: 1},
+		{Namespace: "ns", Lane: "l", Minute: 2, State: "completed", N: 1},
+	}
+	if got := count(60_000); !reflect.DeepEqual(got, want) {
+		t.Fatalf("since 60000:\n got %+v\nwant %+v", got, want)
+	}
+	if got := count(120_000); !reflect.DeepEqual(got, want[2:]) {
+		t.Fatalf("since 120000: %+v", got)
+	}
+	if got := count(200_000); len(got) != 0 {
+		t.Fatalf("since 200000: %+v", got)
+	}
 }
