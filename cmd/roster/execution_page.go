@@ -25,6 +25,9 @@ type executionStatus struct {
 	Finished        string
 	Payload, Result string
 	Attempts        []attemptStatus
+	// Actions: the page offers retry or cancel, with this CSRF token.
+	Actions bool
+	CSRF    string
 }
 
 type attemptStatus struct {
@@ -90,6 +93,9 @@ func (h *statusHandler) execution(w http.ResponseWriter, r *http.Request) {
 			st.Ended = pageTime(*a.EndedAt)
 		}
 		out.Attempts = append(out.Attempts, st)
+	}
+	if h.actions != nil {
+		out.Actions, out.CSRF = true, h.actions.csrf.token(r)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

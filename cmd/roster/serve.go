@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
-	"slices"
+	"os"
 	"strings"
 	"time"
 
@@ -24,18 +24,27 @@ import (
 //go:embed web
 var webFS embed.FS
 
-var statusPage = template.Must(template.ParseFS(webFS, "web/status.html.tmpl"))
+var statusPage = template.Must(template.ParseFS(webFS, "web/status.html.tmpl", "web/history.html.tmpl"))
 
 // serve serves a read-only status page of the fleet, the same data as JSON,
 // /metrics and /healthz, until interrupted.
 func serve(ctx context.Context, c *cli, args []string) error {
 	addr := c.flags.String("addr", "127.0.0.1:8080", "listen address; any but loopback needs --token")
-	var token string
-	c.envStringVar(&token, "token", "ROSTER_TOKEN", "", "bearer token every request must carry (but GET /healthz: see --token-healthz)", true)
+	var tokens []operatorToken
+	c.flags.Var(tokenFlag{c, &tokens}, "token", "a bearer token every request must carry (but GET /healthz: see --token-healthz), as NAME=SECRET (actions are logged under NAME) or a bare SECRET (named operator); may be given several times ($ROSTER_TOKEN: one, when no --token is given)")
 	tokenHealthz := c.flags.Bool("token-healthz", false, "require the token for /healthz too (without it /healthz answers anyone: it says only whether the database answers)")
 	refresh := c.flags.Duration("refresh", 5*time.Second, "how often the page refreshes itself")
+	withActions := c.flags.Bool("actions", false, "offer actions on the page (retry, cancel, filtered cancel and retry, pause and resume a lane), each a POST with a CSRF token, logged with who did it; needs --token even on loopback, and opens the database for writing")
+	if env := os.Getenv("ROSTER_TOKEN"); env != "" {
+		c.secrets = append(c.secrets, env)
+	}
 	if err := c.parse(args, 0); err != nil {
 		return err
+	}
+	if env := os.Getenv("ROSTER_TOKEN"); env != "" && len(tokens) == 0 {
+		if err := (tokenFlag{c, &tokens}).Set(env); err != nil {
+			return usagef("invalid $ROSTER_TOKEN: %v", err)
+		}
 	}
 	if *refresh < time.Second {
 		return usagef("invalid --refresh: %v is below 1s", *refresh)
@@ -44,10 +53,17 @@ func serve(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return usagef("invalid --addr: %v", err)
 	}
-	if !loopback && token == "" {
+	switch {
+	case *withActions && len(tokens) == 0:
+		return usagef("refusing to offer --actions without --token (or $ROSTER_TOKEN), even on loopback: every action is logged with the token's name")
+	case !loopback && len(tokens) == 0:
 		return usagef("refusing to serve on %s without --token (or $ROSTER_TOKEN): only a loopback address may go without one", *addr)
 	}
-	s, err := c.openRead(ctx)
+	open := c.openRead
+	if *withActions {
+		open = c.openWrite
+	}
+	s, err := open(ctx)
 	if err != nil {
 		return err
 	}
@@ -56,12 +72,16 @@ func serve(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	h := newStatusHandler(s, displayDB(c.db), *refresh)
-	var open []string
-	if !*tokenHealthz {
-		open = append(open, "/healthz")
+	sess := newSessions()
+	h := newStatusHandler(s, displayDB(c.db), *refresh, sess)
+	if *withActions {
+		h.enableActions(slog.New(slog.NewTextHandler(c.stderr, nil)))
 	}
-	srv := &http.Server{Handler: requireToken(token, h, open...), ReadHeaderTimeout: 10 * time.Second}
+	var openPaths []string
+	if !*tokenHealthz {
+		openPaths = append(openPaths, "/healthz")
+	}
+	srv := &http.Server{Handler: requireToken(tokens, sess, h.mux, openPaths...), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(c.stdout, "serving %s on http://%s/\n", displayDB(c.db), ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -94,28 +114,6 @@ func isLoopback(addr string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
-// requireToken answers 401 to every request without the bearer token (none:
-// every request passes), but a GET or HEAD of one of the open paths, which
-// is served without it and marked as such (see tokenless).
-func requireToken(token string, next http.Handler, open ...string) http.Handler {
-	if token == "" {
-		return next
-	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			if (r.Method == http.MethodGet || r.Method == http.MethodHead) && slices.Contains(open, r.URL.Path) {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenlessKey{}, true)))
-				return
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="roster"`)
-			http.Error(w, "401 unauthorized: a bearer token is required", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // statusHandler serves the page, its JSON, /metrics and /healthz.
 type statusHandler struct {
 	s       *service.Store
@@ -123,10 +121,14 @@ type statusHandler struct {
 	refresh time.Duration
 	mux     *http.ServeMux
 	ready   *readySamples // the charts' ready counts, sampled at each load
+	// sessions are the browsers logged in with a token.
+	sessions *sessions
+	// actions are nil unless --actions.
+	actions *actions
 }
 
-func newStatusHandler(s *service.Store, db string, refresh time.Duration) http.Handler {
-	h := &statusHandler{s: s, db: db, refresh: refresh, mux: http.NewServeMux(), ready: newReadySamples()}
+func newStatusHandler(s *service.Store, db string, refresh time.Duration, sess *sessions) *statusHandler {
+	h := &statusHandler{s: s, db: db, refresh: refresh, mux: http.NewServeMux(), ready: newReadySamples(), sessions: sess}
 	collector := metrics.NewFleet() // serve does no work: no counter of its own would move
 	collector.Watch(s)
 	reg := prometheus.NewRegistry()
@@ -140,7 +142,28 @@ func newStatusHandler(s *service.Store, db string, refresh time.Duration) http.H
 	h.mux.HandleFunc("GET /executions", h.findExecution)
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	h.mux.HandleFunc("GET /healthz", h.healthz)
-	return h.mux
+	h.mux.HandleFunc("/", h.noAction)
+	return h
+}
+
+// historyOnStatus is how many of the latest actions the status page shows
+// (the actions page shows them all).
+const historyOnStatus = 5
+
+// noAction answers what no route takes: a POST is 403 on a server without
+// --actions (it offers no action); anything else is 404.
+func (h *statusHandler) noAction(w http.ResponseWriter, r *http.Request) {
+	if h.actions == nil && r.Method == http.MethodPost {
+		actionsOff(w, r)
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// enableActions offers the actions, logging each on log.
+func (h *statusHandler) enableActions(log *slog.Logger) {
+	h.actions = &actions{s: h.s, db: h.db, log: log, csrf: newCSRF(), now: time.Now}
+	h.actions.routes(h)
 }
 
 // status is what the page and /api/status show.
@@ -170,6 +193,21 @@ type status struct {
 	// and host (the first agentsShown by id).
 	AgentList   []agentStatus `json:"agent_list"`
 	AgentFilter agentFilter   `json:"-"`
+	// With --actions: the forms' CSRF token and the latest actions.
+	Actions bool           `json:"-"`
+	CSRF    string         `json:"-"`
+	History []actionRecord `json:"actions,omitempty"`
+}
+
+// withActions adds what the page's forms need, with --actions.
+func (h *statusHandler) withActions(st *status, r *http.Request) {
+	if h.actions == nil {
+		return
+	}
+	st.Actions, st.CSRF, st.History = true, h.actions.csrf.token(r), h.actions.History()
+	if st.History == nil {
+		st.History = []actionRecord{}
+	}
 }
 
 // loadErrorCode is the status of a page that could not be read: 400 for a
@@ -421,6 +459,10 @@ func (h *statusHandler) page(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "roster: "+describe(err), loadErrorCode(err))
 		return
 	}
+	h.withActions(&st, r)
+	if len(st.History) > historyOnStatus {
+		st.History = st.History[:historyOnStatus]
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	if err := statusPage.Execute(w, st); err != nil {
@@ -439,6 +481,7 @@ func (h *statusHandler) json(w http.ResponseWriter, r *http.Request) {
 		_ = enc.Encode(map[string]string{"error": "roster: " + describe(err)})
 		return
 	}
+	h.withActions(&st, r)
 	_ = enc.Encode(st)
 }
 

@@ -150,7 +150,7 @@ func TestServeToken(t *testing.T) {
 			t.Fatalf("isLoopback(%s) = %v, %v", addr, got, err)
 		}
 	}
-	h := requireToken("t", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := requireToken([]operatorToken{{Name: "operator", Secret: "t"}}, newSessions(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tokenless(r) {
 			w.WriteHeader(299)
 			return
@@ -197,6 +197,25 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// newBrowser starts a headless Chromium of its own (ended with the test)
+// with a window of width×height, and returns its context, which times out
+// after 90 s.
+func newBrowser(t *testing.T, exe string, width, height int) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	return ctx
+}
+
 // The status page in a real headless Chromium: what a person sees, and a
 // change in the database shown after the page refreshes itself.
 func TestServePageInABrowser(t *testing.T) {
@@ -206,18 +225,7 @@ func TestServePageInABrowser(t *testing.T) {
 	defer stopLeader()
 	base := startServe(t, "--db", f.path, "--refresh", "1s")
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
-
+	ctx := newBrowser(t, exe, 1280, 900)
 	must(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`section[data-namespace="ns"]`)),
