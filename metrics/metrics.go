@@ -20,8 +20,14 @@
 // was reported once keeps reading 0 when nothing is live in it, instead of
 // dropping out.
 //
-// roster_stats_errors_total counts the scrapes whose Stats read failed (the
-// gauges are then missing from that scrape).
+// With the gauges, a watching Collector exports roster_lane_finished_total
+// by namespace, lane and outcome (completed, or failed for good): the whole
+// fleet's finished executions, read from the database's last hour at each
+// scrape and counted from the first scrape on, so that rate() and
+// increase() over it alert on a lane's failures whichever process ran them.
+//
+// roster_stats_errors_total counts the scrapes whose Stats or finished
+// executions read failed (those metrics are then missing from that scrape).
 package metrics
 
 import (
@@ -50,15 +56,31 @@ type Collector struct {
 
 	workers, expired, executions, oldestReady, agents, leader *prometheus.Desc
 	laneLimit, lanePaused                                     *prometheus.Desc
+	finished                                                  *prometheus.Desc
 
-	// fleetOnly: only the fleet's gauges and the failed Stats reads are
-	// exported (NewFleet), not this process's own counts.
+	// fleetOnly: only the fleet's metrics read from the database and the
+	// failed reads are exported (NewFleet), not this process's own counts.
 	fleetOnly bool
 
 	mu         sync.Mutex
 	namespaces map[string]bool    // every namespace reported so far
 	lanes      map[[2]string]bool // every (namespace, lane) reported so far
+	// The lanes' finished executions read from the database: each minute
+	// of the last hour as last read, and the totals counted since the
+	// first scrape (a minute's growth is added as it is seen).
+	finishedMinutes map[laneMinute][2]int
+	finishedTotals  map[[2]string][2]float64 // completed, failed
 }
+
+// laneMinute is one lane's minute.
+type laneMinute struct {
+	namespace, lane string
+	minute          int64 // Unix ms of its start
+}
+
+// finishedWindow is how far back each scrape reads the lanes' finished
+// executions: a minute that ends within it is counted when it grows.
+const finishedWindow = time.Hour
 
 var (
 	_ prometheus.Collector    = (*Collector)(nil)
@@ -132,13 +154,19 @@ func New() *Collector {
 		leader: prometheus.NewDesc("roster_leader_lease_seconds",
 			"Seconds left on the maintenance leader's lease, labelled with the leader's instance (absent: no leader).",
 			[]string{"instance"}, nil),
-		namespaces: map[string]bool{},
-		lanes:      map[[2]string]bool{},
+		finished: prometheus.NewDesc("roster_lane_finished_total",
+			"Executions of the lane that ended completed, or failed for good (no attempt left), read from the database (the whole fleet's), counted since this Collector's first scrape (which counts the last hour's).",
+			[]string{"namespace", "lane", "outcome"}, nil),
+		namespaces:      map[string]bool{},
+		lanes:           map[[2]string]bool{},
+		finishedMinutes: map[laneMinute][2]int{},
+		finishedTotals:  map[[2]string][2]float64{},
 	}
 }
 
-// NewFleet returns a Collector of the fleet's gauges only (read from
-// Store.Stats at each scrape, once Watch is called) and of
+// NewFleet returns a Collector of the fleet's metrics read from the database
+// only (the gauges from Store.Stats and roster_lane_finished_total from
+// Store.Throughput at each scrape, once Watch is called) and of
 // roster_stats_errors_total: what a process that does no work of its own,
 // such as 'roster serve', can know. None of its counters or histograms of
 // this process's claims, ends and writes would ever move there.
@@ -166,13 +194,15 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.metrics() {
 		m.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{c.workers, c.expired, c.executions, c.oldestReady, c.agents, c.leader, c.laneLimit, c.lanePaused} {
+	for _, d := range []*prometheus.Desc{c.workers, c.expired, c.executions, c.oldestReady, c.agents, c.leader, c.laneLimit, c.lanePaused, c.finished} {
 		ch <- d
 	}
 }
 
-// Collect sends the counters and histograms, and gauges read from one
-// Stats snapshot of the watched Store.
+// Collect sends the counters and histograms, gauges read from one Stats
+// snapshot of the watched Store, and the lanes' finished executions read
+// from its last hour (Store.Throughput, which reads the index of finished
+// executions from the hour's start only).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.metrics() {
 		m.Collect(ch)
@@ -249,6 +279,37 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.Leader != "" {
 		gauge(c.leader, max(st.LeaderUntil.Sub(st.At).Seconds(), 0), st.Leader)
+	}
+	c.collectFinished(ctx, s, st.At, ch)
+}
+
+// collectFinished reads the lanes' finished executions of the last hour by
+// minute and adds what each minute gained since the last scrape to the
+// lanes' totals, then sends them. A minute is forgotten once it leaves the
+// window; one that shrank (pruned) adds nothing. Called with c.mu held.
+func (c *Collector) collectFinished(ctx context.Context, s *service.Store, at time.Time, ch chan<- prometheus.Metric) {
+	since := at.Add(-finishedWindow)
+	minutes, err := s.Throughput(ctx, since)
+	if err != nil {
+		c.scrapeErrors.Inc()
+		return
+	}
+	seen := make(map[laneMinute][2]int, len(minutes))
+	for _, m := range minutes {
+		k := laneMinute{m.Namespace, m.Lane, m.Minute.UnixMilli()}
+		was, now := c.finishedMinutes[k], [2]int{m.Completed, m.Failed}
+		lane := [2]string{m.Namespace, m.Lane}
+		totals := c.finishedTotals[lane]
+		for i := range now {
+			totals[i] += float64(max(now[i]-was[i], 0))
+			now[i] = max(now[i], was[i])
+		}
+		c.finishedTotals[lane], seen[k] = totals, now
+	}
+	c.finishedMinutes = seen
+	for lane, totals := range c.finishedTotals {
+		ch <- prometheus.MustNewConstMetric(c.finished, prometheus.CounterValue, totals[0], lane[0], lane[1], "completed")
+		ch <- prometheus.MustNewConstMetric(c.finished, prometheus.CounterValue, totals[1], lane[0], lane[1], "failed")
 	}
 }
 

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -362,5 +363,75 @@ func TestNewFleet(t *testing.T) {
 	want := "roster_agents roster_executions roster_expired_leases roster_oldest_ready_age_seconds roster_stats_errors_total roster_workers"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("a fleet Collector exports %s, want %s", got, want)
+	}
+}
+
+// TestCollectorLaneFinished: roster_lane_finished_total counts the whole
+// fleet's finished executions by lane and outcome, read from the database
+// (another Store's work included), each once however often it is scraped,
+// and keeps counting after the minutes it read leave the hour it reads.
+func TestCollectorLaneFinished(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/fleet.db"
+	now := t0
+	clock := func() time.Time { return now }
+	worker, err := service.Open(ctx, path, service.WithClock(clock)) // does the work, unobserved
+	must(t, err)
+	defer worker.Close()
+	c := NewFleet()
+	s, err := service.Open(ctx, path, service.WithClock(clock), service.WithReadOnly())
+	must(t, err)
+	defer s.Close()
+	c.Watch(s)
+	reg := prometheus.NewPedanticRegistry()
+	must(t, reg.Register(c))
+	_, err = worker.RegisterWorker(ctx, service.RegisterWorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", Lanes: []string{"a", "b"}, TTL: 10 * time.Hour})
+	must(t, err)
+	finish := func(lane string, fail bool) {
+		t.Helper()
+		_, err := worker.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: lane})
+		must(t, err)
+		l, err := worker.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute})
+		must(t, err)
+		if fail {
+			must(t, worker.FailExecution(ctx, service.FailArgs{Lease: l, Reason: "x"}))
+		} else {
+			must(t, worker.CompleteExecution(ctx, service.CompleteArgs{Lease: l}))
+		}
+	}
+	expect := func(aDone, aFailed, bDone int) {
+		t.Helper()
+		want := fmt.Sprintf(`
+# HELP roster_lane_finished_total Executions of the lane that ended completed, or failed for good (no attempt left), read from the database (the whole fleet's), counted since this Collector's first scrape (which counts the last hour's).
+# TYPE roster_lane_finished_total counter
+roster_lane_finished_total{lane="a",namespace="ns",outcome="completed"} %d
+roster_lane_finished_total{lane="a",namespace="ns",outcome="failed"} %d
+roster_lane_finished_total{lane="b",namespace="ns",outcome="completed"} %d
+roster_lane_finished_total{lane="b",namespace="ns",outcome="failed"} 0
+`, aDone, aFailed, bDone)
+		must(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "roster_lane_finished_total"))
+	}
+	finish("a", false)
+	finish("a", false)
+	finish("a", true)
+	finish("b", false)
+	expect(2, 1, 1) // the first scrape counts the last hour's
+	expect(2, 1, 1) // and a scrape counts each once
+	now = now.Add(30 * time.Second)
+	finish("a", false) // in a minute already read
+	now = now.Add(time.Minute)
+	finish("a", true)
+	expect(3, 2, 1)
+	now = now.Add(2 * time.Hour) // every minute read has left the window
+	expect(3, 2, 1)
+	finish("b", false)
+	expect(3, 2, 2)
+	if n, err := testutil.GatherAndCount(reg, "roster_stats_errors_total"); err != nil || n != 1 || testutil.ToFloat64(c.scrapeErrors) != 0 {
+		t.Fatalf("stats errors: %d series (%v), %v", n, err, testutil.ToFloat64(c.scrapeErrors))
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	must(t, err)
+	if len(problems) > 0 {
+		t.Fatalf("lint: %v", problems)
 	}
 }

@@ -524,3 +524,19 @@ func TestServeAgentList(t *testing.T) {
 		t.Fatalf("a bogus state: %d, want 400", code)
 	}
 }
+
+// TestServeMetricsFinished: roster serve's /metrics counts each lane's
+// finished executions, read from the database (work no process of its own
+// did), by outcome.
+func TestServeMetricsFinished(t *testing.T) {
+	f := seed(t)
+	_, stop := addFailureAndLeader(t, f.path)
+	stop()
+	base := startServe(t, "--db", f.path)
+	code, body := get(t, base+"/metrics", "")
+	for _, want := range []string{`roster_lane_finished_total{lane="f",namespace="ns",outcome="completed"} 2`, `roster_lane_finished_total{lane="f",namespace="ns",outcome="failed"} 1`} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("/metrics: %d, missing %s\n%s", code, want, body)
+		}
+	}
+}
