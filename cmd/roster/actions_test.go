@@ -483,7 +483,7 @@ func TestServeActionsInABrowser(t *testing.T) {
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	must(t, err)
-	if shot := os.Getenv("ROSTER_SCREENSHOT_ACTIONS"); shot != "" {
+	if shot := os.Getenv("ROSTER_SCREENSHOT_CONFIRM"); shot != "" { // docs/confirm.png
 		must(t, os.WriteFile(shot, png, 0o644))
 	}
 	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm-button`))))
@@ -519,5 +519,10 @@ func TestServeActionsInABrowser(t *testing.T) {
 		"alice: cancel every waiting execution of namespace ns, lane bulk", "alice: cancel execution " + f.waiting.String(), "alice: retry execution " + failed.String()}
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("history:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	must(t, err)
+	if shot := os.Getenv("ROSTER_SCREENSHOT_ACTIONS"); shot != "" { // docs/actions.png
+		must(t, os.WriteFile(shot, png, 0o644))
 	}
 }

@@ -225,7 +225,7 @@ func TestServePageInABrowser(t *testing.T) {
 	defer stopLeader()
 	base := startServe(t, "--db", f.path, "--refresh", "1s")
 
-	ctx := newBrowser(t, exe, 1280, 900)
+	ctx := newBrowser(t, exe, 1400, 900)
 	must(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`section[data-namespace="ns"]`)),
