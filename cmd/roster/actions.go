@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,7 +81,6 @@ func (a *actions) routes(h *statusHandler) {
 	h.mux.HandleFunc("POST /actions/bulk", a.guard(a.bulk))
 	h.mux.HandleFunc("POST /actions/pause", a.guard(func(r *http.Request) actionResult { return a.pause(r, true) }))
 	h.mux.HandleFunc("POST /actions/resume", a.guard(func(r *http.Request) actionResult { return a.pause(r, false) }))
-	h.mux.HandleFunc("POST /logout", a.logout(h.sessions))
 }
 
 // actionsOff refuses every POST of a server without --actions.
@@ -200,12 +201,26 @@ func (a *actions) retry(r *http.Request) actionResult {
 	id, err := executionOf(r)
 	what := "retry execution " + r.PostFormValue("id")
 	if err == nil {
-		err = a.s.RetryExecution(r.Context(), service.RetryExecutionArgs{ID: id})
+		err = a.retryOne(r.Context(), id)
 	}
 	if err != nil {
 		return failed(what, err)
 	}
 	return actionResult{What: what, Outcome: "waiting again", Code: http.StatusOK}
+}
+
+// retryOne retries a failed or cancelled execution; one in another state
+// is ErrConflict (the Store takes the retry of a waiting one as done
+// already, which an operator's action must not claim to have done).
+func (a *actions) retryOne(ctx context.Context, id uuid.UUID) error {
+	e, err := a.s.GetExecution(ctx, id)
+	if err != nil {
+		return err
+	}
+	if e.State != service.ExecutionFailed && e.State != service.ExecutionCancelled {
+		return fmt.Errorf("%w: execution %s is %s; only a failed or cancelled one can be retried", service.ErrConflict, id, e.State)
+	}
+	return a.s.RetryExecution(ctx, service.RetryExecutionArgs{ID: id})
 }
 
 // cancelReason is the LastError of what an action cancelled.
@@ -227,16 +242,22 @@ func (a *actions) cancel(r *http.Request) actionResult {
 
 // pause pauses (or resumes) a lane, keeping its other limits.
 func (a *actions) pause(r *http.Request, pause bool) actionResult {
-	ns, lane := r.PostFormValue("namespace"), r.PostFormValue("lane")
+	ns, lane := strings.TrimSpace(r.PostFormValue("namespace")), strings.TrimSpace(r.PostFormValue("lane"))
 	verb := map[bool]string{true: "pause", false: "resume"}[pause]
 	what := fmt.Sprintf("%s lane %s of namespace %s", verb, lane, ns)
+	switch {
+	case ns == "":
+		return failed(what, fmt.Errorf("%w: namespace: the lane's namespace is required", service.ErrInvalidInput))
+	case lane == "":
+		return failed(what, fmt.Errorf("%w: lane: required", service.ErrInvalidInput))
+	}
 	limits, err := a.s.ListLaneLimits(r.Context(), ns)
 	if err != nil {
 		return failed(what, err)
 	}
 	l, found := service.LaneLimits{Namespace: ns, Lane: lane}, false
 	for _, x := range limits {
-		if x.Lane == lane {
+		if x.Namespace == ns && x.Lane == lane {
 			l, found = x, true
 		}
 	}
@@ -257,7 +278,8 @@ type bulkFilter struct {
 	Op, Namespace, Lane string
 	State               service.ExecutionState
 	Matching            int
-	More                bool // more than maxBulk match: the action takes the first maxBulk
+	More                bool   // more than maxBulk match: the action takes the first maxBulk
+	Upto                string // the last id counted: the confirmed action takes none after it
 }
 
 func (f bulkFilter) String() string {
@@ -288,9 +310,9 @@ func bulkOf(r *http.Request) (bulkFilter, error) {
 	return f, nil
 }
 
-// matching lists the ids the filter matches now, at most maxBulk (and
-// whether there are more).
-func (a *actions) matching(ctx context.Context, f bulkFilter) ([]uuid.UUID, bool, error) {
+// matching lists the ids the filter matches now in id order, at most max
+// and none after upto (uuid.Nil: no bound), and whether there are more.
+func (a *actions) matching(ctx context.Context, f bulkFilter, upto uuid.UUID, max int) ([]uuid.UUID, bool, error) {
 	var ids []uuid.UUID
 	after := ""
 	for {
@@ -299,7 +321,10 @@ func (a *actions) matching(ctx context.Context, f bulkFilter) ([]uuid.UUID, bool
 			return nil, false, err
 		}
 		for _, e := range page.Executions {
-			if len(ids) == maxBulk {
+			if upto != uuid.Nil && bytes.Compare(e.ID[:], upto[:]) > 0 {
+				return ids, false, nil
+			}
+			if len(ids) == max {
 				return ids, true, nil
 			}
 			ids = append(ids, e.ID)
@@ -312,35 +337,51 @@ func (a *actions) matching(ctx context.Context, f bulkFilter) ([]uuid.UUID, bool
 }
 
 // bulk answers a filtered action: without confirm it counts the matching
-// executions and asks for a confirmation that shows how many; with it, it
-// acts on those that match now. One that changed state in between (another
-// hand finished, cancelled or retried it) is counted as skipped.
+// executions and asks for a confirmation that shows how many; confirmed, it
+// acts on those of the counted that match still, never more than the
+// confirmed count and none created since the count. One that changed state
+// in between (another hand finished, cancelled or retried it) is skipped,
+// and counted as such.
 func (a *actions) bulk(r *http.Request) actionResult {
 	f, err := bulkOf(r)
 	if err != nil {
 		return failed("filtered action", err)
 	}
 	what := f.String()
-	ids, more, err := a.matching(r.Context(), f)
+	if r.PostFormValue("confirm") == "" {
+		ids, more, err := a.matching(r.Context(), f, uuid.Nil, maxBulk)
+		if err != nil {
+			return failed(what, err)
+		}
+		f.Matching, f.More = len(ids), more
+		if len(ids) > 0 {
+			f.Upto = ids[len(ids)-1].String()
+		}
+		return actionResult{What: what, Code: http.StatusOK, Confirm: &f}
+	}
+	confirmed, err := strconv.Atoi(r.PostFormValue("confirm"))
+	if err != nil || confirmed < 1 || confirmed > maxBulk {
+		return failed(what, fmt.Errorf("%w: confirm: %q is not a count of 1 to %d executions", service.ErrInvalidInput, r.PostFormValue("confirm"), maxBulk))
+	}
+	upto, err := uuid.Parse(r.PostFormValue("upto"))
+	if err != nil {
+		return failed(what, fmt.Errorf("%w: upto: not the last execution id counted: %q", service.ErrInvalidInput, r.PostFormValue("upto")))
+	}
+	ids, _, err := a.matching(r.Context(), f, upto, confirmed)
 	if err != nil {
 		return failed(what, err)
 	}
-	if r.PostFormValue("confirm") == "" {
-		f.Matching, f.More = len(ids), more
-		return actionResult{What: what, Code: http.StatusOK, Confirm: &f}
-	}
-	done, skipped := 0, 0
+	done := 0
 	for _, id := range ids {
 		if f.Op == "cancel" {
 			err = a.s.CancelExecution(r.Context(), service.CancelExecutionArgs{ID: id, Reason: cancelReason(r)})
 		} else {
-			err = a.s.RetryExecution(r.Context(), service.RetryExecutionArgs{ID: id})
+			err = a.retryOne(r.Context(), id)
 		}
 		switch {
 		case err == nil:
 			done++
 		case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrNotFound):
-			skipped++
 		default:
 			res := failed(what, err)
 			res.Outcome = fmt.Sprintf("%d done, then %s", done, res.Outcome)
@@ -348,37 +389,11 @@ func (a *actions) bulk(r *http.Request) actionResult {
 		}
 	}
 	verb := map[string]string{"cancel": "cancelled", "retry": "retried"}[f.Op]
-	outcome := fmt.Sprintf("%s %d of %d matching (confirmed for %s)", verb, done, len(ids), r.PostFormValue("confirm"))
-	if skipped > 0 {
+	outcome := fmt.Sprintf("%s %d of the %d confirmed", verb, done, confirmed)
+	if skipped := confirmed - done; skipped > 0 {
 		outcome += fmt.Sprintf("; %d skipped: their state changed meanwhile", skipped)
 	}
-	if more {
-		outcome += fmt.Sprintf("; more than %d matched: run it again for the rest", maxBulk)
-	}
 	return actionResult{What: what, Outcome: outcome, Code: http.StatusOK}
-}
-
-// logout ends the browser's session.
-func (a *actions) logout(sess *sessions) http.HandlerFunc {
-	return a.guardPlain(func(w http.ResponseWriter, r *http.Request) {
-		if s := actorOf(r).Session; s != "" {
-			sess.end(s)
-		}
-		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		http.Redirect(w, r, "/", http.StatusSeeOther)
-	})
-}
-
-// guardPlain is a POST handler behind the CSRF check.
-func (a *actions) guardPlain(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil || !a.csrf.valid(r) {
-			http.Error(w, "roster: 403 forbidden: the form's CSRF token is missing or wrong", http.StatusForbidden)
-			return
-		}
-		next(w, r)
-	}
 }
 
 // actionsPage serves the actions page: the filtered actions' form, the

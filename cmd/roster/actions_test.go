@@ -164,6 +164,7 @@ func TestServeActions(t *testing.T) {
 	var log syncBuffer
 	s, base := actionServer(t, f.path, &log)
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	must(t, s.PutLaneLimits(context.Background(), service.LaneLimits{Namespace: "other", Lane: "q", MaxRunning: 3, Paused: true}))
 
 	_, alicePage := get(t, base+"/actions", "a-secret")
 	_, bobPage := get(t, base+"/", "b-secret")
@@ -230,6 +231,8 @@ func TestServeActions(t *testing.T) {
 		{"/actions/bulk", url.Values{"op": {"cancel"}, "namespace": {"ns"}, "state": {"failed"}}, 400},
 		{"/actions/bulk", url.Values{"op": {"cancel"}, "state": {"waiting"}}, 400},
 		{"/actions/pause", url.Values{"namespace": {"ns"}, "lane": {""}}, 400},
+		{"/actions/resume", url.Values{"namespace": {""}, "lane": {"q"}}, 400}, // not "every namespace"
+		{"/actions/retry", url.Values{"id": {f.scheduled.String()}}, 409},      // waiting: nothing to retry
 	} {
 		tc.form.Set("csrf", aliceCSRF)
 		code, body := post(t, noRedirect, base+tc.path, "a-secret", tc.form)
@@ -241,6 +244,10 @@ func TestServeActions(t *testing.T) {
 		}
 	}
 
+	// Lane q of another namespace was left alone.
+	if limits, err := s.ListLaneLimits(context.Background(), "other"); err != nil || len(limits) != 1 || !limits[0].Paused {
+		t.Fatalf("other/q: %+v, %v", limits, err)
+	}
 	// Pause and resume keep the lane's other limits.
 	must(t, s.PutLaneLimits(context.Background(), service.LaneLimits{Namespace: "ns", Lane: "x,y", MaxRunning: 7}))
 	for _, tc := range []struct {
@@ -264,12 +271,12 @@ func TestServeActions(t *testing.T) {
 		Actions []actionRecord `json:"actions"`
 	}
 	must(t, json.Unmarshal([]byte(body), &st))
-	if code != 200 || len(st.Actions) != 13 {
+	if code != 200 || len(st.Actions) != 15 {
 		t.Fatalf("history: %d, %d actions\n%s", code, len(st.Actions), body)
 	}
 	first, last := st.Actions[len(st.Actions)-1], st.Actions[0]
 	if first.Seq != 1 || first.Who != "alice" || !first.OK || first.What != "retry execution "+failed.String() ||
-		st.Actions[len(st.Actions)-2].Who != "bob" || last.Seq != 13 || last.What != "resume lane x,y of namespace ns" || time.Since(last.At) > time.Minute {
+		st.Actions[len(st.Actions)-2].Who != "bob" || last.Seq != 15 || last.What != "resume lane x,y of namespace ns" || time.Since(last.At) > time.Minute {
 		t.Fatalf("history: first %+v, last %+v", first, last)
 	}
 	for _, rec := range st.Actions {
@@ -282,7 +289,7 @@ func TestServeActions(t *testing.T) {
 			t.Fatalf("the log misses %q:\n%s", want, log.String())
 		}
 	}
-	if _, page := get(t, base+"/", "a-secret"); strings.Count(page, `<tr class="action`) != historyOnStatus || !strings.Contains(page, `data-seq="13"`) {
+	if _, page := get(t, base+"/", "a-secret"); strings.Count(page, `<tr class="action`) != historyOnStatus || !strings.Contains(page, `data-seq="15"`) {
 		t.Fatalf("the status page's history:\n%s", page)
 	}
 
@@ -291,6 +298,19 @@ func TestServeActions(t *testing.T) {
 	// name; a wrong token is 401; after logout the cookie is worth nothing.
 	if code, body := post(t, noRedirect, base+"/login", "", url.Values{"token": {"wrong"}}); code != 401 || !strings.Contains(body, "not one of this server") {
 		t.Fatalf("login with a wrong token: %d\n%s", code, body)
+	}
+	for _, h := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}, {"Origin": "https://evil.example"}} {
+		req, _ := http.NewRequest("POST", base+"/login", strings.NewReader("token=b-secret"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := noRedirect.Do(req)
+		must(t, err)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 403 || len(resp.Cookies()) != 0 {
+			t.Fatalf("a login from another site's page (%v): %d, cookies %v", h, resp.StatusCode, resp.Cookies())
+		}
 	}
 	jar, err := cookiejar.New(nil)
 	must(t, err)
@@ -356,11 +376,20 @@ func TestServeBulkActions(t *testing.T) {
 			t.Fatal("counting changed an execution")
 		}
 	}
-	// One changes state between the count and the confirmation.
+	// One changes state between the count and the confirmation, and two
+	// more arrive: the confirmed action takes the counted that still match,
+	// no more.
 	must(t, s.CancelExecution(ctx, service.CancelExecutionArgs{ID: ids[0], Reason: "by hand"}))
+	var later []uuid.UUID
+	for range 2 {
+		id, err := s.CreateExecution(ctx, service.CreateExecutionArgs{Namespace: "ns", Lane: "bulk"})
+		must(t, err)
+		later = append(later, id)
+	}
 	filter.Set("confirm", "5")
+	filter.Set("upto", regexp.MustCompile(`name="upto" value="([^"]+)"`).FindStringSubmatch(body)[1])
 	code, body = post(t, http.DefaultClient, base+"/actions/bulk", "a-secret", filter)
-	if code != 200 || !strings.Contains(body, "cancelled 4 of 4 matching (confirmed for 5)") {
+	if code != 200 || !strings.Contains(body, "cancelled 4 of the 5 confirmed; 1 skipped: their state changed meanwhile") {
 		t.Fatalf("confirmed: %d\n%s", code, body)
 	}
 	for _, id := range ids[1:] {
@@ -368,18 +397,29 @@ func TestServeBulkActions(t *testing.T) {
 			t.Fatalf("after the confirmed cancel: %s %q", e.State, e.LastError)
 		}
 	}
-	if e := state(t, s, f.scheduled); e.State != service.ExecutionWaiting {
-		t.Fatalf("another lane's execution: %s", e.State)
-	}
-	// Retry every cancelled one of the lane (every lane: ns has no other).
-	code, body = post(t, http.DefaultClient, base+"/actions/bulk", "a-secret", url.Values{"op": {"retry"}, "namespace": {"ns"}, "state": {"cancelled"}, "csrf": {csrf}, "confirm": {"5"}})
-	if code != 200 || !strings.Contains(body, "retried 5 of 5 matching") {
-		t.Fatalf("retry every cancelled: %d\n%s", code, body)
-	}
-	for _, id := range ids {
+	for _, id := range append(later, f.scheduled) {
 		if e := state(t, s, id); e.State != service.ExecutionWaiting {
-			t.Fatalf("after the retry: %s", e.State)
+			t.Fatalf("one the confirmation did not count: %s", e.State)
 		}
+	}
+	// A confirmation for fewer than match takes that many, the oldest.
+	code, body = post(t, http.DefaultClient, base+"/actions/bulk", "a-secret", url.Values{"op": {"retry"}, "namespace": {"ns"}, "state": {"cancelled"}, "csrf": {csrf},
+		"confirm": {"2"}, "upto": {ids[4].String()}})
+	if code != 200 || !strings.Contains(body, "retried 2 of the 2 confirmed") || state(t, s, ids[1]).State != service.ExecutionWaiting || state(t, s, ids[2]).State != service.ExecutionCancelled {
+		t.Fatalf("retry 2: %d\n%s", code, body)
+	}
+	// A confirmation without its count or its last id is refused.
+	for _, bad := range []url.Values{{"confirm": {"0"}, "upto": {ids[4].String()}}, {"confirm": {"x"}, "upto": {ids[4].String()}}, {"confirm": {"2"}}} {
+		form := url.Values{"op": {"retry"}, "namespace": {"ns"}, "state": {"cancelled"}, "csrf": {csrf}}
+		for k, v := range bad {
+			form[k] = v
+		}
+		if code, body := post(t, http.DefaultClient, base+"/actions/bulk", "a-secret", form); code != 400 {
+			t.Fatalf("confirmation %v: %d\n%s", bad, code, body)
+		}
+	}
+	if state(t, s, ids[2]).State != service.ExecutionCancelled {
+		t.Fatal("a refused confirmation acted")
 	}
 	// Nothing matches: the confirmation says so and offers nothing.
 	code, body = post(t, http.DefaultClient, base+"/actions/bulk", "a-secret", url.Values{"op": {"retry"}, "namespace": {"ns"}, "lane": {"bulk"}, "state": {"failed"}, "csrf": {csrf}})
@@ -524,5 +564,34 @@ func TestServeActionsInABrowser(t *testing.T) {
 	must(t, err)
 	if shot := os.Getenv("ROSTER_SCREENSHOT_ACTIONS"); shot != "" { // docs/actions.png
 		must(t, os.WriteFile(shot, png, 0o644))
+	}
+}
+
+// Without --actions a browser still logs in to see a page behind a token,
+// and logs out; it is offered no action.
+func TestServeLoginWithoutActions(t *testing.T) {
+	f := seed(t)
+	base := startServe(t, "--db", f.path, "--token", "alice=long-secret")
+	jar, err := cookiejar.New(nil)
+	must(t, err)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.PostForm(base+"/login", url.Values{"token": {"long-secret"}})
+	must(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), `id="logout"`) || strings.Contains(string(page), `action="/actions`) {
+		t.Fatalf("logged in: %d\n%s", resp.StatusCode, page)
+	}
+	if code, _ := post(t, browser, base+"/logout", "", url.Values{"csrf": {"forged"}}); code != 403 {
+		t.Fatalf("logout with a forged CSRF token: %d", code)
+	}
+	if code, _ := post(t, browser, base+"/logout", "", url.Values{"csrf": {csrfOf(t, string(page))}}); code != 401 {
+		t.Fatalf("logout: %d, want the login form (401)", code)
+	}
+	resp, err = browser.Get(base + "/")
+	must(t, err)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("after logout: %d", resp.StatusCode)
 	}
 }

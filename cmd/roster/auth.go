@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -246,12 +247,19 @@ func (g *gate) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "405 method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	if crossSite(r) { // another site's form must not log this browser in under its token
+		http.Error(w, "roster: 403 forbidden: a login from another site's page", http.StatusForbidden)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	name, ok := g.named(r.PostFormValue("token"))
 	if !ok {
 		r.Header.Set("Accept", "text/html")
 		unauthorized(w, r, "That is not one of this server's tokens.")
 		return
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		g.sessions.end(c.Value) // a new login ends the browser's last session
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: g.sessions.start(name), Path: "/",
 		MaxAge: int(sessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
@@ -289,4 +297,34 @@ func (k csrf) valid(r *http.Request) bool {
 		got = r.Header.Get("X-CSRF-Token")
 	}
 	return got != "" && hmac.Equal([]byte(got), []byte(k.token(r)))
+}
+
+// logout ends the browser's session (a POST with its CSRF token).
+func (h *statusHandler) logout(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil || !h.csrf.valid(r) {
+		http.Error(w, "roster: 403 forbidden: the form's CSRF token is missing or wrong", http.StatusForbidden)
+		return
+	}
+	if s := actorOf(r).Session; s != "" {
+		h.sessions.end(s)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// crossSite reports whether a browser sent r from another site's page: its
+// Sec-Fetch-Site says so, or its Origin is not this server's.
+func crossSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err != nil || u.Host != r.Host
 }

@@ -121,14 +121,16 @@ type statusHandler struct {
 	refresh time.Duration
 	mux     *http.ServeMux
 	ready   *readySamples // the charts' ready counts, sampled at each load
-	// sessions are the browsers logged in with a token.
+	// sessions are the browsers logged in with a token; csrf the key of
+	// the forms' CSRF tokens.
 	sessions *sessions
+	csrf     csrf
 	// actions are nil unless --actions.
 	actions *actions
 }
 
 func newStatusHandler(s *service.Store, db string, refresh time.Duration, sess *sessions) *statusHandler {
-	h := &statusHandler{s: s, db: db, refresh: refresh, mux: http.NewServeMux(), ready: newReadySamples(), sessions: sess}
+	h := &statusHandler{s: s, db: db, refresh: refresh, mux: http.NewServeMux(), ready: newReadySamples(), sessions: sess, csrf: newCSRF()}
 	collector := metrics.NewFleet() // serve does no work: no counter of its own would move
 	collector.Watch(s)
 	reg := prometheus.NewRegistry()
@@ -142,6 +144,7 @@ func newStatusHandler(s *service.Store, db string, refresh time.Duration, sess *
 	h.mux.HandleFunc("GET /executions", h.findExecution)
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	h.mux.HandleFunc("GET /healthz", h.healthz)
+	h.mux.HandleFunc("POST /logout", h.logout)
 	h.mux.HandleFunc("/", h.noAction)
 	return h
 }
@@ -162,7 +165,7 @@ func (h *statusHandler) noAction(w http.ResponseWriter, r *http.Request) {
 
 // enableActions offers the actions, logging each on log.
 func (h *statusHandler) enableActions(log *slog.Logger) {
-	h.actions = &actions{s: h.s, db: h.db, log: log, csrf: newCSRF(), now: time.Now}
+	h.actions = &actions{s: h.s, db: h.db, log: log, csrf: h.csrf, now: time.Now}
 	h.actions.routes(h)
 }
 
@@ -194,17 +197,24 @@ type status struct {
 	AgentList   []agentStatus `json:"agent_list"`
 	AgentFilter agentFilter   `json:"-"`
 	// With --actions: the forms' CSRF token and the latest actions.
+	// Session: the page is a logged-in browser's (it offers to log out).
+	Session bool           `json:"-"`
 	Actions bool           `json:"-"`
 	CSRF    string         `json:"-"`
 	History []actionRecord `json:"actions,omitempty"`
 }
 
-// withActions adds what the page's forms need, with --actions.
+// withActions adds what the page's forms need: the log out of a browser's
+// session, and with --actions the actions' and their history.
 func (h *statusHandler) withActions(st *status, r *http.Request) {
+	st.Session = actorOf(r).Session != ""
+	if st.Session {
+		st.CSRF = h.csrf.token(r)
+	}
 	if h.actions == nil {
 		return
 	}
-	st.Actions, st.CSRF, st.History = true, h.actions.csrf.token(r), h.actions.History()
+	st.Actions, st.CSRF, st.History = true, h.csrf.token(r), h.actions.History()
 	if st.History == nil {
 		st.History = []actionRecord{}
 	}
