@@ -108,8 +108,12 @@ type CancelExecutionArgs struct {
 type ListExecutionsArgs struct {
 	Namespace, Lane string
 	State           ExecutionState
-	After           string
-	Limit           int
+	// UniqueKey and Group, with Namespace, find the executions created with
+	// that key or in that group (finished ones too), through an index of
+	// their own; "" is any.
+	UniqueKey, Group string
+	After            string
+	Limit            int
 	// NewestFirst lists in descending id order (newest first), as
 	// index-backed as the ascending order. A cursor belongs to one order.
 	NewestFirst bool
@@ -457,11 +461,20 @@ func (s *Store) ListExecutions(ctx context.Context, a ListExecutionsArgs) (Execu
 	if a.State != "" && !a.State.known() {
 		return ExecutionPage{}, invalid("State", "unknown execution state %q", a.State)
 	}
+	for _, f := range []struct{ field, v string }{{"UniqueKey", a.UniqueKey}, {"Group", a.Group}} {
+		if err := validOptionalIdentifier(f.field, f.v); err != nil {
+			return ExecutionPage{}, err
+		}
+		if f.v != "" && a.Namespace == "" {
+			return ExecutionPage{}, invalid(f.field, "a search by %s needs its Namespace", f.field)
+		}
+	}
 	limit, err := pageLimit(a.Limit)
 	if err != nil {
 		return ExecutionPage{}, err
 	}
-	p := engine.ExecutionListParams{Namespace: a.Namespace, Lane: a.Lane, State: string(a.State), Limit: limit + 1, Newest: a.NewestFirst}
+	p := engine.ExecutionListParams{Namespace: a.Namespace, Lane: a.Lane, State: string(a.State), UniqueKey: a.UniqueKey, Group: a.Group,
+		Limit: limit + 1, Newest: a.NewestFirst}
 	kind := executionsCursor
 	if a.NewestFirst {
 		kind, p.AfterID = newestExecutionsCursor, uuid.Max

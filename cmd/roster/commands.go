@@ -264,9 +264,11 @@ func executionsList(ctx context.Context, c *cli, args []string) error {
 	after := c.flags.String("after", "", "the cursor printed after the previous page")
 	limit := c.flags.Int("limit", 100, "page size (0 = 1000, at most 10000)")
 	newest := c.flags.Bool("newest", false, "newest first (a cursor from --after belongs to one order)")
+	key := c.flags.String("unique-key", "", "only the executions created with this unique key, finished ones too (needs --namespace)")
+	group := c.flags.String("group", "", "only the executions of this group (needs --namespace)")
 	return c.withRead(ctx, args, 0, func(s *service.Store) error {
 		page, err := s.ListExecutions(ctx, service.ListExecutionsArgs{Namespace: *ns, Lane: *lane, State: service.ExecutionState(*state),
-			After: *after, Limit: *limit, NewestFirst: *newest})
+			UniqueKey: *key, Group: *group, After: *after, Limit: *limit, NewestFirst: *newest})
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -120,12 +121,73 @@ func (h *statusHandler) executionJSONHandler(w http.ResponseWriter, r *http.Requ
 	}{executionView(e), attemptViews(as)})
 }
 
-// findExecution answers the search form: an execution id opens its page.
+// searchShown is how many executions a search lists per kind, newest first.
+const searchShown = 50
+
+var searchPage = template.Must(template.ParseFS(webFS, "web/search.html.tmpl"))
+
+// searchResult is one execution a search found.
+type searchResult struct {
+	ID, Lane, State, Created, LastError string
+	Attempts                            int
+}
+
+// searchSection is the executions found by one kind of search.
+type searchSection struct {
+	Title, Class string
+	Rows         []searchResult
+	More         bool
+}
+
+// findExecution answers the search form: an execution id opens its page;
+// anything else, with a namespace, lists the namespace's executions with
+// that unique key and those of that group, newest first (each through an
+// index of its own).
 func (h *statusHandler) findExecution(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("id"))
-	if _, err := uuid.Parse(q); err != nil {
-		http.Error(w, "roster: search by an execution id (a UUID): "+q, http.StatusNotFound)
+	ns := strings.TrimSpace(r.URL.Query().Get("namespace"))
+	if _, err := uuid.Parse(q); err == nil {
+		http.Redirect(w, r, "/executions/"+url.PathEscape(q), http.StatusSeeOther)
 		return
 	}
-	http.Redirect(w, r, "/executions/"+url.PathEscape(q), http.StatusSeeOther)
+	if q == "" || ns == "" {
+		http.Error(w, "roster: no execution id: "+q+" (to find executions by unique key or group, give their namespace too)", http.StatusNotFound)
+		return
+	}
+	if service.CheckIdentifier("namespace", ns) != nil || service.CheckIdentifier("key", q) != nil {
+		http.Error(w, fmt.Sprintf("roster: 400 bad request: %q in namespace %q: neither may hold a control character or exceed 256 bytes", q, ns), http.StatusBadRequest)
+		return
+	}
+	view := struct {
+		DB, Query, Namespace string
+		Count                int
+		Sections             []searchSection
+	}{DB: h.db, Query: q, Namespace: ns}
+	for _, kind := range []struct {
+		title, class string
+		args         service.ListExecutionsArgs
+	}{
+		{"By unique key", "by-unique-key", service.ListExecutionsArgs{UniqueKey: q}},
+		{"In the group", "by-group", service.ListExecutionsArgs{Group: q}},
+	} {
+		a := kind.args
+		a.Namespace, a.NewestFirst, a.Limit = ns, true, searchShown
+		page, err := h.s.ListExecutions(r.Context(), a)
+		if err != nil {
+			http.Error(w, "roster: "+describe(err), loadErrorCode(err))
+			return
+		}
+		sec := searchSection{Title: kind.title, Class: kind.class, More: page.Next != ""}
+		for _, e := range page.Executions {
+			sec.Rows = append(sec.Rows, searchResult{ID: e.ID.String(), Lane: e.Lane, State: string(e.State), Created: pageTime(e.CreatedAt),
+				LastError: e.LastError, Attempts: e.Attempts})
+		}
+		view.Count += len(sec.Rows)
+		view.Sections = append(view.Sections, sec)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := searchPage.Execute(w, view); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
 }

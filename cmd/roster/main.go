@@ -221,7 +221,7 @@ var fieldFlags = map[string]string{
 	"Every": "--every", "Cron": "--cron", "Name": "NAME", "Template.Lane": "--lane", "Template.Payload": "--payload",
 	"Template.Priority": "--priority", "Template.RequiredCapabilities": "--capability",
 	"Template.MaxAttempts": "--max-attempts", "Template.RetryBackoff": "--retry-backoff",
-	"RunAt": "--run-at",
+	"RunAt": "--run-at", "UniqueKey": "--unique-key", "Group": "--group",
 }
 
 var invalidField = regexp.MustCompile(`^roster: invalid input: ([A-Za-z.]+(?:\[\d+\])?): `)

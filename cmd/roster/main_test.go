@@ -141,6 +141,8 @@ func TestCLINamesTheFlagAtFault(t *testing.T) {
 		{[]string{"agents", "list", "--state", "bogus"}, "--state"},
 		{[]string{"executions", "list", "--state", "zombie"}, "--state"},
 		{[]string{"executions", "list", "--lane", "bad\tlane"}, "--lane"},
+		{[]string{"executions", "list", "--unique-key", "order-1"}, "--unique-key"}, // needs --namespace
+		{[]string{"executions", "list", "--namespace", "ns", "--group", "bad\tgroup"}, "--group"},
 		{[]string{"executions", "get", "nope"}, "ID"},
 		{[]string{"leases", "reclaim", "--limit", "-2"}, "--limit"},
 		{[]string{"sweep", "--retention", "0s"}, "--retention"},

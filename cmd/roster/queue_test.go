@@ -44,12 +44,23 @@ func TestCLIExecutionsCreate(t *testing.T) {
 		e.Metadata["who"] != "me=you" || e.UniqueKey != "order-1" || e.Priority != 3 || !e.RunAt.Equal(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) {
 		t.Fatalf("created %+v", e)
 	}
-	if g := created(t, "", "executions", "create", "shop", "ship", "--group", "customer-7"); g.Group != "customer-7" {
-		t.Fatalf("--group: %+v", g)
+	grouped := created(t, "", "executions", "create", "shop", "ship", "--group", "customer-7")
+	if grouped.Group != "customer-7" {
+		t.Fatalf("--group: %+v", grouped)
 	}
 	again := created(t, "", "executions", "create", "shop", "ship", "--unique-key", "order-1")
 	if again.ID != e.ID {
 		t.Fatalf("the unique key made another execution %s", again.ID)
+	}
+	// list finds them by unique key and by group.
+	for _, tc := range []struct{ flag, value, want string }{{"--unique-key", "order-1", e.ID}, {"--group", "customer-7", grouped.ID}} {
+		code, out, errOut := runCLI(t, "executions", "list", "--db", path, "--json", "--namespace", "shop", tc.flag, tc.value)
+		var page struct {
+			Items []executionJSON `json:"items"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Items) != 1 || page.Items[0].ID != tc.want {
+			t.Fatalf("list %s %s: exit %d, %s%s", tc.flag, tc.value, code, out, errOut)
+		}
 	}
 	if f := created(t, "", "executions", "create", "shop", "ship", "--payload", "@"+file); !bytes.Equal(f.Payload, []byte{0, 1, 2}) {
 		t.Fatalf("@file payload %v", f.Payload)

@@ -478,11 +478,22 @@ func addFailureAndLeader(t *testing.T, path string) (failed uuid.UUID, stop func
 
 // TestServeExecutionPage: an execution's page and JSON by id, with its
 // attempts; an unknown or malformed id is 404; the search redirects an id
-// to its page and refuses anything else.
+// to its page and lists a namespace's executions by unique key or group.
 func TestServeExecutionPage(t *testing.T) {
 	f := seed(t)
 	failed, stop := addFailureAndLeader(t, f.path)
 	stop()
+	s, err := service.Open(context.Background(), f.path)
+	must(t, err)
+	keyed, err := s.CreateExecution(context.Background(), service.CreateExecutionArgs{Namespace: "ns", Lane: "z", UniqueKey: "order-7"})
+	must(t, err)
+	var grouped []uuid.UUID
+	for range 2 {
+		id, err := s.CreateExecution(context.Background(), service.CreateExecutionArgs{Namespace: "ns", Lane: "z", Group: "tenant-1"})
+		must(t, err)
+		grouped = append(grouped, id)
+	}
+	must(t, s.Close())
 	base := startServe(t, "--db", f.path)
 	code, body := get(t, base+"/executions/"+failed.String(), "")
 	for _, want := range []string{`data-execution="` + failed.String() + `"`, "disk full", `class="attempt outcome-failed"`, "<td>c</td>"} {
@@ -498,6 +509,30 @@ func TestServeExecutionPage(t *testing.T) {
 		if code, _ := get(t, base+path, ""); code != 404 {
 			t.Fatalf("%s: %d, want 404", path, code)
 		}
+	}
+	// The search by unique key or group, in a namespace: each kind listed,
+	// newest first, linked to the execution's page.
+	for _, tc := range []struct {
+		query string
+		code  int
+		want  []string
+	}{
+		{"?id=order-7&namespace=ns", 200, []string{`data-count="1"`, `href="/executions/` + keyed.String() + `"`}},
+		{"?id=tenant-1&namespace=ns", 200, []string{`data-count="2"`, grouped[1].String() + `"><td><a`, `class="results by-group"`}},
+		{"?id=tenant-1&namespace=other", 200, []string{`data-count="0"`, "None."}},
+		{"?id=order-7", 404, []string{"give their namespace too"}},
+		{"?id=a%0Akey&namespace=ns", 400, []string{"neither may hold a control character"}},
+		{"?id=key&namespace=a%09b", 400, []string{"neither may hold a control character"}},
+	} {
+		code, body := get(t, base+"/executions"+tc.query, "")
+		for _, want := range tc.want {
+			if code != tc.code || !strings.Contains(body, want) {
+				t.Fatalf("search %s: %d, missing %q\n%s", tc.query, code, want, body)
+			}
+		}
+	}
+	if _, body := get(t, base+"/executions?id=tenant-1&namespace=ns", ""); strings.Index(body, grouped[1].String()) > strings.Index(body, grouped[0].String()) {
+		t.Fatal("the group's executions are not listed newest first")
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Get(base + "/executions?id=" + f.waiting.String())

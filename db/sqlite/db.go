@@ -129,6 +129,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionListStmt, err = db.PrepareContext(ctx, executionList); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionList: %w", err)
 	}
+	if q.executionListByGroupStmt, err = db.PrepareContext(ctx, executionListByGroup); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByGroup: %w", err)
+	}
+	if q.executionListByGroupNewestStmt, err = db.PrepareContext(ctx, executionListByGroupNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByGroupNewest: %w", err)
+	}
 	if q.executionListByLaneStmt, err = db.PrepareContext(ctx, executionListByLane); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByLane: %w", err)
 	}
@@ -146,6 +152,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.executionListByStateNewestStmt, err = db.PrepareContext(ctx, executionListByStateNewest); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListByStateNewest: %w", err)
+	}
+	if q.executionListByUniqueKeyStmt, err = db.PrepareContext(ctx, executionListByUniqueKey); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByUniqueKey: %w", err)
+	}
+	if q.executionListByUniqueKeyNewestStmt, err = db.PrepareContext(ctx, executionListByUniqueKeyNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionListByUniqueKeyNewest: %w", err)
 	}
 	if q.executionListNewestStmt, err = db.PrepareContext(ctx, executionListNewest); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionListNewest: %w", err)
@@ -534,6 +546,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionListStmt: %w", cerr)
 		}
 	}
+	if q.executionListByGroupStmt != nil {
+		if cerr := q.executionListByGroupStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByGroupStmt: %w", cerr)
+		}
+	}
+	if q.executionListByGroupNewestStmt != nil {
+		if cerr := q.executionListByGroupNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByGroupNewestStmt: %w", cerr)
+		}
+	}
 	if q.executionListByLaneStmt != nil {
 		if cerr := q.executionListByLaneStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionListByLaneStmt: %w", cerr)
@@ -562,6 +584,16 @@ func (q *Queries) Close() error {
 	if q.executionListByStateNewestStmt != nil {
 		if cerr := q.executionListByStateNewestStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionListByStateNewestStmt: %w", cerr)
+		}
+	}
+	if q.executionListByUniqueKeyStmt != nil {
+		if cerr := q.executionListByUniqueKeyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByUniqueKeyStmt: %w", cerr)
+		}
+	}
+	if q.executionListByUniqueKeyNewestStmt != nil {
+		if cerr := q.executionListByUniqueKeyNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionListByUniqueKeyNewestStmt: %w", cerr)
 		}
 	}
 	if q.executionListNewestStmt != nil {
@@ -983,12 +1015,16 @@ type Queries struct {
 	executionKeyPruneBatchStmt           *sql.Stmt
 	executionKeyPutStmt                  *sql.Stmt
 	executionListStmt                    *sql.Stmt
+	executionListByGroupStmt             *sql.Stmt
+	executionListByGroupNewestStmt       *sql.Stmt
 	executionListByLaneStmt              *sql.Stmt
 	executionListByLaneNewestStmt        *sql.Stmt
 	executionListByNamespaceStmt         *sql.Stmt
 	executionListByNamespaceNewestStmt   *sql.Stmt
 	executionListByStateStmt             *sql.Stmt
 	executionListByStateNewestStmt       *sql.Stmt
+	executionListByUniqueKeyStmt         *sql.Stmt
+	executionListByUniqueKeyNewestStmt   *sql.Stmt
 	executionListNewestStmt              *sql.Stmt
 	executionListRunningStmt             *sql.Stmt
 	executionListRunningNewestStmt       *sql.Stmt
@@ -1099,12 +1135,16 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionKeyPruneBatchStmt:           q.executionKeyPruneBatchStmt,
 		executionKeyPutStmt:                  q.executionKeyPutStmt,
 		executionListStmt:                    q.executionListStmt,
+		executionListByGroupStmt:             q.executionListByGroupStmt,
+		executionListByGroupNewestStmt:       q.executionListByGroupNewestStmt,
 		executionListByLaneStmt:              q.executionListByLaneStmt,
 		executionListByLaneNewestStmt:        q.executionListByLaneNewestStmt,
 		executionListByNamespaceStmt:         q.executionListByNamespaceStmt,
 		executionListByNamespaceNewestStmt:   q.executionListByNamespaceNewestStmt,
 		executionListByStateStmt:             q.executionListByStateStmt,
 		executionListByStateNewestStmt:       q.executionListByStateNewestStmt,
+		executionListByUniqueKeyStmt:         q.executionListByUniqueKeyStmt,
+		executionListByUniqueKeyNewestStmt:   q.executionListByUniqueKeyNewestStmt,
 		executionListNewestStmt:              q.executionListNewestStmt,
 		executionListRunningStmt:             q.executionListRunningStmt,
 		executionListRunningNewestStmt:       q.executionListRunningNewestStmt,

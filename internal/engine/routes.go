@@ -9,29 +9,39 @@ package engine
 // ExecutionRoute is the query that serves an ExecutionList page.
 type ExecutionRoute int
 
-// The routes of ExecutionList, by leading filter (namespace, else state,
-// running executions apart, else lane, else none), oldest or newest first:
-// each newest-first route is its oldest-first one plus ExecutionListNewest,
-// in the same order.
+// The routes of ExecutionList, by leading filter (a namespace's unique key,
+// else its group, else the namespace, else state, running executions apart,
+// else lane, else none), oldest or newest first: each newest-first route is
+// its oldest-first one plus ExecutionListNewest, in the same order.
 const (
 	ExecutionListAll ExecutionRoute = iota
 	ExecutionListByNamespace
 	ExecutionListRunning
 	ExecutionListByState
 	ExecutionListByLane
+	ExecutionListByUniqueKey
+	ExecutionListByGroup
 	ExecutionListNewest
 	ExecutionListByNamespaceNewest
 	ExecutionListRunningNewest
 	ExecutionListByStateNewest
 	ExecutionListByLaneNewest
+	ExecutionListByUniqueKeyNewest
+	ExecutionListByGroupNewest
 )
 
-// Route is the query of p's leading filter (namespace, else state, else
-// lane), each walking an index in id order (running executions: the live rows
-// of the running index, sorted), the other way when p.Newest.
+// Route is the query of p's leading filter (a namespace's unique key, else
+// its group, else the namespace, else state, else lane), each walking an
+// index in id order (running executions: the live rows of the running
+// index, sorted), the other way when p.Newest. A unique key or a group
+// comes with its namespace.
 func (p ExecutionListParams) Route() ExecutionRoute {
 	var r ExecutionRoute
 	switch {
+	case p.UniqueKey != "":
+		r = ExecutionListByUniqueKey
+	case p.Group != "":
+		r = ExecutionListByGroup
 	case p.Namespace != "":
 		r = ExecutionListByNamespace
 	case p.State == "running":

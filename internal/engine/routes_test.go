@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// The leading filter picks the query: namespace, else state (running apart),
-// else lane; Newest the same the other way.
+// The leading filter picks the query: a unique key, else a group, else
+// namespace, else state (running apart), else lane; Newest the same the
+// other way.
 func TestExecutionListRoute(t *testing.T) {
 	for _, c := range []struct {
 		p    ExecutionListParams
@@ -24,6 +25,10 @@ func TestExecutionListRoute(t *testing.T) {
 		{ExecutionListParams{Newest: true, State: "running"}, ExecutionListRunningNewest},
 		{ExecutionListParams{Newest: true, State: "failed", Lane: "x"}, ExecutionListByStateNewest},
 		{ExecutionListParams{Newest: true, Lane: "x"}, ExecutionListByLaneNewest},
+		{ExecutionListParams{Namespace: "a", UniqueKey: "k", Group: "g", State: "running"}, ExecutionListByUniqueKey},
+		{ExecutionListParams{Namespace: "a", Group: "g", Lane: "x"}, ExecutionListByGroup},
+		{ExecutionListParams{Newest: true, Namespace: "a", UniqueKey: "k"}, ExecutionListByUniqueKeyNewest},
+		{ExecutionListParams{Newest: true, Namespace: "a", Group: "g", State: "failed"}, ExecutionListByGroupNewest},
 	} {
 		if got := c.p.Route(); got != c.want {
 			t.Errorf("%+v: route %d, want %d", c.p, got, c.want)

@@ -74,6 +74,7 @@ func (e Execution) ReadyAtCreate() bool { return e.RunAtMs <= e.CreatedAtMs }
 // filter "" is any.
 type ExecutionListParams struct {
 	Namespace, Lane, State string
+	UniqueKey, Group       string    // each with Namespace
 	AfterID                uuid.UUID // uuid.Nil: from the start; with Newest, the page is of ids below it (uuid.Max: from the newest)
 	Limit                  int
 	Newest                 bool // descending id order: newest first

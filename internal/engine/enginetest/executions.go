@@ -238,7 +238,26 @@ func testExecutionList(t *testing.T, h Harness) {
 	for i := range es {
 		es[i].CreatedAtMs, es[i].RunAtMs = 1, int64(1+i) // best first: the order of the slice
 	}
-	ids := v.insert(es...)
+	// Unique keys: k0 in a (0) and in b (2), k5 (5, completed); group g:
+	// 1 in a, 2 and 4 in b (none that the claim below takes).
+	es[0].UniqueKey, es[2].UniqueKey, es[5].UniqueKey = "k0", "k0", "k5"
+	es[1].Group, es[2].Group, es[4].Group = "g", "g", "g"
+	ids := make([]uuid.UUID, len(es))
+	v.write(func(ctx context.Context, q engine.Queries) error {
+		for i, e := range es {
+			var err error
+			if e.UniqueKey != "" {
+				_, err = q.ExecutionInsertUnique(ctx, e)
+			} else {
+				err = q.ExecutionInsert(ctx, e)
+			}
+			if err != nil {
+				return err
+			}
+			ids[i] = e.ID
+		}
+		return nil
+	})
 	if !slices.Equal(sortedIDs(ids), ids) {
 		t.Fatalf("uuid.NewV7 ids out of order: %s", fmtIDs(ids))
 	}
@@ -285,6 +304,18 @@ func testExecutionList(t *testing.T, h Harness) {
 		{"NewestState", engine.ExecutionListParams{Newest: true, State: "running", AfterID: uuid.Max, Limit: 10}, pick(3, 0)},
 		{"NewestLane", engine.ExecutionListParams{Newest: true, Lane: "y", AfterID: uuid.Max, Limit: 10}, pick(4, 1)},
 		{"None", engine.ExecutionListParams{Namespace: "none", Limit: 10}, pick()},
+		{"UniqueKey", engine.ExecutionListParams{Namespace: "a", UniqueKey: "k0", Limit: 10}, pick(0)},
+		{"UniqueKeyOfAnotherNamespace", engine.ExecutionListParams{Namespace: "b", UniqueKey: "k0", Limit: 10}, pick(2)},
+		{"UniqueKeyFinished", engine.ExecutionListParams{Namespace: "a", UniqueKey: "k5", State: "completed", Limit: 10}, pick(5)},
+		{"UniqueKeyOtherLane", engine.ExecutionListParams{Namespace: "a", UniqueKey: "k5", Lane: "y", Limit: 10}, pick()},
+		{"UniqueKeyNewest", engine.ExecutionListParams{Newest: true, Namespace: "a", UniqueKey: "k5", AfterID: uuid.Max, Limit: 10}, pick(5)},
+		{"Group", engine.ExecutionListParams{Namespace: "a", Group: "g", Limit: 10}, pick(1)},
+		{"GroupState", engine.ExecutionListParams{Namespace: "a", Group: "g", State: "running", Limit: 10}, pick()},
+		{"GroupOfAnotherNamespace", engine.ExecutionListParams{Namespace: "b", Group: "g", Limit: 10}, pick(2, 4)},
+		{"GroupLaneState", engine.ExecutionListParams{Namespace: "b", Group: "g", Lane: "y", State: "waiting", Limit: 10}, pick(4)},
+		{"GroupPage", engine.ExecutionListParams{Namespace: "b", Group: "g", AfterID: ids[2], Limit: 10}, pick(4)},
+		{"GroupNewest", engine.ExecutionListParams{Newest: true, Namespace: "b", Group: "g", AfterID: uuid.Max, Limit: 10}, pick(4, 2)},
+		{"GroupNewestLimit", engine.ExecutionListParams{Newest: true, Namespace: "b", Group: "g", AfterID: uuid.Max, Limit: 1}, pick(4)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := list(tc.p); !slices.Equal(got, tc.want) {

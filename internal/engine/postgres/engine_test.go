@@ -934,6 +934,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 	ctx := context.Background()
 	_, err := e.pool.Exec(ctx, `
 		UPDATE executions SET unique_key = 'k' || (random() * 1000000)::bigint WHERE state IN ('completed', 'failed', 'cancelled');
+		UPDATE executions SET group_key = 'g' || (random() * 100)::bigint WHERE random() < 0.3;
 		INSERT INTO execution_keys SELECT 'ns' || (i % 10), 'k' || i, gen_random_uuid(), i FROM generate_series(1, 20000) AS i;
 		INSERT INTO schedules (namespace, name, every_ms, lane, priority, max_attempts, retry_backoff_ms, paused, next_run_at_ms, updated_at_ms, payload)
 			SELECT 'ns' || (i % 10), 's' || i, 60000, 'l', 0, 1, 0, i % 3 = 0, i, i, '' FROM generate_series(1, 20000) AS i;
@@ -1016,6 +1017,22 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 		},
 		"ExecutionListByLaneNewest": func(q *pgdb.Queries) error {
 			_, err := q.ExecutionListByLaneNewest(ctx, pgdb.ExecutionListByLaneNewestParams{Lane: "lane1", BeforeID: id, MaxRows: 10})
+			return err
+		},
+		"ExecutionListByUniqueKey": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByUniqueKey(ctx, pgdb.ExecutionListByUniqueKeyParams{Namespace: "ns1", UniqueKey: "k1", AfterID: id, Lane: "l", State: "failed", MaxRows: 10})
+			return err
+		},
+		"ExecutionListByUniqueKeyNewest": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByUniqueKeyNewest(ctx, pgdb.ExecutionListByUniqueKeyNewestParams{Namespace: "ns1", UniqueKey: "k1", BeforeID: id, MaxRows: 10})
+			return err
+		},
+		"ExecutionListByGroup": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByGroup(ctx, pgdb.ExecutionListByGroupParams{Namespace: "ns1", GroupKey: "g1", AfterID: id, Lane: "l", State: "failed", MaxRows: 10})
+			return err
+		},
+		"ExecutionListByGroupNewest": func(q *pgdb.Queries) error {
+			_, err := q.ExecutionListByGroupNewest(ctx, pgdb.ExecutionListByGroupNewestParams{Namespace: "ns1", GroupKey: "g1", BeforeID: id, MaxRows: 10})
 			return err
 		},
 		"ScheduleAdvance": func(q *pgdb.Queries) error {

@@ -202,6 +202,22 @@ func (x queries) executionList(ctx context.Context, p engine.ExecutionListParams
 		return x.q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
 	case engine.ExecutionListByLane:
 		return x.q.ExecutionListByLane(ctx, pgdb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, MaxRows: n})
+	case engine.ExecutionListByUniqueKey:
+		return x.q.ExecutionListByUniqueKey(ctx, pgdb.ExecutionListByUniqueKeyParams{
+			Namespace: p.Namespace, UniqueKey: p.UniqueKey, AfterID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
+		})
+	case engine.ExecutionListByGroup:
+		return x.q.ExecutionListByGroup(ctx, pgdb.ExecutionListByGroupParams{
+			Namespace: p.Namespace, GroupKey: p.Group, AfterID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
+		})
+	case engine.ExecutionListByUniqueKeyNewest:
+		return x.q.ExecutionListByUniqueKeyNewest(ctx, pgdb.ExecutionListByUniqueKeyNewestParams{
+			Namespace: p.Namespace, UniqueKey: p.UniqueKey, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
+		})
+	case engine.ExecutionListByGroupNewest:
+		return x.q.ExecutionListByGroupNewest(ctx, pgdb.ExecutionListByGroupNewestParams{
+			Namespace: p.Namespace, GroupKey: p.Group, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
+		})
 	case engine.ExecutionListNewest:
 		return x.q.ExecutionListNewest(ctx, pgdb.ExecutionListNewestParams{BeforeID: p.AfterID, MaxRows: n})
 	case engine.ExecutionListByNamespaceNewest:

@@ -669,6 +669,22 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			_, err := q.ExecutionListRunningNewest(ctx, sqlitedb.ExecutionListRunningNewestParams{BeforeID: id, Limit: 10})
 			return err
 		},
+		"ExecutionListByUniqueKey": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByUniqueKey(ctx, sqlitedb.ExecutionListByUniqueKeyParams{Namespace: "n", UniqueKey: "k", AfterID: id, Lane: "l", State: "failed", Limit: 10})
+			return err
+		},
+		"ExecutionListByUniqueKeyNewest": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByUniqueKeyNewest(ctx, sqlitedb.ExecutionListByUniqueKeyNewestParams{Namespace: "n", UniqueKey: "k", BeforeID: id, Limit: 10})
+			return err
+		},
+		"ExecutionListByGroup": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByGroup(ctx, sqlitedb.ExecutionListByGroupParams{Namespace: "n", GroupKey: "g", AfterID: id, Lane: "l", State: "failed", Limit: 10})
+			return err
+		},
+		"ExecutionListByGroupNewest": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionListByGroupNewest(ctx, sqlitedb.ExecutionListByGroupNewestParams{Namespace: "n", GroupKey: "g", BeforeID: id, Limit: 10})
+			return err
+		},
 		"ScheduleAdvance": func(q *sqlitedb.Queries) error {
 			_, err := q.ScheduleAdvance(ctx, sqlitedb.ScheduleAdvanceParams{NextRunAtMs: 9, Namespace: "n", Name: "s", FromMs: 5})
 			return err

@@ -203,6 +203,22 @@ func (x queries) executionList(ctx context.Context, p engine.ExecutionListParams
 		return x.q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, Limit: n})
 	case engine.ExecutionListByLane:
 		return x.q.ExecutionListByLane(ctx, sqlitedb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, Limit: n})
+	case engine.ExecutionListByUniqueKey:
+		return x.q.ExecutionListByUniqueKey(ctx, sqlitedb.ExecutionListByUniqueKeyParams{
+			Namespace: p.Namespace, UniqueKey: p.UniqueKey, AfterID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
+		})
+	case engine.ExecutionListByGroup:
+		return x.q.ExecutionListByGroup(ctx, sqlitedb.ExecutionListByGroupParams{
+			Namespace: p.Namespace, GroupKey: p.Group, AfterID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
+		})
+	case engine.ExecutionListByUniqueKeyNewest:
+		return x.q.ExecutionListByUniqueKeyNewest(ctx, sqlitedb.ExecutionListByUniqueKeyNewestParams{
+			Namespace: p.Namespace, UniqueKey: p.UniqueKey, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
+		})
+	case engine.ExecutionListByGroupNewest:
+		return x.q.ExecutionListByGroupNewest(ctx, sqlitedb.ExecutionListByGroupNewestParams{
+			Namespace: p.Namespace, GroupKey: p.Group, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
+		})
 	case engine.ExecutionListNewest:
 		return x.q.ExecutionListNewest(ctx, sqlitedb.ExecutionListNewestParams{BeforeID: p.AfterID, Limit: n})
 	case engine.ExecutionListByNamespaceNewest:
