@@ -484,6 +484,15 @@ func TestServeActionsInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`section[data-namespace="ns"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#actions-link`)),
 	))
+	// The browser's own POST without the CSRF token, or with a forged one,
+	// is refused and changes nothing, though it carries the session.
+	for _, body := range []string{"id=" + failed.String(), "id=" + failed.String() + "&csrf=forged"} {
+		code, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/actions/retry", {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "`+body+`"}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+		must(t, err)
+		if code != 403 || state(t, s, failed).State != service.ExecutionFailed {
+			t.Fatalf("the browser's POST %q: %d, execution %s", body, code, state(t, s, failed).State)
+		}
+	}
 	// Retry the failure from its page; back there, it can be cancelled.
 	must(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/executions/"+failed.String()),

@@ -405,6 +405,19 @@ func TestServePageInABrowser(t *testing.T) {
 	if row := text(`#execution tr.attempt`); !strings.Contains(row, "c") || !strings.Contains(row, "failed") || !strings.Contains(row, "disk full") {
 		t.Fatalf("the attempt: %q", row)
 	}
+	// Without --actions no action is offered (no form posts, no button on
+	// the failure's page), and the browser's POST is refused with nothing
+	// changed.
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('form[method="post"], #retry, #cancel, button.pause').length`)); err != nil || n != 0 {
+		t.Fatalf("the read-only page offers %d action forms (%v)", n, err)
+	}
+	for _, path := range []string{"/actions/retry", "/actions/cancel", "/"} {
+		code, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("`+path+`", {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "id=`+failed.String()+`"}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+		must(t, err)
+		if code != 403 {
+			t.Fatalf("the browser's POST %s without --actions: %d", path, code)
+		}
+	}
 	// The search form opens an execution by id.
 	must(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/"),
