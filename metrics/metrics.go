@@ -70,6 +70,11 @@ type Collector struct {
 	// first scrape (a minute's growth is added as it is seen).
 	finishedMinutes map[laneMinute][2]int
 	finishedTotals  map[[2]string][2]float64 // completed, failed
+	// finishedFloor is the latest window start read (Unix ms of its
+	// minute): minutes before it are done with, so that a scrape whose
+	// clock reads earlier (stepped back, or a slow scrape overtaken by
+	// another) never counts one of them again.
+	finishedFloor int64
 }
 
 // laneMinute is one lane's minute.
@@ -286,7 +291,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // collectFinished reads the lanes' finished executions of the last hour by
 // minute and adds what each minute gained since the last scrape to the
 // lanes' totals, then sends them. A minute is forgotten once it leaves the
-// window; one that shrank (pruned) adds nothing. Called with c.mu held.
+// latest window read, and never counted again; one that shrank (pruned)
+// adds nothing. Called with c.mu held.
 func (c *Collector) collectFinished(ctx context.Context, s *service.Store, at time.Time, ch chan<- prometheus.Metric) {
 	since := at.Add(-finishedWindow)
 	minutes, err := s.Throughput(ctx, since)
@@ -294,9 +300,18 @@ func (c *Collector) collectFinished(ctx context.Context, s *service.Store, at ti
 		c.scrapeErrors.Inc()
 		return
 	}
+	c.finishedFloor = max(c.finishedFloor, since.Truncate(time.Minute).UnixMilli())
 	seen := make(map[laneMinute][2]int, len(minutes))
+	for k, v := range c.finishedMinutes { // a window that reads earlier keeps the later minutes
+		if k.minute >= c.finishedFloor {
+			seen[k] = v
+		}
+	}
 	for _, m := range minutes {
 		k := laneMinute{m.Namespace, m.Lane, m.Minute.UnixMilli()}
+		if k.minute < c.finishedFloor {
+			continue
+		}
 		was, now := c.finishedMinutes[k], [2]int{m.Completed, m.Failed}
 		lane := [2]string{m.Namespace, m.Lane}
 		totals := c.finishedTotals[lane]

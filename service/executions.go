@@ -108,9 +108,9 @@ type CancelExecutionArgs struct {
 type ListExecutionsArgs struct {
 	Namespace, Lane string
 	State           ExecutionState
-	// UniqueKey and Group, with Namespace, find the executions created with
-	// that key or in that group (finished ones too), through an index of
-	// their own; "" is any.
+	// UniqueKey or Group (one of them), with Namespace, finds the
+	// executions created with that key or in that group (finished ones
+	// too), through an index of its own; "" is any.
 	UniqueKey, Group string
 	After            string
 	Limit            int
@@ -468,6 +468,9 @@ func (s *Store) ListExecutions(ctx context.Context, a ListExecutionsArgs) (Execu
 		if f.v != "" && a.Namespace == "" {
 			return ExecutionPage{}, invalid(f.field, "a search by %s needs its Namespace", f.field)
 		}
+	}
+	if a.UniqueKey != "" && a.Group != "" {
+		return ExecutionPage{}, invalid("Group", "search by UniqueKey or by Group, not both")
 	}
 	limit, err := pageLimit(a.Limit)
 	if err != nil {

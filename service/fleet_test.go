@@ -523,6 +523,7 @@ func TestSchedulesBadInput(t *testing.T) {
 			{Schedule{Namespace: "ns", Name: "x", Every: time.Hour, Template: CreateExecutionArgs{Lane: "l", Namespace: "other"}}, "Template.Namespace"},
 			{Schedule{Namespace: "ns", Name: "x", Every: time.Hour, Template: CreateExecutionArgs{Lane: "l", UniqueKey: "k"}}, "Template.UniqueKey"},
 			{Schedule{Namespace: "ns", Name: "x", Every: time.Hour, Template: CreateExecutionArgs{Lane: "l", Metadata: map[string]string{"k": "v"}}}, "Template.Metadata"},
+			{Schedule{Namespace: "ns", Name: "x", Every: time.Hour, Template: CreateExecutionArgs{Lane: "l", Group: "g"}}, "Template.Group"},
 		} {
 			err := s.PutSchedule(ctx, tc.sc)
 			wantErr(t, err, ErrInvalidInput)

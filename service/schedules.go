@@ -190,6 +190,9 @@ func (s *Store) PutSchedule(ctx context.Context, sc Schedule) error {
 	if len(tpl.Metadata) > 0 {
 		return invalid("Template.Metadata", "a schedule's runs carry no metadata: leave it empty")
 	}
+	if tpl.Group != "" {
+		return invalid("Template.Group", "a schedule's runs belong to no group: leave it empty")
+	}
 	tpl.Namespace, tpl.RunAt, tpl.Now = sc.Namespace, time.Time{}, time.Time{}
 	row, err := s.executionRow(tpl, "Template.")
 	if err != nil {

@@ -79,7 +79,8 @@ func TestListExecutionsByUniqueKeyAndGroup(t *testing.T) {
 				}
 			})
 		}
-		for _, a := range []ListExecutionsArgs{{UniqueKey: "order-42"}, {Group: "tenant-1"}, {Namespace: "ns", UniqueKey: "a\nkey"}, {Namespace: "ns", Group: "a\tgroup"}} {
+		for _, a := range []ListExecutionsArgs{{UniqueKey: "order-42"}, {Group: "tenant-1"}, {Namespace: "ns", UniqueKey: "a\nkey"}, {Namespace: "ns", Group: "a\tgroup"},
+			{Namespace: "ns", UniqueKey: "order-42", Group: "tenant-1"}} {
 			_, err := s.ListExecutions(ctx, a)
 			wantErr(t, err, ErrInvalidInput)
 		}

@@ -132,6 +132,10 @@ type searchResult struct {
 	Attempts                            int
 }
 
+func resultOf(e service.Execution) searchResult {
+	return searchResult{ID: e.ID.String(), Lane: e.Lane, State: string(e.State), Created: pageTime(e.CreatedAt), LastError: e.LastError, Attempts: e.Attempts}
+}
+
 // searchSection is the executions found by one kind of search.
 type searchSection struct {
 	Title, Class string
@@ -139,14 +143,15 @@ type searchSection struct {
 	More         bool
 }
 
-// findExecution answers the search form: an execution id opens its page;
-// anything else, with a namespace, lists the namespace's executions with
-// that unique key and those of that group, newest first (each through an
-// index of its own).
+// findExecution answers the search form: an execution id alone opens its
+// page; with a namespace, the query lists the namespace's execution of that
+// id (if it is one), its executions with that unique key and those of that
+// group, newest first (each through an index of its own).
 func (h *statusHandler) findExecution(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("id"))
 	ns := strings.TrimSpace(r.URL.Query().Get("namespace"))
-	if _, err := uuid.Parse(q); err == nil {
+	id, idErr := uuid.Parse(q)
+	if idErr == nil && ns == "" {
 		http.Redirect(w, r, "/executions/"+url.PathEscape(q), http.StatusSeeOther)
 		return
 	}
@@ -163,6 +168,19 @@ func (h *statusHandler) findExecution(w http.ResponseWriter, r *http.Request) {
 		Count                int
 		Sections             []searchSection
 	}{DB: h.db, Query: q, Namespace: ns}
+	if idErr == nil { // an id with a namespace: it may also be a key (UUID keys are common)
+		sec := searchSection{Title: "By id", Class: "by-id"}
+		e, err := h.s.GetExecution(r.Context(), id)
+		switch {
+		case err == nil && e.Namespace == ns:
+			sec.Rows = []searchResult{resultOf(e)}
+		case err != nil && !errors.Is(err, service.ErrNotFound):
+			http.Error(w, "roster: "+describe(err), loadErrorCode(err))
+			return
+		}
+		view.Count += len(sec.Rows)
+		view.Sections = append(view.Sections, sec)
+	}
 	for _, kind := range []struct {
 		title, class string
 		args         service.ListExecutionsArgs
@@ -179,8 +197,7 @@ func (h *statusHandler) findExecution(w http.ResponseWriter, r *http.Request) {
 		}
 		sec := searchSection{Title: kind.title, Class: kind.class, More: page.Next != ""}
 		for _, e := range page.Executions {
-			sec.Rows = append(sec.Rows, searchResult{ID: e.ID.String(), Lane: e.Lane, State: string(e.State), Created: pageTime(e.CreatedAt),
-				LastError: e.LastError, Attempts: e.Attempts})
+			sec.Rows = append(sec.Rows, resultOf(e))
 		}
 		view.Count += len(sec.Rows)
 		view.Sections = append(view.Sections, sec)

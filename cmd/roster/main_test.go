@@ -143,6 +143,7 @@ func TestCLINamesTheFlagAtFault(t *testing.T) {
 		{[]string{"executions", "list", "--lane", "bad\tlane"}, "--lane"},
 		{[]string{"executions", "list", "--unique-key", "order-1"}, "--unique-key"}, // needs --namespace
 		{[]string{"executions", "list", "--namespace", "ns", "--group", "bad\tgroup"}, "--group"},
+		{[]string{"executions", "list", "--namespace", "ns", "--unique-key", "k", "--group", "g"}, "--group"}, // one or the other
 		{[]string{"executions", "get", "nope"}, "ID"},
 		{[]string{"leases", "reclaim", "--limit", "-2"}, "--limit"},
 		{[]string{"sweep", "--retention", "0s"}, "--retention"},

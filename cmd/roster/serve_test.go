@@ -500,6 +500,9 @@ func TestServeExecutionPage(t *testing.T) {
 	must(t, err)
 	keyed, err := s.CreateExecution(context.Background(), service.CreateExecutionArgs{Namespace: "ns", Lane: "z", UniqueKey: "order-7"})
 	must(t, err)
+	uuidKey := uuid.New() // a key shaped like an id
+	uuidKeyed, err := s.CreateExecution(context.Background(), service.CreateExecutionArgs{Namespace: "ns", Lane: "z", UniqueKey: uuidKey.String()})
+	must(t, err)
 	var grouped []uuid.UUID
 	for range 2 {
 		id, err := s.CreateExecution(context.Background(), service.CreateExecutionArgs{Namespace: "ns", Lane: "z", Group: "tenant-1"})
@@ -534,6 +537,9 @@ func TestServeExecutionPage(t *testing.T) {
 		{"?id=tenant-1&namespace=ns", 200, []string{`data-count="2"`, grouped[1].String() + `"><td><a`, `class="results by-group"`}},
 		{"?id=tenant-1&namespace=other", 200, []string{`data-count="0"`, "None."}},
 		{"?id=order-7", 404, []string{"give their namespace too"}},
+		{"?id=" + uuidKey.String() + "&namespace=ns", 200, []string{`data-count="1"`, `class="results by-unique-key"`, `href="/executions/` + uuidKeyed.String() + `"`}},
+		{"?id=" + keyed.String() + "&namespace=ns", 200, []string{`data-count="1"`, `class="results by-id"`, `href="/executions/` + keyed.String() + `"`}},
+		{"?id=" + keyed.String() + "&namespace=other", 200, []string{`data-count="0"`}},
 		{"?id=a%0Akey&namespace=ns", 400, []string{"neither may hold a control character"}},
 		{"?id=key&namespace=a%09b", 400, []string{"neither may hold a control character"}},
 	} {
