@@ -312,6 +312,18 @@ func TestServeActions(t *testing.T) {
 			t.Fatalf("a login from another site's page (%v): %d, cookies %v", h, resp.StatusCode, resp.Cookies())
 		}
 	}
+	// Behind a proxy that rewrites Host, the browser's own say (same-origin)
+	// is what counts.
+	req, _ = http.NewRequest("POST", base+"/login", strings.NewReader("token=b-secret"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Origin", "https://roster.example.com")
+	resp, err = noRedirect.Do(req)
+	must(t, err)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a same-origin login behind a proxy: %d", resp.StatusCode)
+	}
 	jar, err := cookiejar.New(nil)
 	must(t, err)
 	browser := &http.Client{Jar: jar}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -247,7 +246,7 @@ func (g *gate) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "405 method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if crossSite(r) { // another site's form must not log this browser in under its token
+	if crossSite.Check(r) != nil { // another site's form must not log this browser in under its token
 		http.Error(w, "roster: 403 forbidden: a login from another site's page", http.StatusForbidden)
 		return
 	}
@@ -313,18 +312,8 @@ func (h *statusHandler) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// crossSite reports whether a browser sent r from another site's page: its
-// Sec-Fetch-Site says so, or its Origin is not this server's.
-func crossSite(r *http.Request) bool {
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
-		return true
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return false
-	}
-	u, err := url.Parse(origin)
-	return err != nil || u.Host != r.Host
-}
+// crossSite refuses what a browser sent from another site's page: by its
+// Sec-Fetch-Site, else by an Origin that is not this server's host (the
+// standard library's CrossOriginProtection; a request from no browser, with
+// neither header, passes).
+var crossSite = http.NewCrossOriginProtection()
