@@ -114,13 +114,7 @@ type actionView struct {
 // showing its outcome.
 func (a *actions) guard(do func(*http.Request) actionResult) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil {
-			http.Error(w, "roster: 400 bad request: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if !a.csrf.valid(r) {
-			http.Error(w, "roster: 403 forbidden: the form's CSRF token is missing or wrong (reload the page and try again)", http.StatusForbidden)
+		if !a.csrf.checked(w, r) {
 			return
 		}
 		res := do(r)

@@ -298,11 +298,25 @@ func (k csrf) valid(r *http.Request) bool {
 	return got != "" && hmac.Equal([]byte(got), []byte(k.token(r)))
 }
 
+// checked reads a POST's form (at most maxFormBytes) and reports whether it
+// carries its actor's CSRF token; if not, it has answered 400 (a form it
+// cannot read) or 403, and nothing may be read or changed.
+func (k csrf) checked(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "roster: 400 bad request: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	if !k.valid(r) {
+		http.Error(w, "roster: 403 forbidden: the form's CSRF token is missing or wrong (reload the page and try again)", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
 // logout ends the browser's session (a POST with its CSRF token).
 func (h *statusHandler) logout(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil || !h.csrf.valid(r) {
-		http.Error(w, "roster: 403 forbidden: the form's CSRF token is missing or wrong", http.StatusForbidden)
+	if !h.csrf.checked(w, r) {
 		return
 	}
 	if s := actorOf(r).Session; s != "" {

@@ -208,13 +208,13 @@ type status struct {
 // session, and with --actions the actions' and their history.
 func (h *statusHandler) withActions(st *status, r *http.Request) {
 	st.Session = actorOf(r).Session != ""
-	if st.Session {
+	if st.Session || h.actions != nil {
 		st.CSRF = h.csrf.token(r)
 	}
 	if h.actions == nil {
 		return
 	}
-	st.Actions, st.CSRF, st.History = true, h.csrf.token(r), h.actions.History()
+	st.Actions, st.History = true, h.actions.History()
 	if st.History == nil {
 		st.History = []actionRecord{}
 	}
