@@ -174,8 +174,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionNextRunAtOneLaneStmt, err = db.PrepareContext(ctx, executionNextRunAtOneLane); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionNextRunAtOneLane: %w", err)
 	}
-	if q.executionPickGroupStmt, err = db.PrepareContext(ctx, executionPickGroup); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionPickGroup: %w", err)
+	if q.executionPickGroupsStmt, err = db.PrepareContext(ctx, executionPickGroups); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionPickGroups: %w", err)
 	}
 	if q.executionPickManyLanesStmt, err = db.PrepareContext(ctx, executionPickManyLanes); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionPickManyLanes: %w", err)
@@ -188,6 +188,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.executionPruneBatchStmt, err = db.PrepareContext(ctx, executionPruneBatch); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionPruneBatch: %w", err)
+	}
+	if q.executionReadyInGroupsStmt, err = db.PrepareContext(ctx, executionReadyInGroups); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionReadyInGroups: %w", err)
 	}
 	if q.executionRetryStmt, err = db.PrepareContext(ctx, executionRetry); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionRetry: %w", err)
@@ -621,9 +624,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionNextRunAtOneLaneStmt: %w", cerr)
 		}
 	}
-	if q.executionPickGroupStmt != nil {
-		if cerr := q.executionPickGroupStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionPickGroupStmt: %w", cerr)
+	if q.executionPickGroupsStmt != nil {
+		if cerr := q.executionPickGroupsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionPickGroupsStmt: %w", cerr)
 		}
 	}
 	if q.executionPickManyLanesStmt != nil {
@@ -644,6 +647,11 @@ func (q *Queries) Close() error {
 	if q.executionPruneBatchStmt != nil {
 		if cerr := q.executionPruneBatchStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionPruneBatchStmt: %w", cerr)
+		}
+	}
+	if q.executionReadyInGroupsStmt != nil {
+		if cerr := q.executionReadyInGroupsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionReadyInGroupsStmt: %w", cerr)
 		}
 	}
 	if q.executionRetryStmt != nil {
@@ -1030,11 +1038,12 @@ type Queries struct {
 	executionListRunningNewestStmt       *sql.Stmt
 	executionNextRunAtManyLanesStmt      *sql.Stmt
 	executionNextRunAtOneLaneStmt        *sql.Stmt
-	executionPickGroupStmt               *sql.Stmt
+	executionPickGroupsStmt              *sql.Stmt
 	executionPickManyLanesStmt           *sql.Stmt
 	executionPickOneLaneStmt             *sql.Stmt
 	executionPromoteDueStmt              *sql.Stmt
 	executionPruneBatchStmt              *sql.Stmt
+	executionReadyInGroupsStmt           *sql.Stmt
 	executionRetryStmt                   *sql.Stmt
 	executionStartStmt                   *sql.Stmt
 	laneFlowExistsStmt                   *sql.Stmt
@@ -1150,11 +1159,12 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionListRunningNewestStmt:       q.executionListRunningNewestStmt,
 		executionNextRunAtManyLanesStmt:      q.executionNextRunAtManyLanesStmt,
 		executionNextRunAtOneLaneStmt:        q.executionNextRunAtOneLaneStmt,
-		executionPickGroupStmt:               q.executionPickGroupStmt,
+		executionPickGroupsStmt:              q.executionPickGroupsStmt,
 		executionPickManyLanesStmt:           q.executionPickManyLanesStmt,
 		executionPickOneLaneStmt:             q.executionPickOneLaneStmt,
 		executionPromoteDueStmt:              q.executionPromoteDueStmt,
 		executionPruneBatchStmt:              q.executionPruneBatchStmt,
+		executionReadyInGroupsStmt:           q.executionReadyInGroupsStmt,
 		executionRetryStmt:                   q.executionRetryStmt,
 		executionStartStmt:                   q.executionStartStmt,
 		laneFlowExistsStmt:                   q.laneFlowExistsStmt,

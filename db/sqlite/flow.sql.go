@@ -11,42 +11,49 @@ import (
 	"github.com/google/uuid"
 )
 
-const executionPickGroup = `-- name: ExecutionPickGroup :many
-SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
-WHERE e.namespace = ?1 AND e.lane = ?2 AND e.group_key = ?3
-  AND e.state = 'waiting' AND e.ready = 1
-  AND (e.required_capabilities = '[]' OR NOT EXISTS (
-      SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
-  ))
-ORDER BY e.priority DESC, e.run_at_ms, e.id
-LIMIT ?5
+const executionPickGroups = `-- name: ExecutionPickGroups :many
+SELECT e.id, e.group_key, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes
+FROM json_each(CAST(?1 AS TEXT)) AS g
+JOIN executions AS e ON e.id IN (
+    SELECT x.id FROM executions AS x INDEXED BY executions_ready
+    WHERE x.namespace = ?2 AND x.lane = ?3 AND x.group_key = g.value
+      AND x.state = 'waiting' AND x.ready = 1
+      AND (x.required_capabilities = '[]' OR NOT EXISTS (
+          SELECT 1 FROM json_each(x.required_capabilities) AS r
+          WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
+      ))
+    ORDER BY x.priority DESC, x.run_at_ms, x.id
+    LIMIT ?5
+)
 `
 
-type ExecutionPickGroupParams struct {
+type ExecutionPickGroupsParams struct {
+	GroupKeys    string
 	Namespace    string
 	Lane         string
-	GroupKey     string
 	Capabilities string
 	Limit        int64
 }
 
-type ExecutionPickGroupRow struct {
+type ExecutionPickGroupsRow struct {
 	ID           uuid.UUID
+	GroupKey     string
 	Priority     int64
 	RunAtMs      int64
 	PayloadBytes int64
 }
 
-// ExecutionPickGroup finds up to @limit of a group's best ready executions
-// in one lane (highest priority, earliest RunAt, lowest id) whose required
-// capabilities are all in @capabilities (a JSON array), with the size of
-// each payload.
-func (q *Queries) ExecutionPickGroup(ctx context.Context, arg ExecutionPickGroupParams) ([]ExecutionPickGroupRow, error) {
-	rows, err := q.query(ctx, q.executionPickGroupStmt, executionPickGroup,
+// ExecutionPickGroups finds, for each group of @group_keys (a JSON array),
+// up to @limit of the group's best ready executions in one lane (highest
+// priority, earliest RunAt, lowest id) whose required capabilities are all
+// in @capabilities (a JSON array), with the size of each payload, in no
+// order. (SQLite takes no LIMIT from the outer row: the caller orders each
+// group's and keeps its own limit of them.)
+func (q *Queries) ExecutionPickGroups(ctx context.Context, arg ExecutionPickGroupsParams) ([]ExecutionPickGroupsRow, error) {
+	rows, err := q.query(ctx, q.executionPickGroupsStmt, executionPickGroups,
+		arg.GroupKeys,
 		arg.Namespace,
 		arg.Lane,
-		arg.GroupKey,
 		arg.Capabilities,
 		arg.Limit,
 	)
@@ -54,11 +61,12 @@ func (q *Queries) ExecutionPickGroup(ctx context.Context, arg ExecutionPickGroup
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ExecutionPickGroupRow{}
+	items := []ExecutionPickGroupsRow{}
 	for rows.Next() {
-		var i ExecutionPickGroupRow
+		var i ExecutionPickGroupsRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.GroupKey,
 			&i.Priority,
 			&i.RunAtMs,
 			&i.PayloadBytes,
@@ -74,6 +82,43 @@ func (q *Queries) ExecutionPickGroup(ctx context.Context, arg ExecutionPickGroup
 		return nil, err
 	}
 	return items, nil
+}
+
+const executionReadyInGroups = `-- name: ExecutionReadyInGroups :one
+SELECT EXISTS (
+    SELECT 1 FROM json_each(CAST(?1 AS TEXT)) AS g
+    WHERE EXISTS (
+        SELECT 1 FROM executions AS x INDEXED BY executions_ready
+        WHERE x.namespace = ?2 AND x.lane = ?3 AND x.group_key = g.value
+          AND x.state = 'waiting' AND x.ready = 1
+          AND (x.required_capabilities = '[]' OR NOT EXISTS (
+              SELECT 1 FROM json_each(x.required_capabilities) AS r
+              WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
+          ))
+    )
+) AS ready
+`
+
+type ExecutionReadyInGroupsParams struct {
+	GroupKeys    string
+	Namespace    string
+	Lane         string
+	Capabilities string
+}
+
+// ExecutionReadyInGroups tells whether one of the groups of @group_keys (a
+// JSON array) of a lane has a ready execution whose required capabilities
+// are all in @capabilities (a JSON array); it stops at the first found.
+func (q *Queries) ExecutionReadyInGroups(ctx context.Context, arg ExecutionReadyInGroupsParams) (bool, error) {
+	row := q.queryRow(ctx, q.executionReadyInGroupsStmt, executionReadyInGroups,
+		arg.GroupKeys,
+		arg.Namespace,
+		arg.Lane,
+		arg.Capabilities,
+	)
+	var ready bool
+	err := row.Scan(&ready)
+	return ready, err
 }
 
 const laneFlowExists = `-- name: LaneFlowExists :one

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"sort"
 
@@ -120,6 +121,9 @@ type FlowQueries interface {
 	// FlowPick reads up to limits[i] of the best ready executions of group
 	// groups[i] of a lane that the capabilities allow.
 	FlowPick(ctx context.Context, namespace, lane string, capabilities, groups []string, limits []int64) ([]FlowCandidate, error)
+	// FlowReady tells whether one of the groups of a lane has a ready
+	// execution that the capabilities allow.
+	FlowReady(ctx context.Context, namespace, lane string, capabilities, groups []string) (bool, error)
 	// FlowStart starts the executions ids[i] under leases p.LeaseIDs[i] (one
 	// no longer waiting is left out), returning the leases in that order.
 	FlowStart(ctx context.Context, p ClaimParams, ids []uuid.UUID) ([]ClaimedLease, error)
@@ -133,9 +137,10 @@ type FlowQueries interface {
 }
 
 // FlowClaim claims as ExecutionClaim does for a worker one of whose lanes
-// has limits or groups. With dry it starts nothing and writes nothing: it
-// says what it would take (the leases without ids), for a look before the
-// write.
+// has limits or groups. With dry it starts nothing and writes nothing, for
+// a look before the write: it says whether the claim would take any (one
+// lease without an id, of the first lane with room and ready work), else
+// what held it back and when to look again.
 func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (ClaimResult, error) {
 	var res ClaimResult
 	k := WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID}
@@ -204,11 +209,11 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 		if r <= 0 {
 			// Held back, when it has ready work.
 			if l.Flow() {
-				held, err := q.FlowPick(ctx, p.Namespace, l.Lane, w.Capabilities, groupNames(groups), ones(len(groups)))
+				held, err := q.FlowReady(ctx, p.Namespace, l.Lane, w.Capabilities, groupNames(groups))
 				if err != nil {
 					return res, err
 				}
-				if len(held) > 0 {
+				if held {
 					res.Held++
 					if windowEnd > 0 && (rateHeld == 0 || windowEnd < rateHeld) {
 						rateHeld = windowEnd
@@ -236,16 +241,29 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 		}
 		if len(full) > 0 {
 			// Groups at their cap hold back what they have ready.
-			held, err := q.FlowPick(ctx, p.Namespace, l.Lane, w.Capabilities, full, ones(len(full)))
+			held, err := q.FlowReady(ctx, p.Namespace, l.Lane, w.Capabilities, full)
 			if err != nil {
 				return res, err
 			}
-			if len(held) > 0 {
+			if held {
 				res.Held++
 			}
 		}
 		if len(names) == 0 {
 			continue
+		}
+		if dry {
+			// The claim takes one at least when a group with room has
+			// ready work: that is all a look needs to know.
+			ready, err := q.FlowReady(ctx, p.Namespace, l.Lane, w.Capabilities, names)
+			if err != nil || !ready {
+				if err != nil {
+					return res, err
+				}
+				continue
+			}
+			res.Leases = []ClaimedLease{{Namespace: p.Namespace, Lane: l.Lane}}
+			return res, nil
 		}
 		picked, err := q.FlowPick(ctx, p.Namespace, l.Lane, w.Capabilities, names, limits)
 		if err != nil {
@@ -404,16 +422,19 @@ func flowOrder(cands []flowCandidate, room map[string]int64, want, maxBytes int6
 	return taken, false
 }
 
-// claimOrder tells whether a comes before b in the claim's order: higher
-// priority, then earlier RunAt, then lower id.
-func claimOrder(a, b flowCandidate) bool {
+// claimOrder tells whether a comes before b in the claim's order.
+func claimOrder(a, b flowCandidate) bool { return ClaimCompare(a.FlowCandidate, b.FlowCandidate) < 0 }
+
+// ClaimCompare orders candidates as a claim takes them: higher priority,
+// then earlier RunAt, then lower id.
+func ClaimCompare(a, b FlowCandidate) int {
 	switch {
 	case a.Priority != b.Priority:
-		return a.Priority > b.Priority
+		return cmp.Compare(b.Priority, a.Priority)
 	case a.RunAtMs != b.RunAtMs:
-		return a.RunAtMs < b.RunAtMs
+		return cmp.Compare(a.RunAtMs, b.RunAtMs)
 	}
-	return bytes.Compare(a.ID[:], b.ID[:]) < 0
+	return bytes.Compare(a.ID[:], b.ID[:])
 }
 
 // flowRecord writes what the claim used: each grouped lane's served groups
@@ -465,12 +486,4 @@ func groupNames(gs []FlowGroup) []string {
 		names[i] = g.Group
 	}
 	return names
-}
-
-func ones(n int) []int64 {
-	l := make([]int64, n)
-	for i := range l {
-		l[i] = 1
-	}
-	return l
 }

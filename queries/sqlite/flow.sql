@@ -73,20 +73,43 @@ SELECT g.group_key, g.served_seq,
 FROM lane_groups AS g
 WHERE g.namespace = @namespace AND g.lane = @lane;
 
--- name: ExecutionPickGroup :many
--- ExecutionPickGroup finds up to @limit of a group's best ready executions
--- in one lane (highest priority, earliest RunAt, lowest id) whose required
--- capabilities are all in @capabilities (a JSON array), with the size of
--- each payload.
-SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
-WHERE e.namespace = @namespace AND e.lane = @lane AND e.group_key = @group_key
-  AND e.state = 'waiting' AND e.ready = 1
-  AND (e.required_capabilities = '[]' OR NOT EXISTS (
-      SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
-  ))
-ORDER BY e.priority DESC, e.run_at_ms, e.id
-LIMIT @limit;
+-- name: ExecutionPickGroups :many
+-- ExecutionPickGroups finds, for each group of @group_keys (a JSON array),
+-- up to @limit of the group's best ready executions in one lane (highest
+-- priority, earliest RunAt, lowest id) whose required capabilities are all
+-- in @capabilities (a JSON array), with the size of each payload, in no
+-- order. (SQLite takes no LIMIT from the outer row: the caller orders each
+-- group's and keeps its own limit of them.)
+SELECT e.id, e.group_key, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes
+FROM json_each(CAST(@group_keys AS TEXT)) AS g
+JOIN executions AS e ON e.id IN (
+    SELECT x.id FROM executions AS x INDEXED BY executions_ready
+    WHERE x.namespace = @namespace AND x.lane = @lane AND x.group_key = g.value
+      AND x.state = 'waiting' AND x.ready = 1
+      AND (x.required_capabilities = '[]' OR NOT EXISTS (
+          SELECT 1 FROM json_each(x.required_capabilities) AS r
+          WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
+      ))
+    ORDER BY x.priority DESC, x.run_at_ms, x.id
+    LIMIT @limit
+);
+
+-- name: ExecutionReadyInGroups :one
+-- ExecutionReadyInGroups tells whether one of the groups of @group_keys (a
+-- JSON array) of a lane has a ready execution whose required capabilities
+-- are all in @capabilities (a JSON array); it stops at the first found.
+SELECT EXISTS (
+    SELECT 1 FROM json_each(CAST(@group_keys AS TEXT)) AS g
+    WHERE EXISTS (
+        SELECT 1 FROM executions AS x INDEXED BY executions_ready
+        WHERE x.namespace = @namespace AND x.lane = @lane AND x.group_key = g.value
+          AND x.state = 'waiting' AND x.ready = 1
+          AND (x.required_capabilities = '[]' OR NOT EXISTS (
+              SELECT 1 FROM json_each(x.required_capabilities) AS r
+              WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
+          ))
+    )
+) AS ready;
 
 -- name: LaneGroupServe :exec
 -- LaneGroupServe records when a group was last served.

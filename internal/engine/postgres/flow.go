@@ -92,6 +92,16 @@ func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilit
 	})
 }
 
+// FlowReady picks one of each group's best and tells whether any came.
+func (x queries) FlowReady(ctx context.Context, namespace, lane string, capabilities, groups []string) (bool, error) {
+	limits := make([]int64, len(groups))
+	for i := range limits {
+		limits[i] = 1
+	}
+	picked, err := x.FlowPick(ctx, namespace, lane, capabilities, groups, limits)
+	return len(picked) > 0, err
+}
+
 // FlowStart starts the executions in one statement and returns their
 // leases in the order of ids.
 func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid.UUID) ([]engine.ClaimedLease, error) {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"sync"
 
 	sqlitedb "github.com/rosterdb/roster/db/sqlite"
 	"github.com/rosterdb/roster/internal/engine"
@@ -12,9 +13,12 @@ import (
 // under the write lock, over the statements of queries/sqlite/leases.sql.
 
 // ExecutionClaim is the claim. It looks on the read pool first: a claim that finds nothing claimable
-// (nothing ready, nothing scheduled that is due) writes nothing (no BEGIN
-// IMMEDIATE, no commit). Only when there is something to claim or to make
-// ready does it queue a write, which looks again under the write lock.
+// (nothing ready, nothing scheduled that is due, or all of it held back by
+// its lanes' limits) writes nothing (no BEGIN IMMEDIATE, no commit). Only
+// when there is something to claim or to make ready does it queue a write,
+// which looks again under the write lock. A worker whose last claim under
+// the write lock took something skips the look (busyWorkers): it would most
+// likely find work again, and only add its reads.
 func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	if e.closed.Load() {
 		return engine.ClaimResult{}, engine.ErrClosed
@@ -22,10 +26,32 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	if e.writer == nil {
 		return engine.ClaimResult{}, engine.ErrReadOnly
 	}
-	var found bool
+	k := engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID}
+	if !e.busy.has(k) {
+		res, found, err := e.claimLook(ctx, p)
+		if err != nil || !found {
+			return res, err
+		}
+	}
+	var res engine.ClaimResult
+	err := e.write(ctx, func(ctx context.Context, _ *sql.Tx, q queries) error {
+		var err error
+		res, err = q.executionClaim(ctx, p)
+		return err
+	})
+	if err == nil {
+		e.busy.set(k, len(res.Leases) > 0)
+	}
+	return res, err
+}
+
+// claimLook looks on the read pool whether a claim would find anything to
+// claim or to make ready; when not, res says when to look again and how
+// many lanes held work back.
+func (e *Engine) claimLook(ctx context.Context, p engine.ClaimParams) (res engine.ClaimResult, found bool, err error) {
 	var next int64
 	held := 0
-	err := e.readWith(ctx, func(ctx context.Context, x queries) error {
+	err = e.readWith(ctx, func(ctx context.Context, x queries) error {
 		due, err := x.q.ExecutionDueExists(ctx, sqlitedb.ExecutionDueExistsParams{Namespace: p.Namespace, Now: p.NowMs})
 		if err != nil || due {
 			found = due
@@ -48,14 +74,37 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		next, err = x.nextRunAt(ctx, p.Namespace, p.InstanceID, w, p.NowMs)
 		return err
 	})
-	if err != nil || !found {
-		return engine.ClaimResult{NextRunAtMs: next, Held: held}, err
+	return engine.ClaimResult{NextRunAtMs: next, Held: held}, found, err
+}
+
+// busyWorkers are the workers whose last claim under the write lock took
+// something. A claim that takes nothing forgets its worker, whose next
+// claims look first and write nothing while there is nothing to claim.
+type busyWorkers struct {
+	mu sync.Mutex
+	m  map[engine.WorkerKey]struct{}
+}
+
+// busyMax bounds the workers remembered (instances come and go): past it
+// they are all forgotten, which costs each a look.
+const busyMax = 4096
+
+func (b *busyWorkers) has(k engine.WorkerKey) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.m[k]
+	return ok
+}
+
+func (b *busyWorkers) set(k engine.WorkerKey, busy bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case !busy:
+		delete(b.m, k)
+	case b.m == nil || len(b.m) >= busyMax:
+		b.m = map[engine.WorkerKey]struct{}{k: {}}
+	default:
+		b.m[k] = struct{}{}
 	}
-	var res engine.ClaimResult
-	err = e.write(ctx, func(ctx context.Context, _ *sql.Tx, q queries) error {
-		var err error
-		res, err = q.executionClaim(ctx, p)
-		return err
-	})
-	return res, err
 }

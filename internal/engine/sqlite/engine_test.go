@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -562,6 +563,77 @@ func TestIdleClaimWritesNothing(t *testing.T) {
 	}
 	if after := version(); after != before || commits.n.Load() != commitsBefore {
 		t.Fatalf("100 idle claims: data_version %d -> %d, %d commits", before, after, commits.n.Load()-commitsBefore)
+	}
+}
+
+// A worker whose last claim took something claims under the write lock at
+// once; the claim that then finds nothing writes nothing (no data_version
+// change) and makes the worker look first again: its idle claims after it
+// take no write lock at all.
+func TestBusyWorkerSkipsTheLook(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "busy.db")
+	var commits atomicCounter
+	e := openAt(t, path, func(c *engine.Config) { c.Observer = &commits })
+	ctx := context.Background()
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		if err := q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: "i", WorkerID: "w", Lanes: []string{"default"}, LastHeartbeatMs: 1, TTLMs: 1000000}); err != nil {
+			return err
+		}
+		return q.ExecutionInsert(ctx, engine.Execution{ID: uuid.Must(uuid.NewV7()), Namespace: "ns", Lane: "default", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1})
+	}))
+	other, err := sql.Open("sqlite", path)
+	must(t, err)
+	defer other.Close()
+	other.SetMaxOpenConns(1)
+	version := func() (v int64) {
+		must(t, other.QueryRow("PRAGMA data_version").Scan(&v))
+		return v
+	}
+	k := engine.WorkerKey{Namespace: "ns", InstanceID: "i"}
+	claim := func() int {
+		res, err := e.ExecutionClaim(ctx, engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}})
+		must(t, err)
+		return len(res.Leases)
+	}
+	if claim() != 1 || !e.busy.has(k) {
+		t.Fatal("the first claim took nothing, or left the worker not busy")
+	}
+	before, commitsBefore := version(), commits.n.Load()
+	if claim() != 0 {
+		t.Fatal("claimed from an empty queue")
+	}
+	if commits.n.Load() != commitsBefore+1 {
+		t.Fatalf("the busy worker's claim: %d commits, want 1 (the look skipped)", commits.n.Load()-commitsBefore)
+	}
+	if e.busy.has(k) {
+		t.Fatal("a claim that took nothing left the worker busy")
+	}
+	for range 50 {
+		claim()
+	}
+	if after := version(); after != before || commits.n.Load() != commitsBefore+1 {
+		t.Fatalf("empty claims: data_version %d -> %d, %d commits after the first", before, after, commits.n.Load()-commitsBefore-1)
+	}
+}
+
+// busyWorkers remembers a bounded number of workers: past busyMax it
+// starts afresh, forgetting the others (each then looks once).
+func TestBusyWorkersBounded(t *testing.T) {
+	var b busyWorkers
+	key := func(i int) engine.WorkerKey { return engine.WorkerKey{Namespace: "ns", InstanceID: strconv.Itoa(i)} }
+	for i := range busyMax {
+		b.set(key(i), true)
+	}
+	if !b.has(key(0)) || !b.has(key(busyMax-1)) || len(b.m) != busyMax {
+		t.Fatalf("%d remembered, want %d", len(b.m), busyMax)
+	}
+	b.set(key(busyMax), true)
+	if len(b.m) != 1 || !b.has(key(busyMax)) || b.has(key(0)) {
+		t.Fatalf("past the bound: %d remembered, want only the newest", len(b.m))
+	}
+	b.set(key(busyMax), false)
+	if b.has(key(busyMax)) {
+		t.Fatal("a worker that took nothing is still busy")
 	}
 }
 

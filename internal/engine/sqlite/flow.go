@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"slices"
 
 	"github.com/google/uuid"
 	sqlitedb "github.com/rosterdb/roster/db/sqlite"
@@ -58,6 +59,12 @@ func (x queries) FlowWorker(ctx context.Context, k engine.WorkerKey, nowMs int64
 	if err != nil {
 		return engine.FlowWorker{}, err
 	}
+	switch {
+	case w.FirstLane == "":
+		return engine.FlowWorker{Capabilities: caps}, nil
+	case w.FirstLane == w.LastLane: // one lane: no need to list them
+		return engine.FlowWorker{Lanes: []string{w.FirstLane}, Capabilities: caps}, nil
+	}
 	lanes, err := x.q.WorkerLanesList(ctx, sqlitedb.WorkerLanesListParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
 	return engine.FlowWorker{Lanes: lanes, Capabilities: caps}, translate(err)
 }
@@ -93,21 +100,39 @@ func (x queries) FlowGroups(ctx context.Context, namespace, lane string, countRu
 	})
 }
 
+// FlowPick reads every group's candidates in one statement, at most the
+// largest limit of each, and keeps each group's own limit of them, best
+// first, group by group in the order of groups.
 func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilities, groups []string, limits []int64) ([]engine.FlowCandidate, error) {
-	caps := jsonArray(capabilities)
-	var out []engine.FlowCandidate
-	for i, g := range groups {
-		rows, err := x.q.ExecutionPickGroup(ctx, sqlitedb.ExecutionPickGroupParams{
-			Namespace: namespace, Lane: lane, GroupKey: g, Capabilities: caps, Limit: limits[i],
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	rows, err := x.q.ExecutionPickGroups(ctx, sqlitedb.ExecutionPickGroupsParams{
+		GroupKeys: jsonArray(groups), Namespace: namespace, Lane: lane, Capabilities: jsonArray(capabilities), Limit: slices.Max(limits),
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	byGroup := make(map[string][]engine.FlowCandidate, len(groups))
+	for _, r := range rows {
+		byGroup[r.GroupKey] = append(byGroup[r.GroupKey], engine.FlowCandidate{
+			ID: r.ID, Lane: lane, Group: r.GroupKey, Priority: r.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes,
 		})
-		if err != nil {
-			return nil, translate(err)
-		}
-		for _, r := range rows {
-			out = append(out, engine.FlowCandidate{ID: r.ID, Lane: lane, Group: g, Priority: r.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes})
-		}
+	}
+	out := make([]engine.FlowCandidate, 0, len(rows))
+	for i, g := range groups {
+		cs := byGroup[g]
+		slices.SortFunc(cs, engine.ClaimCompare)
+		out = append(out, cs[:min(int64(len(cs)), limits[i])]...)
 	}
 	return out, nil
+}
+
+func (x queries) FlowReady(ctx context.Context, namespace, lane string, capabilities, groups []string) (bool, error) {
+	ready, err := x.q.ExecutionReadyInGroups(ctx, sqlitedb.ExecutionReadyInGroupsParams{
+		GroupKeys: jsonArray(groups), Namespace: namespace, Lane: lane, Capabilities: jsonArray(capabilities),
+	})
+	return ready, translate(err)
 }
 
 func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid.UUID) ([]engine.ClaimedLease, error) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/uuid"
 	sqlitedb "github.com/rosterdb/roster/db/sqlite"
+	"github.com/rosterdb/roster/internal/engine"
 )
 
 // The statements of a flow claim, and the lane limits', read indexes.
@@ -38,8 +40,12 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 			_, err := q.LaneGroupsRead(ctx, sqlitedb.LaneGroupsReadParams{CountRunning: 1, Namespace: "n", Lane: "l"})
 			return err
 		},
-		"ExecutionPickGroup": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionPickGroup(ctx, sqlitedb.ExecutionPickGroupParams{Namespace: "n", Lane: "l", GroupKey: "g", Capabilities: "[]", Limit: 4})
+		"ExecutionPickGroups": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionPickGroups(ctx, sqlitedb.ExecutionPickGroupsParams{GroupKeys: `["g","h"]`, Namespace: "n", Lane: "l", Capabilities: "[]", Limit: 4})
+			return err
+		},
+		"ExecutionReadyInGroups": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionReadyInGroups(ctx, sqlitedb.ExecutionReadyInGroupsParams{GroupKeys: `["g","h"]`, Namespace: "n", Lane: "l", Capabilities: "[]"})
 			return err
 		},
 		"LaneGroupServe": func(q *sqlitedb.Queries) error {
@@ -54,4 +60,51 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 	// The listing of limits is in key order, from the primary key (every
 	// row when every namespace is asked for: one per limited lane).
 	assertIndexed(t, e, func(q *sqlitedb.Queries) error { _, err := q.LaneLimitsList(ctx, "n"); return err }, true)
+}
+
+// FlowPick reads every group in one statement and keeps each group's own
+// limit of its best (highest priority, earliest RunAt, lowest id), group by
+// group in the order asked; FlowReady sees a group's ready work.
+func TestFlowPickKeepsEachGroupsLimit(t *testing.T) {
+	e := openMemory(t)
+	ctx := context.Background()
+	var want []uuid.UUID // in the order FlowPick must return them
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		add := func(group string, priority, runAt int64) uuid.UUID {
+			id := uuid.Must(uuid.NewV7())
+			must(t, q.ExecutionInsert(ctx, engine.Execution{ID: id, Namespace: "n", Lane: "l", Group: group, Priority: priority, MaxAttempts: 1, CreatedAtMs: 10, RunAtMs: runAt})) // ready: due when created
+			return id
+		}
+		a1 := add("a", 0, 1)
+		a0 := add("a", 5, 1)
+		add("a", 0, 2)
+		b0 := add("b", 1, 1)
+		b1 := add("b", 1, 2)
+		b2 := add("b", 0, 1)
+		add("b", 0, 3)
+		add("c", 9, 1)
+		want = []uuid.UUID{b0, b1, b2, a0, a1}
+		return nil
+	}))
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		x := q.(queries)
+		got, err := x.FlowPick(ctx, "n", "l", nil, []string{"b", "a", "none"}, []int64{3, 2, 4})
+		must(t, err)
+		if len(got) != len(want) {
+			t.Fatalf("picked %d, want %d: %+v", len(got), len(want), got)
+		}
+		for i, c := range got {
+			if c.ID != want[i] {
+				t.Errorf("pick %d: %s of group %q, want %s", i, c.ID, c.Group, want[i])
+			}
+		}
+		for groups, ready := range map[string]bool{"a": true, "c": true, "none": false, "": false} {
+			got, err := x.FlowReady(ctx, "n", "l", nil, []string{groups})
+			must(t, err)
+			if got != ready {
+				t.Errorf("FlowReady(%q) = %v, want %v", groups, got, ready)
+			}
+		}
+		return nil
+	}))
 }
