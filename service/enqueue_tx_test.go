@@ -275,7 +275,7 @@ func TestCreateExecutionsTxWakesAtCommit(t *testing.T) {
 		ctx := context.Background()
 		loc := b.fresh(t)
 		s, _ := b.open(t, loc, WithClock(time.Now))
-		w, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+		w, _ := b.open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
 		started := make(chan uuid.UUID, 1)
 		ready := make(chan struct{})
 		stop := runWorker(t, w, WorkerArgs{

@@ -454,7 +454,7 @@ func TestLaneScheduledWork(t *testing.T) {
 // claim; a paused lane's work starts as soon as it is resumed.
 func TestRunWorkerCappedLane(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
-		s := realStore(t, b, withWorkerPoll(time.Hour))
+		s := realStore(t, b, WithWorkerPoll(time.Hour))
 		putLimits(t, s, LaneLimits{MaxRunning: 2, MaxRunningPerGroup: 1})
 		var mu sync.Mutex
 		running, most := 0, 0

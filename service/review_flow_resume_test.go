@@ -23,10 +23,10 @@ func TestReviewFlowResumeWakes(t *testing.T) {
 					}
 					ctx := context.Background()
 					loc := b.fresh(t)
-					s, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+					s, _ := b.open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
 					o := s
 					if where == "other-store" {
-						o, _ = b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+						o, _ = b.open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
 					}
 					lim := LaneLimits{Namespace: "ns", Lane: "default", Paused: true}
 					if how == "raise-cap" {

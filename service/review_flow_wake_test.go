@@ -61,10 +61,10 @@ func TestReviewFlowCapEndWakesWorker(t *testing.T) {
 					}
 					ctx := context.Background()
 					loc := b.fresh(t)
-					s, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+					s, _ := b.open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
 					o := s
 					if where == "other-store" {
-						o, _ = b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+						o, _ = b.open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
 					}
 					_, err := o.RegisterWorker(ctx, RegisterWorkerArgs{Namespace: "ns", WorkerID: "x", InstanceID: "x", Lanes: []string{"default"}, TTL: time.Hour})
 					must(t, err)

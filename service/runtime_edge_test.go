@@ -64,7 +64,7 @@ func startWorker(t *testing.T, s *Store, ctx context.Context, a WorkerArgs) <-ch
 func TestRunWorkerNoHandlerStartsAfterCtxEnds(t *testing.T) {
 	conformanceShared(t, func(t *testing.T, b backend) {
 		loc := b.fresh(t)
-		s, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+		s, _ := b.open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
 		runAt := time.Now().Add(600 * time.Millisecond)
 		id := create(t, s, CreateExecutionArgs{RunAt: runAt})
 		var cancelledAt atomic.Pointer[time.Time]
@@ -142,7 +142,7 @@ func TestRunWorkerCancelsAtExpiryWithDefaultTimeouts(t *testing.T) {
 // Idle cost: a worker whose slots are all busy does not spin on the RunAt it
 // knew of once that RunAt has passed.
 func TestRunWorkerNoSpinOnStaleRunAt(t *testing.T) {
-	s := realStore(t, backends()[1], withWorkerPoll(time.Hour))
+	s := realStore(t, backends()[1], WithWorkerPoll(time.Hour))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	finish := make(chan struct{})
@@ -256,7 +256,7 @@ func TestRunWorkerLockedShutdownReturns(t *testing.T) {
 // still hear it (here the worker's poll is an hour).
 func TestRunWorkerWakesAcrossStoresAfterSlowSync(t *testing.T) {
 	loc := backends()[1].fresh(t)
-	worker, _ := backends()[1].open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+	worker, _ := backends()[1].open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
 	producer, _ := backends()[1].open(t, loc, WithClock(time.Now))
 	got := make(chan time.Time, 8)
 	stop := runWorker(t, worker, WorkerArgs{TTL: time.Hour, Handler: func(_ context.Context, l Lease) ([]byte, error) {
@@ -344,7 +344,7 @@ func TestRunWorkerLapseThenUnknownRegisterResumes(t *testing.T) {
 func TestRunWorkerNoLostNotify(t *testing.T) {
 	b := backends()[2]
 	loc := b.fresh(t) // skips without a server
-	worker, _ := b.open(t, loc, WithClock(time.Now), withWorkerPoll(time.Hour))
+	worker, _ := b.open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
 	producer, _ := b.open(t, loc, WithClock(time.Now))
 	handled := make(chan uuid.UUID, 64)
 	stop := runWorker(t, worker, WorkerArgs{Concurrency: 4, Handler: func(_ context.Context, l Lease) ([]byte, error) {
@@ -476,7 +476,7 @@ func TestSilentServerFailsFast(t *testing.T) {
 // payloads of 300 bytes, five slots: all five run at the same time.
 func TestRunWorkerClaimsPastThePayloadBound(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
-		s, _ := b.newStore(t, WithClock(time.Now), withWorkerPoll(time.Hour), withClaimBytes(1000))
+		s, _ := b.newStore(t, WithClock(time.Now), WithWorkerPoll(time.Hour), withClaimBytes(1000))
 		payload := make([]byte, 300)
 		for range 5 {
 			create(t, s, CreateExecutionArgs{Payload: payload})

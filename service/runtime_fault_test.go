@@ -140,7 +140,7 @@ func TestRunWorkerClaimsAsSoonAsTheDatabaseAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conformance(t, func(t *testing.T, b backend) {
-				s := realStore(t, b, withWorkerPoll(time.Hour))
+				s := realStore(t, b, WithWorkerPoll(time.Hour))
 				oe := &outageEngine{Engine: s.eng, reconnect: make(chan struct{}, 1)}
 				oe.down.Store(true)
 				s.eng = oe
@@ -177,7 +177,7 @@ func TestRunWorkerClaimsAsSoonAsTheDatabaseAnswers(t *testing.T) {
 // create.
 func TestRunWorkerFailedClaimsBackOffWhileWorkIsCreated(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
-		s := realStore(t, b, withWorkerPoll(time.Hour))
+		s := realStore(t, b, WithWorkerPoll(time.Hour))
 		oe := &outageEngine{Engine: s.eng, reconnect: make(chan struct{}, 1)}
 		oe.down.Store(true)
 		s.eng = oe
@@ -626,11 +626,11 @@ func (o *countingObserver) Committed(time.Duration, int) { o.commits.Add(1) }
 func TestRunWorkerWakesAcrossStores(t *testing.T) {
 	conformanceShared(t, func(t *testing.T, b backend) {
 		loc := b.fresh(t)
-		poll := withWorkerPoll(time.Hour)
+		poll := WithWorkerPoll(time.Hour)
 		var log bytes.Buffer
 		var logMu sync.Mutex
 		if b.pooled {
-			poll = withWorkerPoll(time.Second)
+			poll = WithWorkerPoll(time.Second)
 		}
 		worker, _ := b.open(t, loc, WithClock(time.Now), poll, WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil))))
 		producer, _ := b.open(t, loc, WithClock(time.Now))
@@ -669,9 +669,9 @@ func TestRunWorkerClockBehindTheProducer(t *testing.T) {
 	conformanceShared(t, func(t *testing.T, b backend) {
 		for _, behind := range []time.Duration{2 * time.Millisecond, 20 * time.Millisecond, 200 * time.Millisecond} {
 			loc := b.fresh(t)
-			poll := withWorkerPoll(time.Hour)
+			poll := WithWorkerPoll(time.Hour)
 			if b.pooled {
-				poll = withWorkerPoll(time.Second)
+				poll = WithWorkerPoll(time.Second)
 			}
 			worker, _ := b.open(t, loc, WithClock(func() time.Time { return time.Now().Add(-behind) }), poll)
 			producer, _ := b.open(t, loc, WithClock(time.Now))
@@ -712,7 +712,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // A worker sleeping on scheduled work wakes at its RunAt, not at the poll.
 func TestRunWorkerWakesAtRunAt(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
-		s := realStore(t, b, withWorkerPoll(time.Hour))
+		s := realStore(t, b, WithWorkerPoll(time.Hour))
 		started := make(chan time.Time, 1)
 		stop := runWorker(t, s, WorkerArgs{Handler: func(context.Context, Lease) ([]byte, error) {
 			started <- time.Now()

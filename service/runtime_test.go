@@ -16,10 +16,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// withWorkerPoll sets RunWorker's poll interval (tests make it an hour, so
-// that only CreateExecution's wake-up can start a handler).
-func withWorkerPoll(d time.Duration) Option { return func(c *config) { c.workerPoll = d } }
-
 // withClaimBytes lowers the bound on a claim's payloads (0: the default).
 func withClaimBytes(n int64) Option { return func(c *config) { c.claimBytes = n } }
 
@@ -154,7 +150,7 @@ func TestRunWorkerFailuresAndPanics(t *testing.T) {
 // poll interval, nothing else could start the handler.
 func TestRunWorkerWakesOnCreate(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
-		s := realStore(t, b, withWorkerPoll(time.Hour))
+		s := realStore(t, b, WithWorkerPoll(time.Hour))
 		got := make(chan uuid.UUID, 2)
 		stop := runWorker(t, s, WorkerArgs{Handler: func(_ context.Context, l Lease) ([]byte, error) {
 			got <- l.ExecutionID
@@ -393,4 +389,22 @@ func TestRunWorkerLogsWrittenOutcomes(t *testing.T) {
 			rec.mu.Unlock()
 		}
 	})
+}
+
+// WithWorkerPoll sets the poll; zero or less keeps the default.
+func TestWithWorkerPoll(t *testing.T) {
+	for _, tc := range []struct {
+		give, want time.Duration
+	}{
+		{time.Hour, time.Hour},
+		{5 * time.Millisecond, 5 * time.Millisecond},
+		{0, defaultWorkerPoll},
+		{-time.Second, defaultWorkerPoll},
+	} {
+		c := defaultConfig()
+		WithWorkerPoll(tc.give)(&c)
+		if c.workerPoll != tc.want {
+			t.Errorf("WithWorkerPoll(%v): poll %v, want %v", tc.give, c.workerPoll, tc.want)
+		}
+	}
 }

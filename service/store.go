@@ -62,7 +62,7 @@ type config struct {
 	migrations     fs.FS // nil: the engine's own; tests substitute theirs
 	clockSet       bool
 	localClock     func() time.Time // the local clock an engine compares with its own (tests skew it)
-	workerPoll     time.Duration    // RunWorker's poll interval (tests lengthen it)
+	workerPoll     time.Duration    // RunWorker's poll interval (WithWorkerPoll)
 	claimBytes     int64            // the bound on a claim's payloads (0: the engine's 64 MiB; tests lower it)
 	statementBytes int              // the bound on a create statement's payloads (0: 64 MiB; tests lower it)
 	observer       Observer
@@ -114,6 +114,19 @@ func defaultConfig() config {
 // that every host of a fleet judges liveness by one clock.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now, c.clockSet = now, true }
+}
+
+// WithWorkerPoll sets how long an idle RunWorker waits for a wake-up (new
+// work, a freed cap, a resumed lane, a lease's end) before it looks for
+// work anyway; the default is 1 s. It is only the safety net: wake-ups
+// reach workers in other processes too (PostgreSQL's LISTEN, SQLite's
+// change check). A value of 0 or less keeps the default.
+func WithWorkerPoll(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.workerPoll = d
+		}
+	}
 }
 
 // WithLogger sets the logger of the Store and its helpers. The default
