@@ -120,7 +120,10 @@ func WithClock(now func() time.Time) Option {
 // work, a freed cap, a resumed lane, a lease's end) before it looks for
 // work anyway; the default is 1 s. It is only the safety net: wake-ups
 // reach workers in other processes too (PostgreSQL's LISTEN, SQLite's
-// change check). A value of 0 or less keeps the default.
+// change check). It also spaces RunWorker's check of which of its leases
+// are still held, when that is longer than a third of the worker's TTL
+// (the check is woken by the same changes). A value of 0 or less keeps the
+// default.
 func WithWorkerPoll(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {

@@ -39,9 +39,9 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		res, err = q.executionClaim(ctx, p)
 		return err
 	})
-	if err == nil {
-		e.busy.set(k, len(res.Leases) > 0)
-	}
+	// A claim that failed (the worker gone, the disk failing) forgets the
+	// worker too: its next claims look first, on the read pool.
+	e.busy.set(k, err == nil && len(res.Leases) > 0)
 	return res, err
 }
 

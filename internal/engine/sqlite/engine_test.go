@@ -616,6 +616,33 @@ func TestBusyWorkerSkipsTheLook(t *testing.T) {
 	}
 }
 
+// A busy worker whose claim fails (here: it was deleted) is forgotten: its
+// next claims look on the read pool first instead of taking the write lock.
+func TestBusyWorkerForgottenWhenItsClaimFails(t *testing.T) {
+	ctx := context.Background()
+	e := openMemory(t)
+	k := engine.WorkerKey{Namespace: "ns", InstanceID: "i"}
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		if err := q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: "i", WorkerID: "w", Lanes: []string{"default"}, LastHeartbeatMs: 1, TTLMs: 1000000}); err != nil {
+			return err
+		}
+		return q.ExecutionInsert(ctx, engine.Execution{ID: uuid.Must(uuid.NewV7()), Namespace: "ns", Lane: "default", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1})
+	}))
+	p := engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}}
+	res, err := e.ExecutionClaim(ctx, p)
+	must(t, err)
+	if len(res.Leases) != 1 || !e.busy.has(k) {
+		t.Fatal("the first claim took nothing, or left the worker not busy")
+	}
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error { _, err := q.WorkerDelete(ctx, k); return err }))
+	if _, err := e.ExecutionClaim(ctx, p); err == nil {
+		t.Fatal("a deleted worker claimed")
+	}
+	if e.busy.has(k) {
+		t.Fatal("a worker whose claim failed is still busy: each claim takes the write lock")
+	}
+}
+
 // busyWorkers remembers a bounded number of workers: past busyMax it
 // starts afresh, forgetting the others (each then looks once).
 func TestBusyWorkersBounded(t *testing.T) {
