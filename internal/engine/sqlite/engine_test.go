@@ -545,14 +545,7 @@ func TestIdleClaimWritesNothing(t *testing.T) {
 	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
 		return q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: "i", WorkerID: "w", Lanes: []string{"default"}, LastHeartbeatMs: 1, TTLMs: 1000000})
 	}))
-	other, err := sql.Open("sqlite", path)
-	must(t, err)
-	defer other.Close()
-	other.SetMaxOpenConns(1)
-	version := func() (v int64) {
-		must(t, other.QueryRow("PRAGMA data_version").Scan(&v))
-		return v
-	}
+	version := dataVersion(t, path)
 	before, commitsBefore := version(), commits.n.Load()
 	for range 100 {
 		res, err := e.ExecutionClaim(ctx, engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}})
@@ -575,20 +568,8 @@ func TestBusyWorkerSkipsTheLook(t *testing.T) {
 	var commits atomicCounter
 	e := openAt(t, path, func(c *engine.Config) { c.Observer = &commits })
 	ctx := context.Background()
-	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
-		if err := q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: "i", WorkerID: "w", Lanes: []string{"default"}, LastHeartbeatMs: 1, TTLMs: 1000000}); err != nil {
-			return err
-		}
-		return q.ExecutionInsert(ctx, engine.Execution{ID: uuid.Must(uuid.NewV7()), Namespace: "ns", Lane: "default", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1})
-	}))
-	other, err := sql.Open("sqlite", path)
-	must(t, err)
-	defer other.Close()
-	other.SetMaxOpenConns(1)
-	version := func() (v int64) {
-		must(t, other.QueryRow("PRAGMA data_version").Scan(&v))
-		return v
-	}
+	workerWithOneExecution(t, e)
+	version := dataVersion(t, path)
 	k := engine.WorkerKey{Namespace: "ns", InstanceID: "i"}
 	claim := func() int {
 		res, err := e.ExecutionClaim(ctx, engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}})
@@ -622,12 +603,7 @@ func TestBusyWorkerForgottenWhenItsClaimFails(t *testing.T) {
 	ctx := context.Background()
 	e := openMemory(t)
 	k := engine.WorkerKey{Namespace: "ns", InstanceID: "i"}
-	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
-		if err := q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: "i", WorkerID: "w", Lanes: []string{"default"}, LastHeartbeatMs: 1, TTLMs: 1000000}); err != nil {
-			return err
-		}
-		return q.ExecutionInsert(ctx, engine.Execution{ID: uuid.Must(uuid.NewV7()), Namespace: "ns", Lane: "default", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1})
-	}))
+	workerWithOneExecution(t, e)
 	p := engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}}
 	res, err := e.ExecutionClaim(ctx, p)
 	must(t, err)
@@ -662,6 +638,30 @@ func TestBusyWorkersBounded(t *testing.T) {
 	if b.has(key(busyMax)) {
 		t.Fatal("a worker that took nothing is still busy")
 	}
+}
+
+// dataVersion reads PRAGMA data_version of the database at path on a
+// connection of its own: it changes exactly when another connection commits.
+func dataVersion(t *testing.T, path string) func() int64 {
+	other, err := sql.Open("sqlite", path)
+	must(t, err)
+	t.Cleanup(func() { other.Close() })
+	other.SetMaxOpenConns(1)
+	return func() (v int64) {
+		must(t, other.QueryRow("PRAGMA data_version").Scan(&v))
+		return v
+	}
+}
+
+// workerWithOneExecution registers worker ns/i of lane default and creates
+// one execution it can claim.
+func workerWithOneExecution(t *testing.T, e *Engine) {
+	must(t, e.Write(context.Background(), func(ctx context.Context, q engine.Queries) error {
+		if err := q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: "i", WorkerID: "w", Lanes: []string{"default"}, LastHeartbeatMs: 1, TTLMs: 1000000}); err != nil {
+			return err
+		}
+		return q.ExecutionInsert(ctx, engine.Execution{ID: uuid.Must(uuid.NewV7()), Namespace: "ns", Lane: "default", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1})
+	}))
 }
 
 // atomicCounter is an engine.Observer counting commits.
