@@ -9,158 +9,88 @@ import (
 	"context"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const executionPickGroups = `-- name: ExecutionPickGroups :many
-SELECT c.id, c.group_key, c.priority, c.run_at_ms, c.payload_bytes
-FROM (SELECT unnest($1::text[]) AS group_key, unnest($2::bigint[]) AS lim) AS g
-CROSS JOIN LATERAL (
-    SELECT e.id, e.group_key, e.priority, e.run_at_ms, CAST(octet_length(e.payload) AS bigint) AS payload_bytes
-    FROM executions AS e
-    WHERE e.namespace = $3 AND e.lane = $4 AND e.group_key = g.group_key
-      AND e.state = 'waiting' AND e.ready
-      AND e.required_capabilities <@ $5::text[]
-    ORDER BY e.priority DESC, e.run_at_ms, e.id
-    LIMIT g.lim
+const executionClaimFlow = `-- name: ExecutionClaimFlow :many
+SELECT CAST((c.r).id AS uuid) AS id, CAST((c.r).lease_id AS uuid) AS lease_id,
+       CAST((c.r).attempts AS bigint) AS attempts, CAST((c.r).epoch AS bigint) AS epoch,
+       CAST((c.r).lane AS text) AS lane, CAST((c.r).payload AS bytea) AS payload,
+       CAST((c.r).metadata AS text) AS metadata, CAST((c.r).expires_at_ms AS bigint) AS expires_at_ms,
+       CAST((c.r).deadline_ms AS bigint) AS deadline_ms, CAST((c.r).run_at_ms AS bigint) AS run_at_ms,
+       CAST((c.r).holder_expires_at_ms AS bigint) AS holder_expires_at_ms,
+       CAST((c.r).held AS integer) AS held, CAST((c.r).next_run_at_ms AS bigint) AS next_run_at_ms,
+       CAST((c.r).flow AS boolean) AS flow
+FROM (
+    SELECT roster_flow_claim($1::text, $2::text, $3::bigint, $4::uuid[],
+                             $5::bigint, $6::boolean, $7::bigint) AS r
+    OFFSET 0
 ) AS c
 `
 
-type ExecutionPickGroupsParams struct {
-	GroupKeys    []string
-	Limits       []int64
-	Namespace    string
-	Lane         string
-	Capabilities []string
-}
-
-type ExecutionPickGroupsRow struct {
-	ID           uuid.UUID
-	GroupKey     string
-	Priority     int64
-	RunAtMs      int64
-	PayloadBytes int64
-}
-
-// ExecutionPickGroups finds, for each group given, up to its limit of the
-// group's best ready executions in one lane (highest priority, earliest
-// RunAt, lowest id) whose required capabilities are all in @capabilities,
-// with the size of each payload. It locks nothing: the lane's claim lock
-// keeps other claims away, and the start checks the state again.
-func (q *Queries) ExecutionPickGroups(ctx context.Context, arg ExecutionPickGroupsParams) ([]ExecutionPickGroupsRow, error) {
-	rows, err := q.db.Query(ctx, executionPickGroups,
-		arg.GroupKeys,
-		arg.Limits,
-		arg.Namespace,
-		arg.Lane,
-		arg.Capabilities,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ExecutionPickGroupsRow{}
-	for rows.Next() {
-		var i ExecutionPickGroupsRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.GroupKey,
-			&i.Priority,
-			&i.RunAtMs,
-			&i.PayloadBytes,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const executionStartMany = `-- name: ExecutionStartMany :many
-WITH holder AS (
-    SELECT wk.last_heartbeat_ms + wk.ttl_ms AS expires_at_ms FROM workers AS wk
-    WHERE wk.namespace = $7 AND wk.instance_id = $1::text
-      AND wk.last_heartbeat_ms + wk.ttl_ms > $2::bigint
-    FOR KEY SHARE OF wk SKIP LOCKED
-)
-UPDATE executions AS x
-SET state = 'running', attempts = x.attempts + 1, epoch = x.epoch + 1,
-    lease_id = s.lease_id, holder = $1::text, claimed_at_ms = $2::bigint,
-    bound = $3::boolean,
-    deadline_ms = CASE WHEN x.timeout_ms > 0 THEN CAST($2 AS bigint) + x.timeout_ms END,
-    expires_at_ms = CASE WHEN x.timeout_ms > 0 THEN least($4::bigint, CAST($2 AS bigint) + x.timeout_ms)
-        ELSE $4::bigint END,
-    revoked_at_ms = NULL
-FROM (SELECT unnest($5::uuid[]) AS id, unnest($6::uuid[]) AS lease_id) AS s
-WHERE x.id = s.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
-RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, CAST(coalesce(x.metadata, '') AS text) AS metadata,
-          x.expires_at_ms, CAST(coalesce(x.deadline_ms, 0) AS bigint) AS deadline_ms, x.run_at_ms,
-          CAST((SELECT h.expires_at_ms FROM holder AS h) AS bigint) AS holder_expires_at_ms
-`
-
-type ExecutionStartManyParams struct {
+type ExecutionClaimFlowParams struct {
+	Namespace   string
 	InstanceID  string
 	Now         int64
-	Bind        bool
-	ExpiresAtMs int64
-	Ids         []uuid.UUID
 	LeaseIds    []uuid.UUID
-	Namespace   string
+	ExpiresAtMs int64
+	Bind        bool
+	MaxBytes    int64
 }
 
-type ExecutionStartManyRow struct {
+type ExecutionClaimFlowRow struct {
 	ID                uuid.UUID
+	LeaseID           uuid.UUID
 	Attempts          int64
 	Epoch             int64
 	Lane              string
 	Payload           []byte
-	LeaseID           uuid.NullUUID
 	Metadata          string
-	ExpiresAtMs       pgtype.Int8
+	ExpiresAtMs       int64
 	DeadlineMs        int64
 	RunAtMs           int64
 	HolderExpiresAtMs int64
+	Held              int32
+	NextRunAtMs       int64
+	Flow              bool
 }
 
-// ExecutionStartMany moves the given waiting executions to running, each
-// under its new lease, attempt and epoch (one still waiting is started; one
-// that is not, cancelled meanwhile, is left out), while their worker is
-// alive: it locks the worker's row FOR KEY SHARE (no lease outlives its
-// worker: a MarkWorkerDead or sweep waits for the claim; SKIP LOCKED: a
-// worker being deleted starts nothing), bound or of their own and expiring
-// as ExecutionClaim's do; each row carries the worker's expiry too.
-func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartManyParams) ([]ExecutionStartManyRow, error) {
-	rows, err := q.db.Query(ctx, executionStartMany,
+// ExecutionClaimFlow claims for a worker one of whose lanes has limits or
+// groups, in one call (roster_flow_claim, migration 16): a row per
+// execution started, in the order taken, then a row without an id that says
+// what held the claim back and when to look again; no row when the worker is
+// not alive.
+func (q *Queries) ExecutionClaimFlow(ctx context.Context, arg ExecutionClaimFlowParams) ([]ExecutionClaimFlowRow, error) {
+	rows, err := q.db.Query(ctx, executionClaimFlow,
+		arg.Namespace,
 		arg.InstanceID,
 		arg.Now,
-		arg.Bind,
-		arg.ExpiresAtMs,
-		arg.Ids,
 		arg.LeaseIds,
-		arg.Namespace,
+		arg.ExpiresAtMs,
+		arg.Bind,
+		arg.MaxBytes,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ExecutionStartManyRow{}
+	items := []ExecutionClaimFlowRow{}
 	for rows.Next() {
-		var i ExecutionStartManyRow
+		var i ExecutionClaimFlowRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.LeaseID,
 			&i.Attempts,
 			&i.Epoch,
 			&i.Lane,
 			&i.Payload,
-			&i.LeaseID,
 			&i.Metadata,
 			&i.ExpiresAtMs,
 			&i.DeadlineMs,
 			&i.RunAtMs,
 			&i.HolderExpiresAtMs,
+			&i.Held,
+			&i.NextRunAtMs,
+			&i.Flow,
 		); err != nil {
 			return nil, err
 		}
@@ -170,149 +100,6 @@ func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartMany
 		return nil, err
 	}
 	return items, nil
-}
-
-const laneFlowRead = `-- name: LaneFlowRead :many
-SELECT l.lane::text AS lane,
-       CAST(m.lane IS NOT NULL AS boolean) AS limited,
-       CAST(coalesce(m.max_running, 0) AS bigint) AS max_running,
-       CAST(coalesce(m.max_running_per_group, 0) AS bigint) AS max_running_per_group,
-       CAST(coalesce(m.rate, 0) AS bigint) AS rate,
-       CAST(coalesce(m.rate_period_ms, 0) AS bigint) AS rate_period_ms,
-       CAST(coalesce(m.paused, false) AS boolean) AS paused,
-       CAST(coalesce(m.window_start_ms, 0) AS bigint) AS window_start_ms,
-       CAST(coalesce(m.window_claims, 0) AS bigint) AS window_claims,
-       CAST(CASE WHEN coalesce(m.max_running, 0) > 0 OR coalesce(m.max_running_per_group, 0) > 0 THEN (
-           SELECT count(*) FROM executions AS r
-           WHERE r.namespace = $1 AND r.lane = l.lane AND r.state = 'running'
-       ) ELSE 0 END AS bigint) AS running,
-       EXISTS (SELECT 1 FROM lane_groups AS g WHERE g.namespace = $1 AND g.lane = l.lane) AS grouped
-FROM unnest($2::text[]) AS l(lane)
-LEFT JOIN lane_limits AS m ON m.namespace = $1 AND m.lane = l.lane
-ORDER BY l.lane
-`
-
-type LaneFlowReadParams struct {
-	Namespace string
-	Lanes     []string
-}
-
-type LaneFlowReadRow struct {
-	Lane               string
-	Limited            bool
-	MaxRunning         int64
-	MaxRunningPerGroup int64
-	Rate               int64
-	RatePeriodMs       int64
-	Paused             bool
-	WindowStartMs      int64
-	WindowClaims       int64
-	Running            int64
-	Grouped            bool
-}
-
-// LaneFlowRead reads, for each lane given, its limits (limited: it has a
-// row), how many of its executions run (counted only under a cap), and
-// whether it has groups.
-func (q *Queries) LaneFlowRead(ctx context.Context, arg LaneFlowReadParams) ([]LaneFlowReadRow, error) {
-	rows, err := q.db.Query(ctx, laneFlowRead, arg.Namespace, arg.Lanes)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []LaneFlowReadRow{}
-	for rows.Next() {
-		var i LaneFlowReadRow
-		if err := rows.Scan(
-			&i.Lane,
-			&i.Limited,
-			&i.MaxRunning,
-			&i.MaxRunningPerGroup,
-			&i.Rate,
-			&i.RatePeriodMs,
-			&i.Paused,
-			&i.WindowStartMs,
-			&i.WindowClaims,
-			&i.Running,
-			&i.Grouped,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const laneGroupsRead = `-- name: LaneGroupsRead :many
-SELECT g.group_key, g.served_seq,
-       CAST(CASE WHEN $1::boolean THEN (
-           SELECT count(*) FROM executions AS r
-           WHERE r.namespace = g.namespace AND r.lane = g.lane AND r.group_key = g.group_key AND r.state = 'running'
-       ) ELSE 0 END AS bigint) AS running
-FROM lane_groups AS g
-WHERE g.namespace = $2 AND g.lane = $3
-`
-
-type LaneGroupsReadParams struct {
-	CountRunning bool
-	Namespace    string
-	Lane         string
-}
-
-type LaneGroupsReadRow struct {
-	GroupKey  string
-	ServedSeq int64
-	Running   int64
-}
-
-// LaneGroupsRead reads a lane's groups, with when each was last served and how many of each group's executions run (counted only when
-// @count_running).
-func (q *Queries) LaneGroupsRead(ctx context.Context, arg LaneGroupsReadParams) ([]LaneGroupsReadRow, error) {
-	rows, err := q.db.Query(ctx, laneGroupsRead, arg.CountRunning, arg.Namespace, arg.Lane)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []LaneGroupsReadRow{}
-	for rows.Next() {
-		var i LaneGroupsReadRow
-		if err := rows.Scan(&i.GroupKey, &i.ServedSeq, &i.Running); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const laneGroupsServe = `-- name: LaneGroupsServe :exec
-INSERT INTO lane_groups (namespace, lane, group_key, served_seq)
-SELECT $1, $2, g.group_key, g.served_seq
-FROM (SELECT unnest($3::text[]) AS group_key, unnest($4::bigint[]) AS served_seq) AS g
-ON CONFLICT (namespace, lane, group_key) DO UPDATE SET served_seq = excluded.served_seq
-`
-
-type LaneGroupsServeParams struct {
-	Namespace  string
-	Lane       string
-	GroupKeys  []string
-	ServedSeqs []int64
-}
-
-// LaneGroupsServe records when each group given was last served.
-func (q *Queries) LaneGroupsServe(ctx context.Context, arg LaneGroupsServeParams) error {
-	_, err := q.db.Exec(ctx, laneGroupsServe,
-		arg.Namespace,
-		arg.Lane,
-		arg.GroupKeys,
-		arg.ServedSeqs,
-	)
-	return err
 }
 
 const laneGroupsTouch = `-- name: LaneGroupsTouch :exec
@@ -429,12 +216,12 @@ type LaneLimitsPutParams struct {
 }
 
 // Flow control: lane limits, the groups of lanes, and the claim of a lane
-// that has either (engine.FlowClaim runs these in one transaction). A claim
-// of such a lane first takes the lane's claim lock (LaneLock), so that the
-// counts it reads (running executions, the rate window, when each group was
-// last served) hold until it commits: no other claim of that lane runs
-// meanwhile, and a settle only lowers them. The lock is held for the claim's
-// few statements, never longer.
+// that has either (ExecutionClaimFlow: the function roster_flow_claim of
+// migration 16). A claim of such a lane first takes the lane's claim lock,
+// so that the counts it reads (running executions, the rate window, when
+// each group was last served) hold until it commits: no other claim of that
+// lane runs meanwhile, and a settle only lowers them. The lock is held for
+// the one call, never longer.
 // LaneLimitsPut creates or replaces a lane's limits; the rate window's count
 // is kept (replacing limits does not reset a rate) and the namespace's
 // workers are woken (a resumed lane, or a raised cap, may have work).
@@ -449,102 +236,4 @@ func (q *Queries) LaneLimitsPut(ctx context.Context, arg LaneLimitsPutParams) er
 		arg.Paused,
 	)
 	return err
-}
-
-const laneLock = `-- name: LaneLock :exec
-SELECT count(pg_advisory_xact_lock(k.key)) FROM (
-    SELECT hashtextextended(coalesce(current_schema(), '') || chr(31) || $1::text || chr(31) || l.lane, 0) AS key
-    FROM unnest($2::text[]) AS l(lane)
-    ORDER BY l.lane
-    OFFSET 0
-) AS k
-`
-
-type LaneLockParams struct {
-	Namespace string
-	Lanes     []string
-}
-
-// LaneLock takes the claim lock of each lane given, in lane order (so that
-// two claims never wait for each other in a cycle), until the transaction
-// ends: a transaction advisory lock of one bigint key, a key space apart
-// from the worker locks' pairs of integers.
-func (q *Queries) LaneLock(ctx context.Context, arg LaneLockParams) error {
-	_, err := q.db.Exec(ctx, laneLock, arg.Namespace, arg.Lanes)
-	return err
-}
-
-const laneRateCount = `-- name: LaneRateCount :exec
-UPDATE lane_limits
-SET window_claims = CASE WHEN window_start_ms = $1::bigint THEN window_claims + $2::bigint ELSE $2::bigint END,
-    window_start_ms = $1::bigint
-WHERE namespace = $3 AND lane = $4 AND window_start_ms <= $1::bigint
-`
-
-type LaneRateCountParams struct {
-	WindowStartMs int64
-	Claims        int64
-	Namespace     string
-	Lane          string
-}
-
-// LaneRateCount counts @claims claims in the rate window that began at
-// @window_start_ms (a new window starts its count afresh; a window older
-// than the one counted is never counted).
-func (q *Queries) LaneRateCount(ctx context.Context, arg LaneRateCountParams) error {
-	_, err := q.db.Exec(ctx, laneRateCount,
-		arg.WindowStartMs,
-		arg.Claims,
-		arg.Namespace,
-		arg.Lane,
-	)
-	return err
-}
-
-const workerGetFlowClaimer = `-- name: WorkerGetFlowClaimer :one
-SELECT wk.lanes, wk.capabilities,
-       CAST(ARRAY(
-           SELECT l.lane FROM unnest(wk.lanes) AS l(lane)
-           WHERE EXISTS (SELECT 1 FROM lane_limits AS m WHERE m.namespace = wk.namespace AND m.lane = l.lane)
-              OR EXISTS (SELECT 1 FROM lane_groups AS g WHERE g.namespace = wk.namespace AND g.lane = l.lane)
-           ORDER BY l.lane
-       ) AS text[]) AS flow_lanes,
-       EXISTS (
-           SELECT 1 FROM executions AS s
-           WHERE s.namespace = wk.namespace AND s.state = 'waiting' AND NOT s.ready AND s.run_at_ms <= $1::bigint
-       ) AS due
-FROM workers AS wk
-WHERE wk.namespace = $2 AND wk.instance_id = $3
-  AND wk.last_heartbeat_ms + wk.ttl_ms > $1::bigint
-`
-
-type WorkerGetFlowClaimerParams struct {
-	Now        int64
-	Namespace  string
-	InstanceID string
-}
-
-type WorkerGetFlowClaimerRow struct {
-	Lanes        []string
-	Capabilities []string
-	FlowLanes    []string
-	Due          bool
-}
-
-// WorkerGetFlowClaimer reads an alive worker's lanes and capabilities for a
-// claim of lanes with limits or groups, and which of its lanes have either
-// (in lane order: the claim locks to take), and whether scheduled
-// executions of the namespace are due (to be made ready first). It locks
-// nothing (ExecutionStartMany locks the worker's row when it starts
-// something): a claim that finds nothing takes no transaction id.
-func (q *Queries) WorkerGetFlowClaimer(ctx context.Context, arg WorkerGetFlowClaimerParams) (WorkerGetFlowClaimerRow, error) {
-	row := q.db.QueryRow(ctx, workerGetFlowClaimer, arg.Now, arg.Namespace, arg.InstanceID)
-	var i WorkerGetFlowClaimerRow
-	err := row.Scan(
-		&i.Lanes,
-		&i.Capabilities,
-		&i.FlowLanes,
-		&i.Due,
-	)
-	return i, err
 }

@@ -11,10 +11,11 @@ import (
 
 // Flow control: the claim of lanes that have limits or groups. A worker
 // whose lanes have neither is claimed by each engine's own claim, as
-// before; one of whose lanes has either is claimed here, in one transaction
-// of the engine (FlowQueries), in these steps:
-//  1. the worker (alive, its lanes and capabilities; on PostgreSQL its row
-//     share-locked, so no lease outlives it);
+// before; one of whose lanes has either is claimed by FlowClaim on SQLite
+// (in one transaction, through FlowQueries), and on PostgreSQL by the
+// server-side function roster_flow_claim (schema/postgres, migration 16),
+// which takes the same steps in one call:
+//  1. the worker (alive, its lanes and capabilities);
 //  2. the claim lock of each of its lanes that has limits or groups, in lane
 //     order (PostgreSQL: an advisory lock; SQLite's single writer holds
 //     them all), so that what the next steps read holds until the commit:
@@ -30,6 +31,7 @@ import (
 //     least recently, then RunAt and id; taken in that order while the
 //     lane has room;
 //  6. the start, then each served group's turn and the rate window's count.
+// The two are kept alike by the conformance suite, which both engines run.
 
 // LaneLimits are a lane's limits as stored (0: none).
 type LaneLimits struct {
@@ -100,7 +102,7 @@ type FlowWorker struct {
 	Due bool
 }
 
-// FlowQueries are the statements of a flow claim, each engine's, run in one
+// FlowQueries are the statements of a flow claim (FlowClaim), run in one
 // transaction.
 type FlowQueries interface {
 	// FlowWorker reads an alive worker's lanes and capabilities (ErrNoRows:

@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/pgtest"
 )
@@ -22,7 +25,6 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 		INSERT INTO lane_groups (namespace, lane, group_key) SELECT 'ns1', 'lane1', 'g' || i FROM generate_series(1, 2000) AS i;
 		ANALYZE;`)
 	must(t, err)
-	id := uuid.New()
 	for name, call := range map[string]func(q *pgdb.Queries) error{
 		"LaneLimitsPut": func(q *pgdb.Queries) error {
 			return q.LaneLimitsPut(ctx, pgdb.LaneLimitsPutParams{Namespace: "ns1", Lane: "lane1", MaxRunning: 3})
@@ -35,40 +37,71 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 		"LaneGroupsTouch": func(q *pgdb.Queries) error {
 			return q.LaneGroupsTouch(ctx, pgdb.LaneGroupsTouchParams{Namespaces: []string{"ns1"}, Lanes: []string{"lane1"}, GroupKeys: []string{"g"}})
 		},
-		"WorkerGetFlowClaimer": func(q *pgdb.Queries) error {
-			_, err := q.WorkerGetFlowClaimer(ctx, pgdb.WorkerGetFlowClaimerParams{Namespace: "ns1", InstanceID: "i1", Now: 5})
-			return err
-		},
-		"LaneLock": func(q *pgdb.Queries) error {
-			return q.LaneLock(ctx, pgdb.LaneLockParams{Namespace: "ns1", Lanes: []string{"lane1", "lane2"}})
-		},
-		"LaneFlowRead": func(q *pgdb.Queries) error {
-			_, err := q.LaneFlowRead(ctx, pgdb.LaneFlowReadParams{Namespace: "ns1", Lanes: []string{"lane1", "lane2"}})
-			return err
-		},
-		"LaneGroupsRead": func(q *pgdb.Queries) error {
-			_, err := q.LaneGroupsRead(ctx, pgdb.LaneGroupsReadParams{CountRunning: true, Namespace: "ns1", Lane: "lane1"})
-			return err
-		},
-		"ExecutionPickGroups": func(q *pgdb.Queries) error {
-			_, err := q.ExecutionPickGroups(ctx, pgdb.ExecutionPickGroupsParams{
-				GroupKeys: []string{"", "g1"}, Limits: []int64{2, 2}, Namespace: "ns1", Lane: "lane1", Capabilities: []string{},
-			})
-			return err
-		},
-		"ExecutionStartMany": func(q *pgdb.Queries) error {
-			_, err := q.ExecutionStartMany(ctx, pgdb.ExecutionStartManyParams{
-				InstanceID: "i1", Namespace: "ns1", Ids: []uuid.UUID{id}, LeaseIds: []uuid.UUID{uuid.New()},
-			})
-			return err
-		},
-		"LaneGroupsServe": func(q *pgdb.Queries) error {
-			return q.LaneGroupsServe(ctx, pgdb.LaneGroupsServeParams{Namespace: "ns1", Lane: "lane1", GroupKeys: []string{"g1"}, ServedSeqs: []int64{3}})
-		},
-		"LaneRateCount": func(q *pgdb.Queries) error {
-			return q.LaneRateCount(ctx, pgdb.LaneRateCountParams{WindowStartMs: 1000, Claims: 2, Namespace: "ns1", Lane: "lane1"})
-		},
 	} {
 		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call) })
+	}
+}
+
+// Every statement roster_flow_claim runs reads indexes: its plans, as
+// auto_explain reports each nested statement, have no sequential scan, with
+// due scheduled work (made ready first), a lane with a cap, a cap per group,
+// a rate and 2,000 groups beside 2,000 limited lanes, a lane without limits,
+// and a claim that takes fewer than asked (it then reads when to look again).
+func TestFlowClaimStatementsUseIndexes(t *testing.T) {
+	u := pgtest.Fresh(t)
+	e := openAt(t, u)
+	seed(t, e)
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		INSERT INTO lane_limits (namespace, lane, max_running, max_running_per_group, rate, rate_period_ms, paused)
+			SELECT 'ns' || (i % 10), 'lane' || i, 4, 1, 10, 1000, false FROM generate_series(1, 2000) AS i;
+		INSERT INTO lane_groups (namespace, lane, group_key) SELECT 'ns1', 'lane1', 'g' || i FROM generate_series(1, 2000) AS i;
+		INSERT INTO workers VALUES ('ns1', 'flow', 'w', '{lane1,lane4,other}', '{}', 1, 100000000, 1);
+		INSERT INTO executions (id, namespace, lane, group_key, priority, payload, max_attempts, created_at_ms, run_at_ms, ready)
+			VALUES (gen_random_uuid(), 'ns1', 'lane1', 'g1', 0, '', 1, 1, 1, true),
+			       (gen_random_uuid(), 'ns1', 'other', '', 0, '', 1, 1, 1, true),
+			       (gen_random_uuid(), 'ns1', 'lane1', 'g2', 0, '', 1, 1, 50, false);
+		ANALYZE;`)
+	must(t, err)
+
+	cfg, err := pgx.ParseConfig(u)
+	must(t, err)
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if strings.Contains(n.Message, "Query Text:") {
+			plans = append(plans, n.Message)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	must(t, err)
+	defer func() { _ = conn.Close(ctx) }()
+	_, err = conn.Exec(ctx, `LOAD 'auto_explain';
+		SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+		SET auto_explain.log_level = notice; SET client_min_messages = notice; SET enable_seqscan = off`)
+	must(t, err)
+	rows, err := conn.Query(ctx, `SELECT id FROM roster_flow_claim('ns1', 'flow', 100, $1, 100000, false, 1000000)`,
+		[]uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()})
+	must(t, err)
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	must(t, rows.Err())
+	if n != 4 { // three started (one made ready first), and what held the claim back
+		t.Fatalf("the claim returned %d rows, want 4", n)
+	}
+	for _, want := range []string{"UPDATE executions SET ready = true", "FROM lane_groups AS lg", "INSERT INTO lane_groups", "UPDATE lane_limits", "sc.run_at_ms > p_now"} {
+		found := false
+		for _, p := range plans {
+			found = found || strings.Contains(p, want)
+		}
+		if !found {
+			t.Errorf("no plan of the statement with %q among the %d reported", want, len(plans))
+		}
+	}
+	for _, p := range plans {
+		if strings.Contains(p, "Seq Scan") {
+			t.Errorf("a statement of roster_flow_claim is not index-backed:\n%s", p)
+		}
 	}
 }

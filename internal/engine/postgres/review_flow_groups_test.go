@@ -33,14 +33,14 @@ func TestReviewGroupedLaneWithoutLimitsIdleClaim(t *testing.T) {
 	if _, err := q.executionClaim(ctx, p); !errors.Is(err, errFlow) {
 		t.Logf("the claim statement: %v", err)
 	} else {
-		t.Logf("the claim statement says flow: the claim goes through FlowClaim")
+		t.Logf("the claim statement says flow: the claim goes through roster_flow_claim")
 	}
 	var xid *int64
 	must(t, tx.QueryRow(ctx, "SELECT pg_current_xact_id_if_assigned()::text::bigint").Scan(&xid))
 	if xid != nil {
 		t.Fatalf("the claim statement took transaction id %v", *xid)
 	}
-	res, err := engine.FlowClaim(ctx, q, p, false)
+	res, err := q.flowClaim(ctx, p)
 	must(t, err)
 	must(t, tx.QueryRow(ctx, "SELECT pg_current_xact_id_if_assigned()::text::bigint").Scan(&xid))
 	if len(res.Leases) != 0 || xid != nil {

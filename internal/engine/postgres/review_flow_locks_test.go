@@ -6,37 +6,21 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/engine"
 	"github.com/rosterdb/roster/internal/pgtest"
 )
 
-// hookQueries runs a hook after FlowWorker and after FlowStart.
-type hookQueries struct {
-	queries
-	afterWorker, afterStart func()
-}
-
-func (h hookQueries) FlowWorker(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.FlowWorker, error) {
-	w, err := h.queries.FlowWorker(ctx, k, nowMs)
-	h.afterWorker()
-	return w, err
-}
-
-func (h hookQueries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid.UUID) ([]engine.ClaimedLease, error) {
-	ls, err := h.queries.FlowStart(ctx, p, ids)
-	h.afterStart()
-	return ls, err
-}
-
-// "Caps hold at every instant, fleet-wide". engine.FlowClaim takes
-// the claim locks of the lanes FlowWorker listed (its own statement, READ
-// COMMITTED), then reads the lanes' limits in a later statement. A lane
-// that gets its limits between the two (PutLaneLimits committing then) is
-// read as limited but was not locked: a concurrent claim of that lane,
-// which does lock it, does not wait, reads what runs without the first
-// claim's uncommitted start, and starts another. Lane b gets MaxRunning 1;
-// both claims read it, and two of b's executions end up running.
+// Caps hold at every instant, fleet-wide. roster_flow_claim takes the claim
+// locks of the lanes the worker's row listed as limited, then reads each
+// lane's limits. A lane that gets its limits between the two (PutLaneLimits
+// committing then) is read as limited but was not locked: the claim must
+// lock it before it counts what runs there, else a concurrent claim of that
+// lane that has started one and not yet committed is not seen, and a second
+// one starts. Lane b gets MaxRunning 1 while claim i waits for lane a's
+// lock; claim j of lane b starts one of b's two executions and holds its
+// lock; then claim i goes on: it must wait for j and take nothing in b.
 func TestReviewFlowLockListReadBeforeTheLock(t *testing.T) {
 	e := openAt(t, pgtest.Fresh(t))
 	ctx := context.Background()
@@ -49,42 +33,76 @@ func TestReviewFlowLockListReadBeforeTheLock(t *testing.T) {
 	p := func(inst string) engine.ClaimParams {
 		return engine.ClaimParams{Namespace: "ns", InstanceID: inst, NowMs: 100, ExpiresAtMs: 100000, LeaseIDs: []uuid.UUID{uuid.New()}}
 	}
-	tx, err := e.pool.Begin(ctx)
+	// Lane a's claim lock, held elsewhere: claim i waits for it once it has
+	// read its worker (whose only limited lane is a).
+	holder, err := e.pool.Begin(ctx)
 	must(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_xact_lock(roster_lane_key('ns', 'a'))`)
+	must(t, err)
 	type result struct {
 		n   int
 		err error
 	}
-	other := make(chan result, 1)
-	h := hookQueries{
-		queries: queries{pgdb.New(tx)},
-		afterWorker: func() {
-			// PutLaneLimits of lane b commits now.
-			_, err := e.pool.Exec(ctx, `INSERT INTO lane_limits (namespace, lane, max_running, max_running_per_group, rate, rate_period_ms, paused) VALUES ('ns', 'b', 1, 0, 0, 0, false)`)
-			must(t, err)
-		},
-		afterStart: func() {
-			// Another worker of lane b claims while this claim has not committed.
-			go func() {
-				res, err := e.ExecutionClaim(ctx, p("j"))
-				other <- result{len(res.Leases), err}
-			}()
-			select {
-			case r := <-other:
-				other <- r
-			case <-time.After(2 * time.Second): // it waits for this claim's lock: as it should
-			}
-		},
-	}
-	res, err := engine.FlowClaim(ctx, h, p("i"), false)
+	claimI := make(chan result, 1)
+	go func() {
+		res, err := e.ExecutionClaim(ctx, p("i"))
+		claimI <- result{len(res.Leases), err}
+	}()
+	waitForLockWait(t, e.pool, 1)
+
+	_, err = e.pool.Exec(ctx, `INSERT INTO lane_limits (namespace, lane, max_running, max_running_per_group, rate, rate_period_ms, paused) VALUES ('ns', 'b', 1, 0, 0, 0, false)`)
 	must(t, err)
-	must(t, tx.Commit(ctx))
-	r := <-other
+	j, err := e.pool.Begin(ctx)
+	must(t, err)
+	defer func() { _ = j.Rollback(ctx) }()
+	resJ, err := queries{pgdb.New(j)}.flowClaim(ctx, p("j"))
+	must(t, err)
+	if len(resJ.Leases) != 1 {
+		t.Fatalf("claim j of lane b took %d, want 1", len(resJ.Leases))
+	}
+
+	must(t, holder.Rollback(ctx)) // claim i goes on, and waits for lane b's lock
+	select {
+	case r := <-claimI:
+		claimI <- r // it did not wait: the check below tells whether it took one
+	case <-time.After(5 * time.Second):
+		t.Fatal("claim i neither waited for lane b's lock nor ended")
+	case <-lockWaited(e.pool, 1):
+	}
+	must(t, j.Commit(ctx))
+	r := <-claimI
 	must(t, r.err)
 	var running int
 	must(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM executions WHERE lane = 'b' AND state = 'running'`).Scan(&running))
-	if running > 1 {
-		t.Fatalf("lane b has MaxRunning 1 and %d running (this claim took %d, the other %d)", running, len(res.Leases), r.n)
+	if running != 1 {
+		t.Fatalf("lane b has MaxRunning 1 and %d running (claim i took %d)", running, r.n)
 	}
+}
+
+// waitForLockWait waits until n sessions wait for an advisory lock.
+func waitForLockWait(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	select {
+	case <-lockWaited(pool, n):
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no %d sessions waiting for an advisory lock after 5 s", n)
+	}
+}
+
+// lockWaited is closed once n sessions wait for an advisory lock.
+func lockWaited(pool *pgxpool.Pool, n int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 500 {
+			var waiting int
+			err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting)
+			if err != nil || waiting >= n {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return done
 }

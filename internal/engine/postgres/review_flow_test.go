@@ -13,7 +13,7 @@ import (
 // "Idle costs nothing": "a claim that finds nothing claimable is a
 // read (on PostgreSQL it takes no transaction id and writes no WAL)", and
 // README "Flow control": a lane without limits costs nothing extra. A worker
-// whose lane has limits claims through engine.FlowClaim; when nothing is
+// whose lane has limits claims through roster_flow_claim; when nothing is
 // claimable (its lane is empty) that claim must take no transaction id
 // either (as TestIdleClaimTakesNoTransactionID checks for the plain claim).
 func TestReviewIdleFlowClaimTakesNoTransactionID(t *testing.T) {
@@ -26,9 +26,9 @@ func TestReviewIdleFlowClaimTakesNoTransactionID(t *testing.T) {
 	tx, err := e.pool.Begin(ctx)
 	must(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	res, err := engine.FlowClaim(ctx, queries{pgdb.New(tx)}, engine.ClaimParams{
+	res, err := queries{pgdb.New(tx)}.flowClaim(ctx, engine.ClaimParams{
 		Namespace: "ns", InstanceID: "i", NowMs: 100, ExpiresAtMs: 1100, LeaseIDs: []uuid.UUID{uuid.New()},
-	}, false)
+	})
 	must(t, err)
 	var xid *int64
 	must(t, tx.QueryRow(ctx, "SELECT pg_current_xact_id_if_assigned()::text::bigint").Scan(&xid))

@@ -142,7 +142,7 @@ func (e *Engine) settleFlow(ctx context.Context, nowMs int64, outcomes []engine.
 			}
 		}
 		var err error
-		res.Claim, err = engine.FlowClaim(ctx, q, *claim, false)
+		res.Claim, err = q.flowClaim(ctx, *claim)
 		if errors.Is(err, engine.ErrNoRows) {
 			res.Claim, res.ClaimErr = engine.ClaimResult{}, err // not alive: the outcomes stand
 			return nil
