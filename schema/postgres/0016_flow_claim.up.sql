@@ -325,7 +325,10 @@ BEGIN
     IF n_taken > 0 THEN
         -- The start, under the worker's row share-locked: no lease outlives
         -- its worker (a MarkWorkerDead or a sweep waits for the claim; one
-        -- being deleted starts nothing). One no longer waiting is left out.
+        -- being deleted starts nothing). One no longer ready is left out
+        -- (the pick locks nothing: another claim may have started it, or
+        -- started and snoozed it, since; the row's newest version is checked
+        -- again once its writer is done).
         -- Then each served group's turn (the lane's claims counted on from
         -- its highest served sequence, the group served last the highest)
         -- and each rated lane's count in its window (a window older than the
@@ -348,7 +351,7 @@ BEGIN
                     revoked_at_ms = NULL
                 FROM unnest(t_id, p_lease_ids[1:n_taken], t_base, t_window) WITH ORDINALITY
                      AS t(id, lease_id, base, window_at, ord)
-                WHERE x.id = t.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
+                WHERE x.id = t.id AND x.state = 'waiting' AND x.ready AND EXISTS (SELECT 1 FROM holder)
                 RETURNING x.id, x.lease_id, x.attempts, x.epoch, x.lane, x.group_key, x.payload,
                           CAST(coalesce(x.metadata, '') AS text) AS metadata,
                           x.expires_at_ms, CAST(coalesce(x.deadline_ms, 0) AS bigint) AS deadline_ms, x.run_at_ms,
@@ -389,7 +392,10 @@ BEGIN
     lane := ''; payload := ''; metadata := '';
     expires_at_ms := 0; deadline_ms := 0; run_at_ms := 0; holder_expires_at_ms := 0;
     held := n_held;
-    IF bounded THEN
+    IF bounded OR (got < n_taken AND got < want) THEN
+        -- Stopped at the bound on payloads with work left, or an execution
+        -- taken was no longer ready (another claim took it): more may be
+        -- claimable now.
         next_run_at_ms := p_now;
     ELSIF got < want THEN
         SELECT coalesce(min((

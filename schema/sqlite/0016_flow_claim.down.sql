@@ -1,0 +1,2 @@
+-- Back to migration 15: nothing to undo on SQLite.
+SELECT 1;
