@@ -53,19 +53,29 @@ func (x queries) LaneGroupsTouch(ctx context.Context, es []engine.Execution) err
 // takes last until the transaction of the call ends (the call alone, or the
 // settle it is part of).
 func (x queries) flowClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
-	var res engine.ClaimResult
-	rows, err := x.q.ExecutionClaimFlow(ctx, pgdb.ExecutionClaimFlowParams{
+	rows, err := x.q.ExecutionClaimFlow(ctx, flowParams(p))
+	if err != nil {
+		return engine.ClaimResult{}, translate(err)
+	}
+	return flowResult(rows, p)
+}
+
+func flowParams(p engine.ClaimParams) pgdb.ExecutionClaimFlowParams {
+	return pgdb.ExecutionClaimFlowParams{
 		Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs, LeaseIds: p.LeaseIDs,
 		ExpiresAtMs: p.StoredExpiresAtMs(), Bind: p.Bound, MaxBytes: p.Bytes(),
-	})
-	switch {
-	case err != nil:
-		return res, translate(err)
-	case len(rows) == 0:
-		return res, engine.ErrNoRows // not alive
+	}
+}
+
+// flowResult reads ExecutionClaimFlow's rows: a lease each, then what held
+// the claim back (the nil id); none: the worker is not alive (ErrNoRows).
+func flowResult(rows []pgdb.ExecutionClaimFlowRow, p engine.ClaimParams) (engine.ClaimResult, error) {
+	var res engine.ClaimResult
+	if len(rows) == 0 {
+		return res, engine.ErrNoRows
 	}
 	for _, r := range rows {
-		if r.ID == uuid.Nil { // the last row: what held the claim back
+		if r.ID == uuid.Nil {
 			res.Held, res.NextRunAtMs, res.Flow = int(r.Held), r.NextRunAtMs, r.Flow
 			continue
 		}

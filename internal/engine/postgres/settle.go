@@ -27,16 +27,11 @@ func (e *Engine) Settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 		return res
 	}
 	var res engine.SettleResult
-	var err error
-	if _, flow := e.flowWorker(claim); flow {
-		res, err = e.settleFlow(ctx, nowMs, outcomes, claim)
-	} else {
-		err = e.onConn(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-			var err error
-			res, err = e.pipeline(ctx, conn, nowMs, outcomes, claim)
-			return err
-		})
-	}
+	err := e.onConn(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		var err error
+		res, err = e.pipeline(ctx, conn, nowMs, outcomes, claim)
+		return err
+	})
 	switch {
 	case err == nil:
 		if claim != nil && (res.ClaimErr == errDue || res.ClaimErr == errFlow) {
@@ -82,77 +77,6 @@ func (e *Engine) flowWorker(claim *engine.ClaimParams) (engine.WorkerKey, bool) 
 	k := engine.WorkerKey{Namespace: claim.Namespace, InstanceID: claim.InstanceID}
 	_, ok := e.flowWorkers.Load(k)
 	return k, ok
-}
-
-// settleFlow writes the outcomes and then claims as a flow claim, in one
-// transaction: one commit where the pipeline and a flow claim of its own
-// would take two. The lock order holds: the worker lock first, then the
-// executions the outcomes end, then the lanes' claim locks, which only
-// claims take (none of them waits for an execution a settle holds: a claim
-// locks waiting executions, a settle running ones). An error of a
-// statement rolls all of it back and is returned; the worker not being
-// alive is the claim's error, and the outcomes are written.
-func (e *Engine) settleFlow(ctx context.Context, nowMs int64, outcomes []engine.Outcome, claim *engine.ClaimParams) (engine.SettleResult, error) {
-	var res engine.SettleResult
-	err := e.write(ctx, func(ctx context.Context, q queries) error {
-		res = engine.SettleResult{Errs: make([]error, len(outcomes))}
-		if err := e.lockWorkers(outcomes, claim)(ctx, q.q); err != nil {
-			return translate(err)
-		}
-		complete := pgdb.LeaseCompleteManyParams{Now: nowMs}
-		var completes []int
-		for i, o := range outcomes {
-			if o.Snooze {
-				_, err := q.q.LeaseSnooze(ctx, pgdb.LeaseSnoozeParams{RunAt: o.RunAtMs, Now: nowMs, ID: o.Lease.ExecutionID, Epoch: o.Lease.Epoch, LeaseID: o.Lease.LeaseID})
-				if errors.Is(err, pgx.ErrNoRows) {
-					res.Errs[i] = engine.ErrNoRows
-				} else if err != nil {
-					return translate(err)
-				}
-				continue
-			}
-			if o.Fail {
-				_, err := q.q.LeaseFail(ctx, pgdb.LeaseFailParams{LastError: o.Reason, Now: nowMs, ID: o.Lease.ExecutionID, LeaseID: o.Lease.LeaseID, Epoch: o.Lease.Epoch})
-				if errors.Is(err, pgx.ErrNoRows) {
-					res.Errs[i] = engine.ErrNoRows
-				} else if err != nil {
-					return translate(err)
-				}
-				continue
-			}
-			completes = append(completes, i)
-			complete.Ids = append(complete.Ids, o.Lease.ExecutionID)
-			complete.Epochs = append(complete.Epochs, o.Lease.Epoch)
-			complete.LeaseIds = append(complete.LeaseIds, o.Lease.LeaseID)
-			complete.Results = append(complete.Results, o.Result)
-		}
-		if len(completes) > 0 {
-			done, err := q.q.LeaseCompleteMany(ctx, complete)
-			if err != nil {
-				return translate(err)
-			}
-			written := make(map[engine.LeaseRef]bool, len(done))
-			for _, r := range done {
-				written[engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}] = true
-			}
-			for _, i := range completes {
-				if !written[outcomes[i].Lease] {
-					res.Errs[i] = engine.ErrNoRows
-				}
-			}
-		}
-		var err error
-		res.Claim, err = q.flowClaim(ctx, *claim)
-		if errors.Is(err, engine.ErrNoRows) {
-			res.Claim, res.ClaimErr = engine.ClaimResult{}, err // not alive: the outcomes stand
-			return nil
-		}
-		return err
-	}, true)
-	if err == nil && res.ClaimErr == nil && !res.Claim.Flow {
-		e.flowWorkers.Delete(engine.WorkerKey{Namespace: claim.Namespace, InstanceID: claim.InstanceID})
-	}
-	return res, err
 }
 
 // errDue says the claim of a pipeline found due scheduled work and claimed
@@ -215,7 +139,15 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	for _, i := range snoozes {
 		_, _ = record.LeaseSnooze(ctx, snoozeParams(i))
 	}
-	if claim != nil {
+	// A worker whose last claim was a flow claim claims as one: the lane
+	// locks come last in the lock order, after the executions the outcomes
+	// end (none of which a claim waits for: a claim starts waiting
+	// executions, a settle ends running ones).
+	flowKey, flow := e.flowWorker(claim)
+	switch {
+	case claim != nil && flow:
+		_, _ = record.ExecutionClaimFlow(ctx, flowParams(*claim))
+	case claim != nil:
 		_, _ = record.ExecutionClaim(ctx, claimParams())
 	}
 	began := time.Now()
@@ -268,7 +200,14 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 			return fail(err)
 		}
 	}
-	if claim != nil {
+	switch {
+	case claim != nil && flow:
+		rows, err := read.ExecutionClaimFlow(ctx, flowParams(*claim))
+		if err != nil {
+			return fail(err)
+		}
+		res.Claim, res.ClaimErr = flowResult(rows, *claim) // not alive: the outcomes stand
+	case claim != nil:
 		r, err := read.ExecutionClaim(ctx, claimParams())
 		if err != nil {
 			return fail(err)
@@ -281,6 +220,9 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	}
 	if err := br.Close(); err != nil { // the commit
 		return engine.SettleResult{Errs: res.Errs}, translate(err)
+	}
+	if flow && res.ClaimErr == nil && !res.Claim.Flow {
+		e.flowWorkers.Delete(flowKey) // its lanes no longer have limits or groups
 	}
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Committed(time.Since(began), len(outcomes))
