@@ -14,10 +14,10 @@ import (
 // locks nothing, so it takes no transaction id and writes no WAL.
 func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	k := engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID}
-	if _, ok := e.flowWorkers.Load(k); ok {
+	if e.flowWorkers.Has(k) {
 		res, err := e.flowClaim(ctx, p)
 		if err == nil && !res.Flow {
-			e.flowWorkers.Delete(k) // its lanes no longer have limits or groups
+			e.flowWorkers.Set(k, false) // its lanes no longer have limits or groups
 		}
 		return res, err
 	}
@@ -28,7 +28,7 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		return err
 	}, false)
 	if err == errFlow {
-		e.flowWorkers.Store(k, true)
+		e.flowWorkers.Set(k, true)
 		return e.flowClaim(ctx, p)
 	}
 	return res, err

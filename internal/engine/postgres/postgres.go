@@ -55,7 +55,7 @@ type Engine struct {
 	// flowWorkers holds the workers (engine.WorkerKey) whose last claim was
 	// a flow claim: their next claim starts as one, without the claim
 	// statement's look (a hint only: a flow claim serves any lanes).
-	flowWorkers sync.Map
+	flowWorkers engine.WorkerSet
 	// identity is where the engine's connections are (InTx checks a caller's transaction against it).
 	identity identity
 	// bg ends at Close: background work (the clock) stops at once.

@@ -75,8 +75,7 @@ func (e *Engine) flowWorker(claim *engine.ClaimParams) (engine.WorkerKey, bool) 
 		return engine.WorkerKey{}, false
 	}
 	k := engine.WorkerKey{Namespace: claim.Namespace, InstanceID: claim.InstanceID}
-	_, ok := e.flowWorkers.Load(k)
-	return k, ok
+	return k, e.flowWorkers.Has(k)
 }
 
 // errDue says the claim of a pipeline found due scheduled work and claimed
@@ -222,7 +221,7 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 		return engine.SettleResult{Errs: res.Errs}, translate(err)
 	}
 	if flow && res.ClaimErr == nil && !res.Claim.Flow {
-		e.flowWorkers.Delete(flowKey) // its lanes no longer have limits or groups
+		e.flowWorkers.Set(flowKey, false) // its lanes no longer have limits or groups
 	}
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Committed(time.Since(began), len(outcomes))

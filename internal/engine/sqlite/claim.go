@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"sync"
 
 	sqlitedb "github.com/rosterdb/roster/db/sqlite"
 	"github.com/rosterdb/roster/internal/engine"
@@ -17,7 +16,7 @@ import (
 // its lanes' limits) writes nothing (no BEGIN IMMEDIATE, no commit). Only
 // when there is something to claim or to make ready does it queue a write,
 // which looks again under the write lock. A worker whose last claim under
-// the write lock took something skips the look (busyWorkers): it would most
+// the write lock took something skips the look (Engine.busy): it would most
 // likely find work again, and only add its reads.
 func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	if e.closed.Load() {
@@ -27,7 +26,7 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 		return engine.ClaimResult{}, engine.ErrReadOnly
 	}
 	k := engine.WorkerKey{Namespace: p.Namespace, InstanceID: p.InstanceID}
-	if !e.busy.has(k) {
+	if !e.busy.Has(k) {
 		res, found, err := e.claimLook(ctx, p)
 		if err != nil || !found {
 			return res, err
@@ -41,7 +40,7 @@ func (e *Engine) ExecutionClaim(ctx context.Context, p engine.ClaimParams) (engi
 	})
 	// A claim that failed (the worker gone, the disk failing) forgets the
 	// worker too: its next claims look first, on the read pool.
-	e.busy.set(k, err == nil && len(res.Leases) > 0)
+	e.busy.Set(k, err == nil && len(res.Leases) > 0)
 	return res, err
 }
 
@@ -75,36 +74,4 @@ func (e *Engine) claimLook(ctx context.Context, p engine.ClaimParams) (res engin
 		return err
 	})
 	return engine.ClaimResult{NextRunAtMs: next, Held: held}, found, err
-}
-
-// busyWorkers are the workers whose last claim under the write lock took
-// something. A claim that takes nothing forgets its worker, whose next
-// claims look first and write nothing while there is nothing to claim.
-type busyWorkers struct {
-	mu sync.Mutex
-	m  map[engine.WorkerKey]struct{}
-}
-
-// busyMax bounds the workers remembered (instances come and go): past it
-// they are all forgotten, which costs each a look.
-const busyMax = 4096
-
-func (b *busyWorkers) has(k engine.WorkerKey) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.m[k]
-	return ok
-}
-
-func (b *busyWorkers) set(k engine.WorkerKey, busy bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case !busy:
-		delete(b.m, k)
-	case b.m == nil || len(b.m) >= busyMax:
-		b.m = map[engine.WorkerKey]struct{}{k: {}}
-	default:
-		b.m[k] = struct{}{}
-	}
 }

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -576,7 +575,7 @@ func TestBusyWorkerSkipsTheLook(t *testing.T) {
 		must(t, err)
 		return len(res.Leases)
 	}
-	if claim() != 1 || !e.busy.has(k) {
+	if claim() != 1 || !e.busy.Has(k) {
 		t.Fatal("the first claim took nothing, or left the worker not busy")
 	}
 	before, commitsBefore := version(), commits.n.Load()
@@ -586,7 +585,7 @@ func TestBusyWorkerSkipsTheLook(t *testing.T) {
 	if commits.n.Load() != commitsBefore+1 {
 		t.Fatalf("the busy worker's claim: %d commits, want 1 (the look skipped)", commits.n.Load()-commitsBefore)
 	}
-	if e.busy.has(k) {
+	if e.busy.Has(k) {
 		t.Fatal("a claim that took nothing left the worker busy")
 	}
 	for range 50 {
@@ -607,36 +606,15 @@ func TestBusyWorkerForgottenWhenItsClaimFails(t *testing.T) {
 	p := engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 5, ExpiresAtMs: 1005, LeaseIDs: []uuid.UUID{uuid.New()}}
 	res, err := e.ExecutionClaim(ctx, p)
 	must(t, err)
-	if len(res.Leases) != 1 || !e.busy.has(k) {
+	if len(res.Leases) != 1 || !e.busy.Has(k) {
 		t.Fatal("the first claim took nothing, or left the worker not busy")
 	}
 	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error { _, err := q.WorkerDelete(ctx, k); return err }))
 	if _, err := e.ExecutionClaim(ctx, p); err == nil {
 		t.Fatal("a deleted worker claimed")
 	}
-	if e.busy.has(k) {
+	if e.busy.Has(k) {
 		t.Fatal("a worker whose claim failed is still busy: each claim takes the write lock")
-	}
-}
-
-// busyWorkers remembers a bounded number of workers: past busyMax it
-// starts afresh, forgetting the others (each then looks once).
-func TestBusyWorkersBounded(t *testing.T) {
-	var b busyWorkers
-	key := func(i int) engine.WorkerKey { return engine.WorkerKey{Namespace: "ns", InstanceID: strconv.Itoa(i)} }
-	for i := range busyMax {
-		b.set(key(i), true)
-	}
-	if !b.has(key(0)) || !b.has(key(busyMax-1)) || len(b.m) != busyMax {
-		t.Fatalf("%d remembered, want %d", len(b.m), busyMax)
-	}
-	b.set(key(busyMax), true)
-	if len(b.m) != 1 || !b.has(key(busyMax)) || b.has(key(0)) {
-		t.Fatalf("past the bound: %d remembered, want only the newest", len(b.m))
-	}
-	b.set(key(busyMax), false)
-	if b.has(key(busyMax)) {
-		t.Fatal("a worker that took nothing is still busy")
 	}
 }
 

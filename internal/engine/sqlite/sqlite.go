@@ -46,7 +46,7 @@ type Engine struct {
 	closed     atomic.Bool
 	closeOnce  sync.Once
 	logs       *engine.LogLimiter // a failing disk fails every commit: log it now and then
-	busy       busyWorkers        // whose claims skip the look on the read pool
+	busy       engine.WorkerSet   // whose last claim under the write lock took something: their claims skip the look on the read pool
 
 	// The change check (watch.go), running while someone subscribes.
 	path    string

@@ -1,0 +1,30 @@
+package engine
+
+import (
+	"strconv"
+	"testing"
+)
+
+// A WorkerSet holds up to WorkerSetMax workers; one more and it keeps only
+// that one; a worker taken out is no longer in it.
+func TestWorkerSetBounded(t *testing.T) {
+	var s WorkerSet
+	key := func(i int) WorkerKey { return WorkerKey{Namespace: "ns", InstanceID: strconv.Itoa(i)} }
+	if s.Has(key(0)) || s.Len() != 0 {
+		t.Fatal("the zero set is not empty")
+	}
+	for i := range WorkerSetMax {
+		s.Set(key(i), true)
+	}
+	if !s.Has(key(0)) || !s.Has(key(WorkerSetMax-1)) || s.Len() != WorkerSetMax {
+		t.Fatalf("%d remembered, want %d", s.Len(), WorkerSetMax)
+	}
+	s.Set(key(WorkerSetMax), true)
+	if s.Len() != 1 || !s.Has(key(WorkerSetMax)) || s.Has(key(0)) {
+		t.Fatalf("past the bound: %d remembered, want only the newest", s.Len())
+	}
+	s.Set(key(WorkerSetMax), false)
+	if s.Has(key(WorkerSetMax)) || s.Len() != 0 {
+		t.Fatal("a worker taken out is still in the set")
+	}
+}
