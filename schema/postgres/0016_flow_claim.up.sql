@@ -1,6 +1,6 @@
 -- The claim of a worker one of whose lanes has limits or groups, as one
--- call: roster_flow_claim runs on the server what was a transaction of a
--- dozen statements sent one by one. Each statement of a PL/pgSQL function
+-- call: roster_flow_claim runs on the server what was a transaction of
+-- about ten statements sent one by one. Each statement of a PL/pgSQL function
 -- reads with a snapshot of its own (under READ COMMITTED), so what the
 -- function reads after taking a lane's claim lock is what the claims before
 -- it committed; the lock is held until the transaction of the call ends (the
@@ -8,11 +8,12 @@
 --
 -- It returns one row per execution started, in the order taken, then one
 -- row with the nil id (and no NULL: every column is set) that says what
--- held the claim back: held (how many of
--- the worker's lanes had ready work that a cap, a rate or a pause held
--- back), next_run_at_ms (when to look again; 0: no scheduled work) and flow
--- (one of the worker's lanes has limits or groups). No row at all: the
--- worker is not alive.
+-- held the claim back: held (how many of the worker's lanes had ready work
+-- that a cap, a rate or a pause held back), next_run_at_ms (when to look
+-- again: now when more may be claimable at once, else the earliest RunAt of
+-- scheduled work or the end of a rate window that held a lane back; 0:
+-- none) and flow (one of the worker's lanes has limits or groups). No row
+-- at all: the worker is not alive.
 --
 -- The order it takes executions in, lane by lane:
 --   * each lane's room: what its cap (max_running less what runs) and its
@@ -26,6 +27,7 @@
 -- Across lanes, the best of the lanes' next candidates (highest priority,
 -- earliest RunAt, lowest id) is taken until the claim has as many as it
 -- asked for or its payloads reach p_max_bytes (always one).
+
 -- roster_lane_key is the key of a lane's claim lock, a transaction
 -- advisory lock of one bigint (of the schema, the namespace and the lane), a
 -- key space apart from the worker locks' pairs of integers.

@@ -17,14 +17,8 @@ import (
 // executions or a thousand other lanes.
 func TestFlowQueriesUseIndexes(t *testing.T) {
 	e := openAt(t, pgtest.Fresh(t))
-	seed(t, e)
+	seedFlow(t, e, "")
 	ctx := context.Background()
-	_, err := e.pool.Exec(ctx, `
-		INSERT INTO lane_limits (namespace, lane, max_running, max_running_per_group, rate, rate_period_ms, paused)
-			SELECT 'ns' || (i % 10), 'lane' || i, 4, 1, 10, 1000, false FROM generate_series(1, 2000) AS i;
-		INSERT INTO lane_groups (namespace, lane, group_key) SELECT 'ns1', 'lane1', 'g' || i FROM generate_series(1, 2000) AS i;
-		ANALYZE;`)
-	must(t, err)
 	for name, call := range map[string]func(q *pgdb.Queries) error{
 		"LaneLimitsPut": func(q *pgdb.Queries) error {
 			return q.LaneLimitsPut(ctx, pgdb.LaneLimitsPutParams{Namespace: "ns1", Lane: "lane1", MaxRunning: 3})
@@ -42,6 +36,20 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 	}
 }
 
+// seedFlow seeds the engine as seed does, with 2,000 limited lanes and a
+// lane of 2,000 groups, then runs more (SQL) and analyzes.
+func seedFlow(t *testing.T, e *Engine, more string) {
+	t.Helper()
+	seed(t, e)
+	_, err := e.pool.Exec(context.Background(), `
+		INSERT INTO lane_limits (namespace, lane, max_running, max_running_per_group, rate, rate_period_ms, paused)
+			SELECT 'ns' || (i % 10), 'lane' || i, 4, 1, 10, 1000, false FROM generate_series(1, 2000) AS i;
+		INSERT INTO lane_groups (namespace, lane, group_key) SELECT 'ns1', 'lane1', 'g' || i FROM generate_series(1, 2000) AS i;
+		`+more+`
+		ANALYZE;`)
+	must(t, err)
+}
+
 // Every statement roster_flow_claim runs reads indexes: its plans, as
 // auto_explain reports each nested statement, have no sequential scan, with
 // due scheduled work (made ready first), a lane with a cap, a cap per group,
@@ -50,19 +58,13 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 func TestFlowClaimStatementsUseIndexes(t *testing.T) {
 	u := pgtest.Fresh(t)
 	e := openAt(t, u)
-	seed(t, e)
-	ctx := context.Background()
-	_, err := e.pool.Exec(ctx, `
-		INSERT INTO lane_limits (namespace, lane, max_running, max_running_per_group, rate, rate_period_ms, paused)
-			SELECT 'ns' || (i % 10), 'lane' || i, 4, 1, 10, 1000, false FROM generate_series(1, 2000) AS i;
-		INSERT INTO lane_groups (namespace, lane, group_key) SELECT 'ns1', 'lane1', 'g' || i FROM generate_series(1, 2000) AS i;
+	seedFlow(t, e, `
 		INSERT INTO workers VALUES ('ns1', 'flow', 'w', '{lane1,lane4,other}', '{}', 1, 100000000, 1);
 		INSERT INTO executions (id, namespace, lane, group_key, priority, payload, max_attempts, created_at_ms, run_at_ms, ready)
 			VALUES (gen_random_uuid(), 'ns1', 'lane1', 'g1', 0, '', 1, 1, 1, true),
 			       (gen_random_uuid(), 'ns1', 'other', '', 0, '', 1, 1, 1, true),
-			       (gen_random_uuid(), 'ns1', 'lane1', 'g2', 0, '', 1, 1, 50, false);
-		ANALYZE;`)
-	must(t, err)
+			       (gen_random_uuid(), 'ns1', 'lane1', 'g2', 0, '', 1, 1, 50, false);`)
+	ctx := context.Background()
 
 	cfg, err := pgx.ParseConfig(u)
 	must(t, err)
