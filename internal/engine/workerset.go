@@ -5,8 +5,8 @@ import "sync"
 // WorkerSet is a bounded set of workers an engine remembers something of
 // (SQLite: whose last claim took something; PostgreSQL: whose last claim
 // was a flow claim). Instances come and go, so past WorkerSetMax it forgets
-// them all and keeps only the newest: forgetting costs a worker one claim
-// the slower way. The zero value is empty and ready to use.
+// them all and keeps only the newest (putting in one it holds changes
+// nothing): forgetting costs a worker one claim the slower way. The zero value is empty and ready to use.
 type WorkerSet struct {
 	mu sync.Mutex
 	m  map[WorkerKey]struct{}
@@ -27,9 +27,11 @@ func (s *WorkerSet) Has(k WorkerKey) bool {
 func (s *WorkerSet) Set(k WorkerKey, in bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, has := s.m[k]
 	switch {
 	case !in:
 		delete(s.m, k)
+	case has:
 	case s.m == nil || len(s.m) >= WorkerSetMax:
 		s.m = map[WorkerKey]struct{}{k: {}}
 	default:

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// A WorkerSet holds up to WorkerSetMax workers; one more and it keeps only
-// that one; a worker taken out is no longer in it.
+// A WorkerSet holds up to WorkerSetMax workers; one it holds put in again
+// changes nothing; one more and it keeps only that one; a worker taken out
+// is no longer in it.
 func TestWorkerSetBounded(t *testing.T) {
 	var s WorkerSet
 	key := func(i int) WorkerKey { return WorkerKey{Namespace: "ns", InstanceID: strconv.Itoa(i)} }
@@ -18,6 +19,10 @@ func TestWorkerSetBounded(t *testing.T) {
 	}
 	if !s.Has(key(0)) || !s.Has(key(WorkerSetMax-1)) || s.Len() != WorkerSetMax {
 		t.Fatalf("%d remembered, want %d", s.Len(), WorkerSetMax)
+	}
+	s.Set(key(0), true) // already in: the full set stays as it is
+	if s.Len() != WorkerSetMax || !s.Has(key(1)) {
+		t.Fatalf("putting in a worker it holds left %d of %d", s.Len(), WorkerSetMax)
 	}
 	s.Set(key(WorkerSetMax), true)
 	if s.Len() != 1 || !s.Has(key(WorkerSetMax)) || s.Has(key(0)) {

@@ -140,8 +140,10 @@ func (e *Engine) pipeline(ctx context.Context, conn *pgxpool.Conn, nowMs int64, 
 	}
 	// A worker whose last claim was a flow claim claims as one: the lane
 	// locks come last in the lock order, after the executions the outcomes
-	// end (none of which a claim waits for: a claim starts waiting
-	// executions, a settle ends running ones).
+	// end (a claim starts waiting executions, a settle ends running ones; a
+	// claim waits for an execution's row only when another claim has
+	// started it since the pick, and should that ever close a cycle the
+	// deadlock is retried).
 	flowKey, flow := e.flowWorker(claim)
 	switch {
 	case claim != nil && flow:
