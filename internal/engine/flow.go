@@ -92,11 +92,10 @@ type FlowCandidate struct {
 	RunAtMs, Bytes int64
 }
 
-// FlowWorker is a worker as a flow claim needs it: its lanes, its
-// capabilities, and the claim locks to take (its lanes that have limits or
-// groups, in lane order, where the engine has such locks).
+// FlowWorker is a worker as a flow claim needs it: its lanes and its
+// capabilities.
 type FlowWorker struct {
-	Lanes, Capabilities, Locks []string
+	Lanes, Capabilities []string
 	// Due says scheduled executions of the namespace are due: the claim
 	// makes them ready first (FlowPromote), so that they compete.
 	Due bool
@@ -112,11 +111,6 @@ type FlowQueries interface {
 	FlowPromote(ctx context.Context, namespace string, nowMs int64) error
 	// FlowLanes reads each lane's limits and counts, in lane order.
 	FlowLanes(ctx context.Context, namespace string, lanes []string) ([]FlowLane, error)
-	// LaneLock takes the claim lock of each lane until the transaction ends.
-	LaneLock(ctx context.Context, namespace string, lanes []string) error
-	// Locks tells whether LaneLock takes locks (else the transaction
-	// excludes every other claim by itself).
-	Locks() bool
 	// FlowGroups reads a lane's groups, counting their running executions
 	// when countRunning.
 	FlowGroups(ctx context.Context, namespace, lane string, countRunning bool) ([]FlowGroup, error)
@@ -155,35 +149,11 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 			return res, err
 		}
 	}
-	locked := make(map[string]bool, len(w.Locks))
-	lock := w.Locks
-	var lanes []FlowLane
-	for {
-		if !dry && len(lock) > 0 {
-			if err := q.LaneLock(ctx, p.Namespace, lock); err != nil {
-				return res, err
-			}
-			for _, l := range lock {
-				locked[l] = true
-			}
-		}
-		// Read under the locks: what a claim before this one did is seen.
-		var err error
-		if lanes, err = q.FlowLanes(ctx, p.Namespace, w.Lanes); err != nil {
-			return res, err
-		}
-		// A lane that got limits or groups since the worker was read is
-		// locked too, and everything read again (its lock, taken out of
-		// lane order, may deadlock: the engine retries the claim).
-		lock = nil
-		for _, l := range lanes {
-			if l.Flow() && !locked[l.Lane] && !dry {
-				lock = append(lock, l.Lane)
-			}
-		}
-		if len(lock) == 0 || !q.Locks() {
-			break
-		}
+	// The transaction excludes every other claim (SQLite's single writer):
+	// what a claim before this one did is seen.
+	lanes, err := q.FlowLanes(ctx, p.Namespace, w.Lanes)
+	if err != nil {
+		return res, err
 	}
 	flow := false
 	for _, l := range lanes {

@@ -89,10 +89,6 @@ func (x queries) FlowLanes(ctx context.Context, namespace string, lanes []string
 // looked at the lanes (FlowWorker never says Due).
 func (x queries) FlowPromote(context.Context, string, int64) error { return nil }
 
-// LaneLock takes nothing: the writer's transaction excludes every other
-// claim.
-func (x queries) LaneLock(context.Context, string, []string) error { return nil }
-
 func (x queries) FlowGroups(ctx context.Context, namespace, lane string, countRunning bool) ([]engine.FlowGroup, error) {
 	rows, err := x.q.LaneGroupsRead(ctx, sqlitedb.LaneGroupsReadParams{CountRunning: sqliteBool(countRunning), Namespace: namespace, Lane: lane})
 	return engine.Rows(len(rows), err, translate, func(i int) engine.FlowGroup {
@@ -177,7 +173,3 @@ func (x queries) flow(ctx context.Context, p engine.ClaimParams) (bool, error) {
 	flow, err := x.q.LaneFlowExists(ctx, sqlitedb.LaneFlowExistsParams{Namespace: p.Namespace, InstanceID: p.InstanceID})
 	return flow, translate(err)
 }
-
-// Locks says LaneLock takes nothing: the single writer excludes every other
-// claim.
-func (x queries) Locks() bool { return false }
