@@ -13,7 +13,7 @@ import (
 // whose lanes have neither is claimed by each engine's own claim, as
 // before; one of whose lanes has either is claimed by FlowClaim on SQLite
 // (in one transaction, through FlowQueries), and on PostgreSQL by the
-// server-side function roster_flow_claim (schema/postgres, migration 16),
+// server-side function roster_flow_claim (schema/postgres, migrations 16 and 17),
 // which takes the same steps in one call:
 //  1. the worker (alive, its lanes and capabilities);
 //  2. the claim lock of each of its lanes that has limits or groups, in lane

@@ -1,6 +1,6 @@
 -- Flow control: lane limits, the groups of lanes, and the claim of a lane
 -- that has either (ExecutionClaimFlow: the function roster_flow_claim of
--- migration 16). A claim of such a lane first takes the lane's claim lock,
+-- migrations 16 and 17). A claim of such a lane first takes the lane's claim lock,
 -- so that the counts it reads (running executions, the rate window, when
 -- each group was last served) hold until it commits: no other claim of that
 -- lane runs meanwhile, and a settle only lowers them. The lock is held for
@@ -48,7 +48,7 @@ ON CONFLICT DO NOTHING;
 
 -- name: ExecutionClaimFlow :many
 -- ExecutionClaimFlow claims for a worker one of whose lanes has limits or
--- groups, in one call (roster_flow_claim, migration 16): a row per
+-- groups, in one call (roster_flow_claim, migrations 16 and 17): a row per
 -- execution started, in the order taken, then a row without an id that says
 -- what held the claim back and when to look again; no row when the worker is
 -- not alive.

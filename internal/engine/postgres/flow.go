@@ -10,7 +10,8 @@ import (
 
 // Flow control: lane limits, groups, and the claim of a lane that has
 // either (queries/postgres/flow.sql; the claim is the server-side function
-// roster_flow_claim of schema/postgres/0016_flow_claim.up.sql).
+// roster_flow_claim of schema/postgres/0016_flow_claim.up.sql, its plans
+// made robust in 0017_flow_claim_plans.up.sql).
 
 func (x queries) LaneLimitsPut(ctx context.Context, l engine.LaneLimits) error {
 	return translate(x.q.LaneLimitsPut(ctx, pgdb.LaneLimitsPutParams{

@@ -64,31 +64,7 @@ func TestFlowClaimStatementsUseIndexes(t *testing.T) {
 			VALUES (gen_random_uuid(), 'ns1', 'lane1', 'g1', 0, '', 1, 1, 1, true),
 			       (gen_random_uuid(), 'ns1', 'other', '', 0, '', 1, 1, 1, true),
 			       (gen_random_uuid(), 'ns1', 'lane1', 'g2', 0, '', 1, 1, 50, false);`)
-	ctx := context.Background()
-
-	cfg, err := pgx.ParseConfig(u)
-	must(t, err)
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		if strings.Contains(n.Message, "Query Text:") {
-			plans = append(plans, n.Message)
-		}
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	must(t, err)
-	defer func() { _ = conn.Close(ctx) }()
-	_, err = conn.Exec(ctx, `LOAD 'auto_explain';
-		SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
-		SET auto_explain.log_level = notice; SET client_min_messages = notice; SET enable_seqscan = off`)
-	must(t, err)
-	rows, err := conn.Query(ctx, `SELECT id FROM roster_flow_claim('ns1', 'flow', 100, $1, 100000, false, 1000000)`,
-		[]uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()})
-	must(t, err)
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	must(t, rows.Err())
+	plans, n := flowClaimPlans(t, u, 1, 4, "SET enable_seqscan = off")
 	if n != 4 { // three started (one made ready first), and what held the claim back
 		t.Fatalf("the claim returned %d rows, want 4", n)
 	}
@@ -106,4 +82,72 @@ func TestFlowClaimStatementsUseIndexes(t *testing.T) {
 			t.Errorf("a statement of roster_flow_claim is not index-backed:\n%s", p)
 		}
 	}
+}
+
+// A group's backlog is not read whole: once PL/pgSQL plans the function's
+// statements generically (from the sixth call of a session on), each
+// group's candidates are still read in the ready index's order, stopping
+// at the few needed, and what is started is looked up by id, with 200
+// ready executions in each of 10 groups of a lane with caps and a rate.
+func TestFlowClaimGenericPlansReadTheHeadsOnly(t *testing.T) {
+	u := pgtest.Fresh(t)
+	e := openAt(t, u)
+	seedFlow(t, e, `
+		INSERT INTO workers VALUES ('ns1', 'flow', 'w', '{wide}', '{}', 1, 100000000, 1);
+		INSERT INTO lane_limits (namespace, lane, max_running, max_running_per_group, rate, rate_period_ms, paused)
+			VALUES ('ns1', 'wide', 1000, 1000, 1000, 1000, false);
+		INSERT INTO lane_groups (namespace, lane, group_key) SELECT 'ns1', 'wide', 'b' || i FROM generate_series(0, 9) AS i;
+		INSERT INTO executions (id, namespace, lane, group_key, priority, payload, max_attempts, created_at_ms, run_at_ms, ready)
+			SELECT gen_random_uuid(), 'ns1', 'wide', 'b' || (i % 10), 0, '', 1, 1, i, true FROM generate_series(1, 2000) AS i;`)
+	plans, n := flowClaimPlans(t, u, 8, 1, "")
+	if n != 2 { // one started, and what held the claim back
+		t.Fatalf("the last claim returned %d rows, want 2", n)
+	}
+	for _, p := range plans {
+		if strings.Contains(p, "Sort Key: x.priority DESC, x.run_at_ms, x.id") || strings.Contains(p, "Seq Scan on executions") {
+			t.Errorf("a statement of roster_flow_claim reads more than the heads of the groups:\n%s", p)
+		}
+	}
+	if len(plans) == 0 {
+		t.Fatal("auto_explain reported no plan")
+	}
+}
+
+// flowClaimPlans calls roster_flow_claim for the worker 'flow' of ns1 calls
+// times in one session (after the SQL set), each asking for want, and
+// returns the plans auto_explain reported of the last call's statements
+// and how many rows that call returned.
+func flowClaimPlans(t *testing.T, u string, calls, want int, set string) ([]string, int) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(u)
+	must(t, err)
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if strings.Contains(n.Message, "Query Text:") {
+			plans = append(plans, n.Message)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	must(t, err)
+	defer func() { _ = conn.Close(ctx) }()
+	_, err = conn.Exec(ctx, `LOAD 'auto_explain';
+		SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+		SET auto_explain.log_level = notice; SET client_min_messages = notice; `+set)
+	must(t, err)
+	n := 0
+	for range calls {
+		plans, n = plans[:0], 0
+		ids := make([]uuid.UUID, want)
+		for i := range ids {
+			ids[i] = uuid.New()
+		}
+		rows, err := conn.Query(ctx, `SELECT id FROM roster_flow_claim('ns1', 'flow', 100, $1, 100000, false, 1000000)`, ids)
+		must(t, err)
+		for rows.Next() {
+			n++
+		}
+		must(t, rows.Err())
+	}
+	return plans, n
 }
