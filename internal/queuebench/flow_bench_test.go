@@ -16,6 +16,8 @@ import (
 //     BenchmarkClaimFlow);
 //   - a claim of a lane without limits beside none or 1,000 limited lanes
 //     holding 10,000 groups (goal: unchanged; BenchmarkClaimBesideLimitedLanes);
+//   - a claim of a lane with groups beside 1,000 of its groups that have
+//     no work left (goal: unchanged; BenchmarkClaimBesideIdleGroups);
 //   - RunWorker's throughput on a lane capped at or above its concurrency
 //     against the uncapped lane (goal: at least 0.9×), and on a lane capped
 //     at 4 with 64 handlers ready (4 run at once: about 4 / handler time;
@@ -86,6 +88,46 @@ func BenchmarkClaimBesideLimitedLanes(b *testing.B) {
 				if len(batch) > 0 {
 					_, err := s.CreateExecutions(ctx, batch)
 					must(b, err)
+				}
+				analyze(b, s)
+				b.ResetTimer()
+				claimOnly(b, s, "w")
+			})
+		}
+	}
+}
+
+// BenchmarkClaimBesideIdleGroups times ClaimExecution in a lane of 10
+// groups with ready work beside none or 1,000 groups that once had work and
+// have none now (their executions cancelled): a lane keeps every group it
+// ever had, and its claim reads each of them (goal, not met yet: unchanged).
+func BenchmarkClaimBesideIdleGroups(b *testing.B) {
+	for _, e := range engines {
+		for _, idle := range []int{0, 1000} {
+			b.Run(fmt.Sprintf("%s/idle=%d", e.name, idle), func(b *testing.B) {
+				s := e.open(b)
+				ctx := context.Background()
+				worker(b, s, "w", []string{"default"})
+				gone := make([]service.CreateExecutionArgs, idle)
+				for i := range gone {
+					gone[i] = service.CreateExecutionArgs{Namespace: "ns", Lane: "default", Group: fmt.Sprintf("idle%d", i), Now: t0.Add(-time.Second)}
+				}
+				if idle > 0 {
+					ids, err := s.CreateExecutions(ctx, gone)
+					must(b, err)
+					for _, id := range ids {
+						must(b, s.CancelExecution(ctx, service.CancelExecutionArgs{ID: id, Now: t0.Add(-time.Second)}))
+					}
+				}
+				batch := make([]service.CreateExecutionArgs, 1000+b.N)
+				for i := range batch {
+					batch[i] = service.CreateExecutionArgs{Namespace: "ns", Lane: "default", Group: fmt.Sprintf("g%d", i%10), Now: t0.Add(-time.Second)}
+				}
+				for len(batch) > 0 {
+					n := min(len(batch), 10_000)
+					_, err := s.CreateExecutions(ctx, batch[:n])
+					must(b, err)
+					batch = batch[n:]
 				}
 				analyze(b, s)
 				b.ResetTimer()
