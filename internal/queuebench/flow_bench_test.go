@@ -35,19 +35,11 @@ func BenchmarkClaimFlow(b *testing.B) {
 			b.Run(e.name+"/"+name, func(b *testing.B) {
 				s := e.open(b)
 				worker(b, s, "w", []string{"default"})
-				n := 1000 + b.N
-				batch := make([]service.CreateExecutionArgs, 0, 10_000)
-				for i := range n {
-					a := service.CreateExecutionArgs{Namespace: "ns", Lane: "default", Now: t0.Add(-time.Second)}
-					if limited {
-						a.Group = fmt.Sprintf("g%d", i%10)
-					}
-					if batch = append(batch, a); len(batch) == cap(batch) || i == n-1 {
-						_, err := s.CreateExecutions(context.Background(), batch)
-						must(b, err)
-						batch = batch[:0]
-					}
+				groups := 0
+				if limited {
+					groups = 10
 				}
+				createInGroups(b, s, 1000+b.N, groups)
 				if limited {
 					must(b, s.PutLaneLimits(context.Background(), service.LaneLimits{
 						Namespace: "ns", Lane: "default", MaxRunning: 1_000_000, MaxRunningPerGroup: 1_000_000,
@@ -58,6 +50,24 @@ func BenchmarkClaimFlow(b *testing.B) {
 				b.ResetTimer()
 				claimOnly(b, s, "w")
 			})
+		}
+	}
+}
+
+// createInGroups creates n ready executions in the lane "default" of "ns",
+// taking turns among the groups g0, g1, ... (none: groups is 0).
+func createInGroups(b *testing.B, s db, n, groups int) {
+	b.Helper()
+	batch := make([]service.CreateExecutionArgs, 0, 10_000)
+	for i := range n {
+		a := service.CreateExecutionArgs{Namespace: "ns", Lane: "default", Now: t0.Add(-time.Second)}
+		if groups > 0 {
+			a.Group = fmt.Sprintf("g%d", i%groups)
+		}
+		if batch = append(batch, a); len(batch) == cap(batch) || i == n-1 {
+			_, err := s.CreateExecutions(context.Background(), batch)
+			must(b, err)
+			batch = batch[:0]
 		}
 	}
 }
@@ -119,16 +129,7 @@ func BenchmarkClaimBesideIdleGroups(b *testing.B) {
 						must(b, s.CancelExecution(ctx, service.CancelExecutionArgs{ID: id, Now: t0.Add(-time.Second)}))
 					}
 				}
-				batch := make([]service.CreateExecutionArgs, 1000+b.N)
-				for i := range batch {
-					batch[i] = service.CreateExecutionArgs{Namespace: "ns", Lane: "default", Group: fmt.Sprintf("g%d", i%10), Now: t0.Add(-time.Second)}
-				}
-				for len(batch) > 0 {
-					n := min(len(batch), 10_000)
-					_, err := s.CreateExecutions(ctx, batch[:n])
-					must(b, err)
-					batch = batch[n:]
-				}
+				createInGroups(b, s, 1000+b.N, 10)
 				analyze(b, s)
 				b.ResetTimer()
 				claimOnly(b, s, "w")
