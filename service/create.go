@@ -50,7 +50,7 @@ func (s *Store) createExecution(ctx context.Context, a CreateExecutionArgs) (uui
 	if err != nil {
 		return uuid.Nil, err
 	}
-	if err := s.touchGroups(ctx, []engine.Execution{row}); err != nil {
+	if err := s.touchTurns(ctx, []engine.Execution{row}); err != nil {
 		return uuid.Nil, err
 	}
 	if row.UniqueKey != "" {
@@ -132,7 +132,7 @@ func (s *Store) createExecutions(ctx context.Context, as []CreateExecutionArgs) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.touchGroups(ctx, rows); err != nil {
+	if err := s.touchTurns(ctx, rows); err != nil {
 		return nil, err
 	}
 	if keyed {

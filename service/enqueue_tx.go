@@ -60,7 +60,7 @@ func (s *Store) createExecutionsTx(ctx context.Context, tx any, items []CreateEx
 	}
 	var ids []uuid.UUID
 	err = s.eng.(engine.Enlister).InTx(ctx, tx, func(ctx context.Context, q engine.Queries) error {
-		if err := q.LaneGroupsTouch(ctx, rows); err != nil { // the groups with the rows
+		if err := q.LaneTurnsTouch(ctx, rows); err != nil { // the lanes' turns with the rows
 			return err
 		}
 		if keyed {

@@ -144,13 +144,13 @@ func (s *Store) DeleteLaneLimits(ctx context.Context, namespace, lane string) er
 	return nil
 }
 
-// touchGroups records the groups of the rows that have one before the rows
-// are written (a claim that sees the rows sees their lanes' groups). It is
-// a write of its own: a group recorded for rows that then fail to be
-// written costs nothing but a row.
-func (s *Store) touchGroups(ctx context.Context, rows []engine.Execution) error {
-	if len(engine.GroupsOf(rows)) == 0 {
+// touchTurns records the lanes of the rows that have a group before the
+// rows are written (a claim that sees the rows sees that their lanes take
+// turns). It is a write of its own: a lane recorded for rows that then fail
+// to be written costs nothing but a row.
+func (s *Store) touchTurns(ctx context.Context, rows []engine.Execution) error {
+	if len(engine.GroupedLanes(rows)) == 0 {
 		return nil
 	}
-	return s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error { return q.LaneGroupsTouch(ctx, rows) })
+	return s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error { return q.LaneTurnsTouch(ctx, rows) })
 }

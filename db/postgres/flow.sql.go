@@ -55,7 +55,7 @@ type ExecutionClaimFlowRow struct {
 }
 
 // ExecutionClaimFlow claims for a worker one of whose lanes has limits or
-// groups, in one call (roster_flow_claim, migrations 16 and 17): a row per
+// groups, in one call (roster_flow_claim, migration 18): a row per
 // execution started, in the order taken, then a row without an id that says
 // what held the claim back and when to look again; no row when the worker is
 // not alive.
@@ -100,27 +100,6 @@ func (q *Queries) ExecutionClaimFlow(ctx context.Context, arg ExecutionClaimFlow
 		return nil, err
 	}
 	return items, nil
-}
-
-const laneGroupsTouch = `-- name: LaneGroupsTouch :exec
-INSERT INTO lane_groups (namespace, lane, group_key)
-SELECT DISTINCT g.namespace, g.lane, g.group_key
-FROM (SELECT unnest($1::text[]) AS namespace, unnest($2::text[]) AS lane, unnest($3::text[]) AS group_key) AS g
-ON CONFLICT DO NOTHING
-`
-
-type LaneGroupsTouchParams struct {
-	Namespaces []string
-	Lanes      []string
-	GroupKeys  []string
-}
-
-// LaneGroupsTouch records the groups executions are created in (with the
-// empty group of their lane, for executions without one): from then on the
-// lane's groups take turns.
-func (q *Queries) LaneGroupsTouch(ctx context.Context, arg LaneGroupsTouchParams) error {
-	_, err := q.db.Exec(ctx, laneGroupsTouch, arg.Namespaces, arg.Lanes, arg.GroupKeys)
-	return err
 }
 
 const laneLimitsDelete = `-- name: LaneLimitsDelete :one
@@ -217,10 +196,10 @@ type LaneLimitsPutParams struct {
 
 // Flow control: lane limits, the groups of lanes, and the claim of a lane
 // that has either (ExecutionClaimFlow: the function roster_flow_claim of
-// migrations 16 and 17). A claim of such a lane first takes the lane's claim lock,
-// so that the counts it reads (running executions, the rate window, when
-// each group was last served) hold until it commits: no other claim of that
-// lane runs meanwhile, and a settle only lowers them. The lock is held for
+// migration 18). A claim of such a lane first takes the lane's claim lock,
+// so that what it reads (running executions, the rate window, the group
+// the lane served last) holds until it commits: no other claim of that lane
+// runs meanwhile, and a settle only lowers the counts. The lock is held for
 // the one call, never longer.
 // LaneLimitsPut creates or replaces a lane's limits; the rate window's count
 // is kept (replacing limits does not reset a rate) and the namespace's
@@ -235,5 +214,24 @@ func (q *Queries) LaneLimitsPut(ctx context.Context, arg LaneLimitsPutParams) er
 		arg.RatePeriodMs,
 		arg.Paused,
 	)
+	return err
+}
+
+const laneTurnsTouch = `-- name: LaneTurnsTouch :exec
+INSERT INTO lane_turns (namespace, lane)
+SELECT DISTINCT l.namespace, l.lane
+FROM (SELECT unnest($1::text[]) AS namespace, unnest($2::text[]) AS lane) AS l
+ON CONFLICT DO NOTHING
+`
+
+type LaneTurnsTouchParams struct {
+	Namespaces []string
+	Lanes      []string
+}
+
+// LaneTurnsTouch records the lanes executions are created in with a group:
+// from then on each such lane's groups take turns.
+func (q *Queries) LaneTurnsTouch(ctx context.Context, arg LaneTurnsTouchParams) error {
+	_, err := q.db.Exec(ctx, laneTurnsTouch, arg.Namespaces, arg.Lanes)
 	return err
 }

@@ -90,7 +90,7 @@ WITH w AS (
     SELECT 1 AS flow FROM lane_limits AS m
     WHERE NOT EXISTS (SELECT 1 FROM due) AND m.namespace = $2 AND m.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
     UNION ALL
-    SELECT 1 FROM lane_groups AS g
+    SELECT 1 FROM lane_turns AS g
     WHERE NOT EXISTS (SELECT 1 FROM due) AND g.namespace = $2 AND g.lane = ANY(CAST((SELECT w.lanes FROM w) AS text[]))
     LIMIT 1
 ), one_lane AS (

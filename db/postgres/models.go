@@ -94,13 +94,6 @@ type ExecutionKey struct {
 	UntilMs     int64
 }
 
-type LaneGroup struct {
-	Namespace string
-	Lane      string
-	GroupKey  string
-	ServedSeq int64
-}
-
 type LaneLimit struct {
 	Namespace          string
 	Lane               string
@@ -111,6 +104,12 @@ type LaneLimit struct {
 	Paused             bool
 	WindowStartMs      int64
 	WindowClaims       int64
+}
+
+type LaneTurn struct {
+	Namespace string
+	Lane      string
+	LastGroup string
 }
 
 type Leader struct {

@@ -105,6 +105,15 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionFinishedPerMinuteStmt, err = db.PrepareContext(ctx, executionFinishedPerMinute); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionFinishedPerMinute: %w", err)
 	}
+	if q.executionFlowLevelStmt, err = db.PrepareContext(ctx, executionFlowLevel); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionFlowLevel: %w", err)
+	}
+	if q.executionFlowMoreStmt, err = db.PrepareContext(ctx, executionFlowMore); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionFlowMore: %w", err)
+	}
+	if q.executionFlowNextStmt, err = db.PrepareContext(ctx, executionFlowNext); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionFlowNext: %w", err)
+	}
 	if q.executionGetStmt, err = db.PrepareContext(ctx, executionGet); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionGet: %w", err)
 	}
@@ -174,9 +183,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionNextRunAtOneLaneStmt, err = db.PrepareContext(ctx, executionNextRunAtOneLane); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionNextRunAtOneLane: %w", err)
 	}
-	if q.executionPickGroupsStmt, err = db.PrepareContext(ctx, executionPickGroups); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionPickGroups: %w", err)
-	}
 	if q.executionPickManyLanesStmt, err = db.PrepareContext(ctx, executionPickManyLanes); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionPickManyLanes: %w", err)
 	}
@@ -189,8 +195,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionPruneBatchStmt, err = db.PrepareContext(ctx, executionPruneBatch); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionPruneBatch: %w", err)
 	}
-	if q.executionReadyInGroupsStmt, err = db.PrepareContext(ctx, executionReadyInGroups); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionReadyInGroups: %w", err)
+	if q.executionReadyInLaneStmt, err = db.PrepareContext(ctx, executionReadyInLane); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionReadyInLane: %w", err)
 	}
 	if q.executionRetryStmt, err = db.PrepareContext(ctx, executionRetry); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionRetry: %w", err)
@@ -204,15 +210,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.laneFlowReadStmt, err = db.PrepareContext(ctx, laneFlowRead); err != nil {
 		return nil, fmt.Errorf("error preparing query LaneFlowRead: %w", err)
 	}
-	if q.laneGroupServeStmt, err = db.PrepareContext(ctx, laneGroupServe); err != nil {
-		return nil, fmt.Errorf("error preparing query LaneGroupServe: %w", err)
-	}
-	if q.laneGroupTouchStmt, err = db.PrepareContext(ctx, laneGroupTouch); err != nil {
-		return nil, fmt.Errorf("error preparing query LaneGroupTouch: %w", err)
-	}
-	if q.laneGroupsReadStmt, err = db.PrepareContext(ctx, laneGroupsRead); err != nil {
-		return nil, fmt.Errorf("error preparing query LaneGroupsRead: %w", err)
-	}
 	if q.laneLimitsDeleteStmt, err = db.PrepareContext(ctx, laneLimitsDelete); err != nil {
 		return nil, fmt.Errorf("error preparing query LaneLimitsDelete: %w", err)
 	}
@@ -224,6 +221,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.laneRateCountStmt, err = db.PrepareContext(ctx, laneRateCount); err != nil {
 		return nil, fmt.Errorf("error preparing query LaneRateCount: %w", err)
+	}
+	if q.laneTurnServeStmt, err = db.PrepareContext(ctx, laneTurnServe); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneTurnServe: %w", err)
+	}
+	if q.laneTurnTouchStmt, err = db.PrepareContext(ctx, laneTurnTouch); err != nil {
+		return nil, fmt.Errorf("error preparing query LaneTurnTouch: %w", err)
 	}
 	if q.leaderGetStmt, err = db.PrepareContext(ctx, leaderGet); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaderGet: %w", err)
@@ -509,6 +512,21 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionFinishedPerMinuteStmt: %w", cerr)
 		}
 	}
+	if q.executionFlowLevelStmt != nil {
+		if cerr := q.executionFlowLevelStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionFlowLevelStmt: %w", cerr)
+		}
+	}
+	if q.executionFlowMoreStmt != nil {
+		if cerr := q.executionFlowMoreStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionFlowMoreStmt: %w", cerr)
+		}
+	}
+	if q.executionFlowNextStmt != nil {
+		if cerr := q.executionFlowNextStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionFlowNextStmt: %w", cerr)
+		}
+	}
 	if q.executionGetStmt != nil {
 		if cerr := q.executionGetStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionGetStmt: %w", cerr)
@@ -624,11 +642,6 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionNextRunAtOneLaneStmt: %w", cerr)
 		}
 	}
-	if q.executionPickGroupsStmt != nil {
-		if cerr := q.executionPickGroupsStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionPickGroupsStmt: %w", cerr)
-		}
-	}
 	if q.executionPickManyLanesStmt != nil {
 		if cerr := q.executionPickManyLanesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing executionPickManyLanesStmt: %w", cerr)
@@ -649,9 +662,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionPruneBatchStmt: %w", cerr)
 		}
 	}
-	if q.executionReadyInGroupsStmt != nil {
-		if cerr := q.executionReadyInGroupsStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionReadyInGroupsStmt: %w", cerr)
+	if q.executionReadyInLaneStmt != nil {
+		if cerr := q.executionReadyInLaneStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionReadyInLaneStmt: %w", cerr)
 		}
 	}
 	if q.executionRetryStmt != nil {
@@ -674,21 +687,6 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing laneFlowReadStmt: %w", cerr)
 		}
 	}
-	if q.laneGroupServeStmt != nil {
-		if cerr := q.laneGroupServeStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing laneGroupServeStmt: %w", cerr)
-		}
-	}
-	if q.laneGroupTouchStmt != nil {
-		if cerr := q.laneGroupTouchStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing laneGroupTouchStmt: %w", cerr)
-		}
-	}
-	if q.laneGroupsReadStmt != nil {
-		if cerr := q.laneGroupsReadStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing laneGroupsReadStmt: %w", cerr)
-		}
-	}
 	if q.laneLimitsDeleteStmt != nil {
 		if cerr := q.laneLimitsDeleteStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing laneLimitsDeleteStmt: %w", cerr)
@@ -707,6 +705,16 @@ func (q *Queries) Close() error {
 	if q.laneRateCountStmt != nil {
 		if cerr := q.laneRateCountStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing laneRateCountStmt: %w", cerr)
+		}
+	}
+	if q.laneTurnServeStmt != nil {
+		if cerr := q.laneTurnServeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneTurnServeStmt: %w", cerr)
+		}
+	}
+	if q.laneTurnTouchStmt != nil {
+		if cerr := q.laneTurnTouchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing laneTurnTouchStmt: %w", cerr)
 		}
 	}
 	if q.leaderGetStmt != nil {
@@ -1015,6 +1023,9 @@ type Queries struct {
 	executionDueExistsStmt               *sql.Stmt
 	executionFindLiveByKeyStmt           *sql.Stmt
 	executionFinishedPerMinuteStmt       *sql.Stmt
+	executionFlowLevelStmt               *sql.Stmt
+	executionFlowMoreStmt                *sql.Stmt
+	executionFlowNextStmt                *sql.Stmt
 	executionGetStmt                     *sql.Stmt
 	executionGetStateStmt                *sql.Stmt
 	executionInsertStmt                  *sql.Stmt
@@ -1038,23 +1049,21 @@ type Queries struct {
 	executionListRunningNewestStmt       *sql.Stmt
 	executionNextRunAtManyLanesStmt      *sql.Stmt
 	executionNextRunAtOneLaneStmt        *sql.Stmt
-	executionPickGroupsStmt              *sql.Stmt
 	executionPickManyLanesStmt           *sql.Stmt
 	executionPickOneLaneStmt             *sql.Stmt
 	executionPromoteDueStmt              *sql.Stmt
 	executionPruneBatchStmt              *sql.Stmt
-	executionReadyInGroupsStmt           *sql.Stmt
+	executionReadyInLaneStmt             *sql.Stmt
 	executionRetryStmt                   *sql.Stmt
 	executionStartStmt                   *sql.Stmt
 	laneFlowExistsStmt                   *sql.Stmt
 	laneFlowReadStmt                     *sql.Stmt
-	laneGroupServeStmt                   *sql.Stmt
-	laneGroupTouchStmt                   *sql.Stmt
-	laneGroupsReadStmt                   *sql.Stmt
 	laneLimitsDeleteStmt                 *sql.Stmt
 	laneLimitsListStmt                   *sql.Stmt
 	laneLimitsPutStmt                    *sql.Stmt
 	laneRateCountStmt                    *sql.Stmt
+	laneTurnServeStmt                    *sql.Stmt
+	laneTurnTouchStmt                    *sql.Stmt
 	leaderGetStmt                        *sql.Stmt
 	leaderHoldsStmt                      *sql.Stmt
 	leaderInsertStmt                     *sql.Stmt
@@ -1136,6 +1145,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionDueExistsStmt:               q.executionDueExistsStmt,
 		executionFindLiveByKeyStmt:           q.executionFindLiveByKeyStmt,
 		executionFinishedPerMinuteStmt:       q.executionFinishedPerMinuteStmt,
+		executionFlowLevelStmt:               q.executionFlowLevelStmt,
+		executionFlowMoreStmt:                q.executionFlowMoreStmt,
+		executionFlowNextStmt:                q.executionFlowNextStmt,
 		executionGetStmt:                     q.executionGetStmt,
 		executionGetStateStmt:                q.executionGetStateStmt,
 		executionInsertStmt:                  q.executionInsertStmt,
@@ -1159,23 +1171,21 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionListRunningNewestStmt:       q.executionListRunningNewestStmt,
 		executionNextRunAtManyLanesStmt:      q.executionNextRunAtManyLanesStmt,
 		executionNextRunAtOneLaneStmt:        q.executionNextRunAtOneLaneStmt,
-		executionPickGroupsStmt:              q.executionPickGroupsStmt,
 		executionPickManyLanesStmt:           q.executionPickManyLanesStmt,
 		executionPickOneLaneStmt:             q.executionPickOneLaneStmt,
 		executionPromoteDueStmt:              q.executionPromoteDueStmt,
 		executionPruneBatchStmt:              q.executionPruneBatchStmt,
-		executionReadyInGroupsStmt:           q.executionReadyInGroupsStmt,
+		executionReadyInLaneStmt:             q.executionReadyInLaneStmt,
 		executionRetryStmt:                   q.executionRetryStmt,
 		executionStartStmt:                   q.executionStartStmt,
 		laneFlowExistsStmt:                   q.laneFlowExistsStmt,
 		laneFlowReadStmt:                     q.laneFlowReadStmt,
-		laneGroupServeStmt:                   q.laneGroupServeStmt,
-		laneGroupTouchStmt:                   q.laneGroupTouchStmt,
-		laneGroupsReadStmt:                   q.laneGroupsReadStmt,
 		laneLimitsDeleteStmt:                 q.laneLimitsDeleteStmt,
 		laneLimitsListStmt:                   q.laneLimitsListStmt,
 		laneLimitsPutStmt:                    q.laneLimitsPutStmt,
 		laneRateCountStmt:                    q.laneRateCountStmt,
+		laneTurnServeStmt:                    q.laneTurnServeStmt,
+		laneTurnTouchStmt:                    q.laneTurnTouchStmt,
 		leaderGetStmt:                        q.leaderGetStmt,
 		leaderHoldsStmt:                      q.leaderHoldsStmt,
 		leaderInsertStmt:                     q.leaderInsertStmt,

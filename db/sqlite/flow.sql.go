@@ -11,49 +11,72 @@ import (
 	"github.com/google/uuid"
 )
 
-const executionPickGroups = `-- name: ExecutionPickGroups :many
-SELECT e.id, e.group_key, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes
-FROM json_each(CAST(?1 AS TEXT)) AS g
-JOIN executions AS e ON e.id IN (
-    SELECT x.id FROM executions AS x INDEXED BY executions_ready
-    WHERE x.namespace = ?2 AND x.lane = ?3 AND x.group_key = g.value
-      AND x.state = 'waiting' AND x.ready = 1
-      AND (x.required_capabilities = '[]' OR NOT EXISTS (
-          SELECT 1 FROM json_each(x.required_capabilities) AS r
-          WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
-      ))
-    ORDER BY x.priority DESC, x.run_at_ms, x.id
-    LIMIT ?5
-)
+const executionFlowLevel = `-- name: ExecutionFlowLevel :one
+SELECT e.priority FROM executions AS e INDEXED BY executions_ready
+WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
+  AND e.priority <= ?3
+ORDER BY e.priority DESC
+LIMIT 1
 `
 
-type ExecutionPickGroupsParams struct {
-	GroupKeys    string
+type ExecutionFlowLevelParams struct {
+	Namespace string
+	Lane      string
+	Below     int64
+}
+
+// ExecutionFlowLevel reads the highest priority at or below @below of a
+// lane's ready executions (no row: none).
+func (q *Queries) ExecutionFlowLevel(ctx context.Context, arg ExecutionFlowLevelParams) (int64, error) {
+	row := q.queryRow(ctx, q.executionFlowLevelStmt, executionFlowLevel, arg.Namespace, arg.Lane, arg.Below)
+	var priority int64
+	err := row.Scan(&priority)
+	return priority, err
+}
+
+const executionFlowMore = `-- name: ExecutionFlowMore :many
+SELECT e.id, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes
+FROM executions AS e INDEXED BY executions_ready
+WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
+  AND e.priority = ?3 AND e.group_key = ?4
+  AND (e.run_at_ms, e.id) > (CAST(?5 AS INTEGER), CAST(?6 AS TEXT))
+  AND (e.required_capabilities = '[]' OR NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?7 AS TEXT)) AS c)
+  ))
+ORDER BY e.run_at_ms, e.id
+LIMIT ?8
+`
+
+type ExecutionFlowMoreParams struct {
 	Namespace    string
 	Lane         string
+	Priority     int64
+	GroupKey     string
+	RunAtMs      int64
+	ID           string
 	Capabilities string
 	Limit        int64
 }
 
-type ExecutionPickGroupsRow struct {
+type ExecutionFlowMoreRow struct {
 	ID           uuid.UUID
-	GroupKey     string
-	Priority     int64
 	RunAtMs      int64
 	PayloadBytes int64
 }
 
-// ExecutionPickGroups finds, for each group of @group_keys (a JSON array),
-// up to @limit of the group's best ready executions in one lane (highest
-// priority, earliest RunAt, lowest id) whose required capabilities are all
-// in @capabilities (a JSON array), with the size of each payload, in no
-// order. (SQLite takes no LIMIT from the outer row: the caller orders each
-// group's and keeps its own limit of them.)
-func (q *Queries) ExecutionPickGroups(ctx context.Context, arg ExecutionPickGroupsParams) ([]ExecutionPickGroupsRow, error) {
-	rows, err := q.query(ctx, q.executionPickGroupsStmt, executionPickGroups,
-		arg.GroupKeys,
+// ExecutionFlowMore reads up to @limit more of a group's ready executions
+// at @priority after (@run_at_ms, @id) whose required capabilities are all
+// in @capabilities (a JSON array), best first, with the size of each
+// payload.
+func (q *Queries) ExecutionFlowMore(ctx context.Context, arg ExecutionFlowMoreParams) ([]ExecutionFlowMoreRow, error) {
+	rows, err := q.query(ctx, q.executionFlowMoreStmt, executionFlowMore,
 		arg.Namespace,
 		arg.Lane,
+		arg.Priority,
+		arg.GroupKey,
+		arg.RunAtMs,
+		arg.ID,
 		arg.Capabilities,
 		arg.Limit,
 	)
@@ -61,16 +84,10 @@ func (q *Queries) ExecutionPickGroups(ctx context.Context, arg ExecutionPickGrou
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ExecutionPickGroupsRow{}
+	items := []ExecutionFlowMoreRow{}
 	for rows.Next() {
-		var i ExecutionPickGroupsRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.GroupKey,
-			&i.Priority,
-			&i.RunAtMs,
-			&i.PayloadBytes,
-		); err != nil {
+		var i ExecutionFlowMoreRow
+		if err := rows.Scan(&i.ID, &i.RunAtMs, &i.PayloadBytes); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -84,38 +101,90 @@ func (q *Queries) ExecutionPickGroups(ctx context.Context, arg ExecutionPickGrou
 	return items, nil
 }
 
-const executionReadyInGroups = `-- name: ExecutionReadyInGroups :one
+const executionFlowNext = `-- name: ExecutionFlowNext :one
+SELECT e.id, e.group_key, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes,
+       CAST(CASE WHEN CAST(?1 AS INTEGER) > 0 THEN (
+           SELECT count(*) FROM (
+               SELECT 1 FROM executions AS r INDEXED BY executions_running
+               WHERE r.namespace = e.namespace AND r.lane = e.lane AND r.group_key = e.group_key AND r.state = 'running'
+               LIMIT CAST(?1 AS INTEGER)
+           )
+       ) ELSE 0 END AS INTEGER) AS running
+FROM executions AS e INDEXED BY executions_ready
+WHERE e.namespace = ?2 AND e.lane = ?3 AND e.state = 'waiting' AND e.ready = 1
+  AND e.priority = ?4 AND e.group_key >= CAST(?5 AS TEXT)
+  AND (e.required_capabilities = '[]' OR NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?6 AS TEXT)) AS c)
+  ))
+ORDER BY e.group_key, e.run_at_ms, e.id
+LIMIT 1
+`
+
+type ExecutionFlowNextParams struct {
+	PerGroup     int64
+	Namespace    string
+	Lane         string
+	Priority     int64
+	FromGroup    string
+	Capabilities string
+}
+
+type ExecutionFlowNextRow struct {
+	ID           uuid.UUID
+	GroupKey     string
+	RunAtMs      int64
+	PayloadBytes int64
+	Running      int64
+}
+
+// ExecutionFlowNext takes a step of a lane's turns: at @priority, the first
+// group from @from_group on in key order with a ready execution whose
+// required capabilities are all in @capabilities (a JSON array), that
+// execution (the group's best: earliest RunAt, lowest id), the size of its
+// payload, and how many of the group's executions run, counted up to
+// @per_group (0: not counted). No row: no group.
+func (q *Queries) ExecutionFlowNext(ctx context.Context, arg ExecutionFlowNextParams) (ExecutionFlowNextRow, error) {
+	row := q.queryRow(ctx, q.executionFlowNextStmt, executionFlowNext,
+		arg.PerGroup,
+		arg.Namespace,
+		arg.Lane,
+		arg.Priority,
+		arg.FromGroup,
+		arg.Capabilities,
+	)
+	var i ExecutionFlowNextRow
+	err := row.Scan(
+		&i.ID,
+		&i.GroupKey,
+		&i.RunAtMs,
+		&i.PayloadBytes,
+		&i.Running,
+	)
+	return i, err
+}
+
+const executionReadyInLane = `-- name: ExecutionReadyInLane :one
 SELECT EXISTS (
-    SELECT 1 FROM json_each(CAST(?1 AS TEXT)) AS g
-    WHERE EXISTS (
-        SELECT 1 FROM executions AS x INDEXED BY executions_ready
-        WHERE x.namespace = ?2 AND x.lane = ?3 AND x.group_key = g.value
-          AND x.state = 'waiting' AND x.ready = 1
-          AND (x.required_capabilities = '[]' OR NOT EXISTS (
-              SELECT 1 FROM json_each(x.required_capabilities) AS r
-              WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?4 AS TEXT)) AS c)
-          ))
-    )
+    SELECT 1 FROM executions AS e INDEXED BY executions_ready
+    WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
+      AND (e.required_capabilities = '[]' OR NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?3 AS TEXT)) AS c)
+  ))
 ) AS ready
 `
 
-type ExecutionReadyInGroupsParams struct {
-	GroupKeys    string
+type ExecutionReadyInLaneParams struct {
 	Namespace    string
 	Lane         string
 	Capabilities string
 }
 
-// ExecutionReadyInGroups tells whether one of the groups of @group_keys (a
-// JSON array) of a lane has a ready execution whose required capabilities
-// are all in @capabilities (a JSON array); it stops at the first found.
-func (q *Queries) ExecutionReadyInGroups(ctx context.Context, arg ExecutionReadyInGroupsParams) (bool, error) {
-	row := q.queryRow(ctx, q.executionReadyInGroupsStmt, executionReadyInGroups,
-		arg.GroupKeys,
-		arg.Namespace,
-		arg.Lane,
-		arg.Capabilities,
-	)
+// ExecutionReadyInLane tells whether a lane has a ready execution whose
+// required capabilities are all in @capabilities (a JSON array).
+func (q *Queries) ExecutionReadyInLane(ctx context.Context, arg ExecutionReadyInLaneParams) (bool, error) {
+	row := q.queryRow(ctx, q.executionReadyInLaneStmt, executionReadyInLane, arg.Namespace, arg.Lane, arg.Capabilities)
 	var ready bool
 	err := row.Scan(&ready)
 	return ready, err
@@ -126,7 +195,7 @@ SELECT EXISTS (
     SELECT 1 FROM worker_lanes AS l
     WHERE l.namespace = ?1 AND l.instance_id = ?2
       AND (EXISTS (SELECT 1 FROM lane_limits AS m WHERE m.namespace = l.namespace AND m.lane = l.lane)
-           OR EXISTS (SELECT 1 FROM lane_groups AS g WHERE g.namespace = l.namespace AND g.lane = l.lane))
+           OR EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = l.namespace AND t.lane = l.lane))
 ) AS flow
 `
 
@@ -154,13 +223,18 @@ SELECT CAST(m.lane IS NOT NULL AS INTEGER) AS limited,
        CAST(coalesce(m.window_start_ms, 0) AS INTEGER) AS window_start_ms,
        CAST(coalesce(m.window_claims, 0) AS INTEGER) AS window_claims,
        CAST(CASE WHEN coalesce(m.max_running, 0) > 0 OR coalesce(m.max_running_per_group, 0) > 0 THEN (
-           SELECT count(*) FROM executions AS r
-           WHERE r.namespace = CAST(?1 AS TEXT) AND r.lane = CAST(?2 AS TEXT) AND r.state = 'running'
+           SELECT count(*) FROM (
+               SELECT 1 FROM executions AS r INDEXED BY executions_running
+               WHERE r.namespace = CAST(?1 AS TEXT) AND r.lane = CAST(?2 AS TEXT) AND r.state = 'running'
+               LIMIT (SELECT max(c.max_running, c.max_running_per_group) FROM lane_limits AS c
+                      WHERE c.namespace = CAST(?1 AS TEXT) AND c.lane = CAST(?2 AS TEXT))
+           )
        ) ELSE 0 END AS INTEGER) AS running,
-       CAST(EXISTS (SELECT 1 FROM lane_groups AS g
-                    WHERE g.namespace = CAST(?1 AS TEXT) AND g.lane = CAST(?2 AS TEXT)) AS INTEGER) AS grouped
+       CAST(t.lane IS NOT NULL AS INTEGER) AS grouped,
+       CAST(coalesce(t.last_group, '') AS TEXT) AS last_group
 FROM (SELECT 1) AS one
 LEFT JOIN lane_limits AS m ON m.namespace = CAST(?1 AS TEXT) AND m.lane = CAST(?2 AS TEXT)
+LEFT JOIN lane_turns AS t ON t.namespace = CAST(?1 AS TEXT) AND t.lane = CAST(?2 AS TEXT)
 `
 
 type LaneFlowReadParams struct {
@@ -179,10 +253,12 @@ type LaneFlowReadRow struct {
 	WindowClaims       int64
 	Running            int64
 	Grouped            int64
+	LastGroup          string
 }
 
 // LaneFlowRead reads a lane's limits (limited: it has a row), how many of
-// its executions run (counted only under a cap), and whether it has groups.
+// its executions run (counted only under a cap, and only up to the larger
+// cap), whether it has groups, and the group it served last.
 func (q *Queries) LaneFlowRead(ctx context.Context, arg LaneFlowReadParams) (LaneFlowReadRow, error) {
 	row := q.queryRow(ctx, q.laneFlowReadStmt, laneFlowRead, arg.Namespace, arg.Lane)
 	var i LaneFlowReadRow
@@ -197,95 +273,9 @@ func (q *Queries) LaneFlowRead(ctx context.Context, arg LaneFlowReadParams) (Lan
 		&i.WindowClaims,
 		&i.Running,
 		&i.Grouped,
+		&i.LastGroup,
 	)
 	return i, err
-}
-
-const laneGroupServe = `-- name: LaneGroupServe :exec
-INSERT INTO lane_groups (namespace, lane, group_key, served_seq) VALUES (?1, ?2, ?3, ?4)
-ON CONFLICT (namespace, lane, group_key) DO UPDATE SET served_seq = excluded.served_seq
-`
-
-type LaneGroupServeParams struct {
-	Namespace string
-	Lane      string
-	GroupKey  string
-	ServedSeq int64
-}
-
-// LaneGroupServe records when a group was last served.
-func (q *Queries) LaneGroupServe(ctx context.Context, arg LaneGroupServeParams) error {
-	_, err := q.exec(ctx, q.laneGroupServeStmt, laneGroupServe,
-		arg.Namespace,
-		arg.Lane,
-		arg.GroupKey,
-		arg.ServedSeq,
-	)
-	return err
-}
-
-const laneGroupTouch = `-- name: LaneGroupTouch :exec
-INSERT OR IGNORE INTO lane_groups (namespace, lane, group_key) VALUES (?1, ?2, ?3)
-`
-
-type LaneGroupTouchParams struct {
-	Namespace string
-	Lane      string
-	GroupKey  string
-}
-
-// LaneGroupTouch records a group executions are created in: from then on
-// the lane's groups take turns.
-func (q *Queries) LaneGroupTouch(ctx context.Context, arg LaneGroupTouchParams) error {
-	_, err := q.exec(ctx, q.laneGroupTouchStmt, laneGroupTouch, arg.Namespace, arg.Lane, arg.GroupKey)
-	return err
-}
-
-const laneGroupsRead = `-- name: LaneGroupsRead :many
-SELECT g.group_key, g.served_seq,
-       CAST(CASE WHEN CAST(?1 AS INTEGER) THEN (
-           SELECT count(*) FROM executions AS r
-           WHERE r.namespace = g.namespace AND r.lane = g.lane AND r.group_key = g.group_key AND r.state = 'running'
-       ) ELSE 0 END AS INTEGER) AS running
-FROM lane_groups AS g
-WHERE g.namespace = ?2 AND g.lane = ?3
-`
-
-type LaneGroupsReadParams struct {
-	CountRunning int64
-	Namespace    string
-	Lane         string
-}
-
-type LaneGroupsReadRow struct {
-	GroupKey  string
-	ServedSeq int64
-	Running   int64
-}
-
-// LaneGroupsRead reads a lane's groups, with when each was last served and how many of each group's executions run (counted only when
-// @count_running).
-func (q *Queries) LaneGroupsRead(ctx context.Context, arg LaneGroupsReadParams) ([]LaneGroupsReadRow, error) {
-	rows, err := q.query(ctx, q.laneGroupsReadStmt, laneGroupsRead, arg.CountRunning, arg.Namespace, arg.Lane)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []LaneGroupsReadRow{}
-	for rows.Next() {
-		var i LaneGroupsReadRow
-		if err := rows.Scan(&i.GroupKey, &i.ServedSeq, &i.Running); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const laneLimitsDelete = `-- name: LaneLimitsDelete :execrows
@@ -417,6 +407,38 @@ func (q *Queries) LaneRateCount(ctx context.Context, arg LaneRateCountParams) er
 		arg.Namespace,
 		arg.Lane,
 	)
+	return err
+}
+
+const laneTurnServe = `-- name: LaneTurnServe :exec
+UPDATE lane_turns SET last_group = ?1 WHERE namespace = ?2 AND lane = ?3
+`
+
+type LaneTurnServeParams struct {
+	LastGroup string
+	Namespace string
+	Lane      string
+}
+
+// LaneTurnServe records the group a lane served last.
+func (q *Queries) LaneTurnServe(ctx context.Context, arg LaneTurnServeParams) error {
+	_, err := q.exec(ctx, q.laneTurnServeStmt, laneTurnServe, arg.LastGroup, arg.Namespace, arg.Lane)
+	return err
+}
+
+const laneTurnTouch = `-- name: LaneTurnTouch :exec
+INSERT OR IGNORE INTO lane_turns (namespace, lane) VALUES (?1, ?2)
+`
+
+type LaneTurnTouchParams struct {
+	Namespace string
+	Lane      string
+}
+
+// LaneTurnTouch records a lane executions are created in with a group: from
+// then on its groups take turns.
+func (q *Queries) LaneTurnTouch(ctx context.Context, arg LaneTurnTouchParams) error {
+	_, err := q.exec(ctx, q.laneTurnTouchStmt, laneTurnTouch, arg.Namespace, arg.Lane)
 	return err
 }
 

@@ -95,13 +95,6 @@ type ExecutionKey struct {
 	UntilMs     int64
 }
 
-type LaneGroup struct {
-	Namespace string
-	Lane      string
-	GroupKey  string
-	ServedSeq int64
-}
-
 type LaneLimit struct {
 	Namespace          string
 	Lane               string
@@ -112,6 +105,12 @@ type LaneLimit struct {
 	Paused             int64
 	WindowStartMs      int64
 	WindowClaims       int64
+}
+
+type LaneTurn struct {
+	Namespace string
+	Lane      string
+	LastGroup string
 }
 
 type Leader struct {

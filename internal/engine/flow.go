@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"sort"
+	"math"
 
 	"github.com/google/uuid"
 )
@@ -13,7 +13,7 @@ import (
 // whose lanes have neither is claimed by each engine's own claim, as
 // before; one of whose lanes has either is claimed by FlowClaim on SQLite
 // (in one transaction, through FlowQueries), and on PostgreSQL by the
-// server-side function roster_flow_claim (schema/postgres, migrations 16 and 17),
+// server-side function roster_flow_claim (schema/postgres, migration 18),
 // which takes the same steps in one call:
 //  1. the worker (alive, its lanes and capabilities);
 //  2. the claim lock of each of its lanes that has limits or groups, in lane
@@ -24,13 +24,19 @@ import (
 //  3. each lane's room: what its cap (MaxRunning less what runs) and its
 //     rate (Rate less the claims of the current window) allow, none when it
 //     is paused;
-//  4. each group's room (MaxRunningPerGroup less what runs in the group),
-//     and up to that many of the group's best ready executions;
-//  5. the order: priority first, then turns (a group's first candidate at
-//     each priority before any group's second), then the group served
-//     least recently, then RunAt and id; taken in that order while the
-//     lane has room;
-//  6. the start, then each served group's turn and the rate window's count.
+//  4. a lane without groups gives its best ready executions, as many as its
+//     room and the cap of its one group allow; a lane with groups gives
+//     them in turns: at each priority, from the highest down, the groups in
+//     key order after the group it served last, then from the first group
+//     up to that one, each group's first execution before any group's
+//     second, a group at its cap (MaxRunningPerGroup) passed over. Each step
+//     of a turn is one probe of the ready index (the first entry after a
+//     group at a priority is the next group's best execution), so a lane's
+//     groups cost nothing until they have ready work;
+//  5. across lanes, the best of the lanes' next executions (the claim's
+//     order), until the claim has what it asked for;
+//  6. the start, then each grouped lane's last group served and each rated
+//     lane's count in its window.
 // The two are kept alike by the conformance suite, which both engines run.
 
 // LaneLimits are a lane's limits as stored (0: none).
@@ -40,49 +46,43 @@ type LaneLimits struct {
 	Paused                                      bool
 }
 
-// GroupKey names a group of a lane.
-type GroupKey struct{ Namespace, Lane, Group string }
+// LaneKey names a lane of a namespace.
+type LaneKey struct{ Namespace, Lane string }
 
-// GroupsOf lists the groups the executions with a group are created in,
-// each once, with the empty group of each such lane (executions without a
-// group take turns with the groups). None when no execution has a group.
-func GroupsOf(es []Execution) []GroupKey {
-	var keys []GroupKey
-	seen := make(map[GroupKey]bool)
+// GroupedLanes lists the lanes the executions with a group are created in,
+// each once: from then on each of them takes turns between its groups
+// (executions without a group among them, in the group ""). None when no
+// execution has a group.
+func GroupedLanes(es []Execution) []LaneKey {
+	var keys []LaneKey
+	seen := make(map[LaneKey]bool)
 	for _, e := range es {
-		if e.Group == "" {
-			continue
-		}
-		for _, k := range []GroupKey{{e.Namespace, e.Lane, ""}, {e.Namespace, e.Lane, e.Group}} {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
+		k := LaneKey{e.Namespace, e.Lane}
+		if e.Group != "" && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
 		}
 	}
 	return keys
 }
 
-// FlowLane is a lane's limits and counts for a flow claim.
+// FlowLane is a lane's limits, counts and turn for a flow claim.
 type FlowLane struct {
 	Lane                       string
 	Limited, Grouped, Paused   bool
 	MaxRunning, MaxPerGroup    int64
 	Rate, RatePeriodMs         int64
 	WindowStartMs, WindowCount int64
-	Running                    int64 // counted when MaxRunning or MaxPerGroup is set
+	// Running is what runs in the lane, counted up to the larger of its caps
+	// when it has one.
+	Running int64
+	// LastGroup is the group the lane served last ("" before its first
+	// claim): its groups' turns go on after it.
+	LastGroup string
 }
 
 // Flow tells whether the lane's claims go through FlowClaim.
 func (l FlowLane) Flow() bool { return l.Limited || l.Grouped }
-
-// FlowGroup is a group of a lane: when it was last served, and how many of
-// its executions run (counted when asked).
-type FlowGroup struct {
-	Group     string
-	ServedSeq int64
-	Running   int64
-}
 
 // FlowCandidate is a ready execution a flow claim may take.
 type FlowCandidate struct {
@@ -101,6 +101,20 @@ type FlowWorker struct {
 	Due bool
 }
 
+// FlowStep is one step of a lane's turns: at a priority, the first group
+// after After in key order (from the first group when FromStart) with a
+// ready execution the capabilities allow.
+type FlowStep struct {
+	Namespace, Lane string
+	Capabilities    []string
+	Priority        int64
+	After           string
+	FromStart       bool
+	// PerGroup is the lane's cap per group: the step counts what runs in
+	// the group it finds up to it (0: counts nothing).
+	PerGroup int64
+}
+
 // FlowQueries are the statements of a flow claim (FlowClaim), run in one
 // transaction.
 type FlowQueries interface {
@@ -109,22 +123,28 @@ type FlowQueries interface {
 	FlowWorker(ctx context.Context, k WorkerKey, nowMs int64) (FlowWorker, error)
 	// FlowPromote makes due scheduled executions of the namespace ready.
 	FlowPromote(ctx context.Context, namespace string, nowMs int64) error
-	// FlowLanes reads each lane's limits and counts, in lane order.
+	// FlowLanes reads each lane's limits, counts and turn, in lane order.
 	FlowLanes(ctx context.Context, namespace string, lanes []string) ([]FlowLane, error)
-	// FlowGroups reads a lane's groups, counting their running executions
-	// when countRunning.
-	FlowGroups(ctx context.Context, namespace, lane string, countRunning bool) ([]FlowGroup, error)
-	// FlowPick reads up to limits[i] of the best ready executions of group
-	// groups[i] of a lane that the capabilities allow.
-	FlowPick(ctx context.Context, namespace, lane string, capabilities, groups []string, limits []int64) ([]FlowCandidate, error)
-	// FlowReady tells whether one of the groups of a lane has a ready
-	// execution that the capabilities allow.
-	FlowReady(ctx context.Context, namespace, lane string, capabilities, groups []string) (bool, error)
+	// FlowPick reads up to n of the best ready executions of a lane without
+	// groups that the capabilities allow, best first.
+	FlowPick(ctx context.Context, namespace, lane string, capabilities []string, n int64) ([]FlowCandidate, error)
+	// FlowLevel is the highest priority at or below below of a lane's ready
+	// executions (found: there is one).
+	FlowLevel(ctx context.Context, namespace, lane string, below int64) (priority int64, found bool, err error)
+	// FlowNext takes a step of a lane's turns: the best execution of the
+	// group it finds, with what runs in that group (found: a group).
+	FlowNext(ctx context.Context, s FlowStep) (c FlowCandidate, running int64, found bool, err error)
+	// FlowMore reads up to n more of a group's ready executions at the
+	// priority of after that the capabilities allow, the best after it first.
+	FlowMore(ctx context.Context, namespace string, capabilities []string, after FlowCandidate, n int64) ([]FlowCandidate, error)
+	// FlowReady tells whether a lane has a ready execution that the
+	// capabilities allow.
+	FlowReady(ctx context.Context, namespace, lane string, capabilities []string) (bool, error)
 	// FlowStart starts the executions ids[i] under leases p.LeaseIDs[i] (one
 	// no longer waiting is left out), returning the leases in that order.
 	FlowStart(ctx context.Context, p ClaimParams, ids []uuid.UUID) ([]ClaimedLease, error)
-	// FlowServe records each group's new served sequence.
-	FlowServe(ctx context.Context, namespace, lane string, groups []string, seqs []int64) error
+	// FlowServe records the group a lane served last.
+	FlowServe(ctx context.Context, namespace, lane, group string) error
 	// FlowCount adds claims to the lane's rate window beginning at windowStartMs.
 	FlowCount(ctx context.Context, namespace, lane string, windowStartMs, claims int64) error
 	// WorkerNextRunAt is the earliest RunAt after now among the worker's
@@ -155,33 +175,22 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 	if err != nil {
 		return res, err
 	}
-	flow := false
 	for _, l := range lanes {
-		flow = flow || l.Flow()
+		res.Flow = res.Flow || l.Flow()
 	}
-	res.Flow = flow
 	want := int64(len(p.LeaseIDs))
-	var cands []flowCandidate
-	room := make(map[string]int64, len(lanes))
-	seqs := make(map[string]int64, len(lanes)) // the highest served sequence of each grouped lane
-	rateHeld := int64(0)                       // the earliest window end of a lane its rate holds back
+	var segs [][]FlowCandidate // each lane's candidates, in the lane's order
+	rateHeld := int64(0)       // the earliest window end of a lane its rate holds back
 	for _, l := range lanes {
-		r, windowEnd := l.room(want, p.NowMs)
-		var groups []FlowGroup
-		if l.Grouped {
-			if groups, err = q.FlowGroups(ctx, p.Namespace, l.Lane, l.MaxPerGroup > 0); err != nil {
-				return res, err
-			}
-		} else {
-			groups = []FlowGroup{{Running: l.Running}} // one group: ''
+		room, windowEnd := l.room(want, p.NowMs)
+		need := room
+		if !l.Grouped && l.MaxPerGroup > 0 {
+			need = min(need, l.MaxPerGroup-l.Running) // its one group's cap
 		}
-		for _, g := range groups {
-			seqs[l.Lane] = max(seqs[l.Lane], g.ServedSeq)
-		}
-		if r <= 0 {
+		if need <= 0 {
 			// Held back, when it has ready work.
 			if l.Flow() {
-				held, err := q.FlowReady(ctx, p.Namespace, l.Lane, w.Capabilities, groupNames(groups))
+				held, err := q.FlowReady(ctx, p.Namespace, l.Lane, w.Capabilities)
 				if err != nil {
 					return res, err
 				}
@@ -194,74 +203,36 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 			}
 			continue
 		}
-		room[l.Lane] = r
-		var names, full []string
-		var limits []int64
-		served := make(map[string]int64, len(groups))
-		for _, g := range groups {
-			gr := min(r, want)
-			if l.MaxPerGroup > 0 {
-				gr = min(gr, l.MaxPerGroup-g.Running)
-			}
-			if gr > 0 {
-				names = append(names, g.Group)
-				limits = append(limits, gr)
-				served[g.Group] = g.ServedSeq
-			} else {
-				full = append(full, g.Group)
-			}
-		}
-		if len(full) > 0 {
-			// Groups at their cap hold back what they have ready.
-			held, err := q.FlowReady(ctx, p.Namespace, l.Lane, w.Capabilities, full)
-			if err != nil {
-				return res, err
-			}
-			if held {
-				res.Held++
-			}
-		}
-		if len(names) == 0 {
-			continue
-		}
 		if dry {
-			// The claim takes one at least when a group with room has
-			// ready work: that is all a look needs to know.
-			ready, err := q.FlowReady(ctx, p.Namespace, l.Lane, w.Capabilities, names)
-			if err != nil || !ready {
-				if err != nil {
-					return res, err
-				}
-				continue
-			}
-			res.Leases = []ClaimedLease{{Namespace: p.Namespace, Lane: l.Lane}}
-			return res, nil
+			need = 1 // a look needs to know of one
 		}
-		picked, err := q.FlowPick(ctx, p.Namespace, l.Lane, w.Capabilities, names, limits)
+		var cands []FlowCandidate
+		capped := false
+		if l.Grouped {
+			cands, capped, err = flowTurns(ctx, q, p.Namespace, l, w.Capabilities, need)
+		} else {
+			cands, err = q.FlowPick(ctx, p.Namespace, l.Lane, w.Capabilities, need)
+			// Its one group's cap, not its work, bounded what it gave.
+			capped = l.MaxPerGroup > 0 && l.MaxPerGroup-l.Running < room && int64(len(cands)) >= l.MaxPerGroup-l.Running
+		}
 		if err != nil {
 			return res, err
 		}
-		perGroup := make(map[string]int64, len(names))
-		for _, c := range picked {
-			cands = append(cands, flowCandidate{FlowCandidate: c, served: served[c.Group]})
-			perGroup[c.Group]++
+		if dry && len(cands) > 0 {
+			res.Leases = []ClaimedLease{{Namespace: p.Namespace, Lane: l.Lane}}
+			return res, nil
 		}
-		// Held back when a cap, a rate or a group's cap, not the work,
-		// bounded what was picked.
-		held := r < want && int64(len(picked)) >= r
-		for i, g := range names {
-			held = held || (limits[i] < min(r, want) && perGroup[g] >= limits[i])
-		}
-		if held {
+		// Held back when a cap or a rate, not the work, bounded what the
+		// lane gave.
+		if capped || (room < want && int64(len(cands)) >= room) {
 			res.Held++
 		}
-	}
-	taken, bounded := flowOrder(cands, room, want, p.Bytes())
-	if dry {
-		for _, c := range taken {
-			res.Leases = append(res.Leases, ClaimedLease{ExecutionID: c.ID, Namespace: p.Namespace, Lane: c.Lane})
+		if len(cands) > 0 {
+			segs = append(segs, cands)
 		}
-	} else if len(taken) > 0 {
+	}
+	taken, bounded := flowOrder(segs, want, p.Bytes())
+	if !dry && len(taken) > 0 {
 		ids := make([]uuid.UUID, len(taken))
 		for i, c := range taken {
 			ids[i] = c.ID
@@ -269,7 +240,7 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 		if res.Leases, err = q.FlowStart(ctx, p, ids); err != nil {
 			return res, err
 		}
-		if err := flowRecord(ctx, q, p, lanes, taken, res.Leases, seqs); err != nil {
+		if err := flowRecord(ctx, q, p, lanes, taken, res.Leases); err != nil {
 			return res, err
 		}
 	}
@@ -287,6 +258,89 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 		res.NextRunAtMs = next
 	}
 	return res, nil
+}
+
+// flowTurns gives up to need of a grouped lane's ready executions in turns:
+// at each priority, from the highest down, the groups after the lane's last
+// served in key order, then from the first group up to that one, each
+// group's first before any group's second. A group at its cap is passed
+// over; capped says a group's cap, not its work, bounded what it gave.
+func flowTurns(ctx context.Context, q FlowQueries, namespace string, l FlowLane, caps []string, need int64) (out []FlowCandidate, capped bool, err error) {
+	type turn struct {
+		first     FlowCandidate
+		room, got int64 // what the group may give, what it gave
+	}
+	taken := make(map[string]int64) // each group's candidates of this claim, at higher priorities
+	below := int64(math.MaxInt64)
+	for int64(len(out)) < need {
+		level, found, err := q.FlowLevel(ctx, namespace, l.Lane, below)
+		if err != nil || !found {
+			return out, capped, err
+		}
+		// Round one: each group's first, in turn.
+		var round []turn
+		s := FlowStep{Namespace: namespace, Lane: l.Lane, Capabilities: caps, Priority: level, After: l.LastGroup, PerGroup: l.MaxPerGroup}
+		for wrapped := false; int64(len(out)) < need; {
+			c, running, found, err := q.FlowNext(ctx, s)
+			if err != nil {
+				return out, capped, err
+			}
+			if !found || (wrapped && c.Group > l.LastGroup) {
+				if wrapped {
+					break
+				}
+				wrapped, s.After, s.FromStart = true, "", true
+				continue
+			}
+			s.After, s.FromStart = c.Group, false
+			running += taken[c.Group]
+			if l.MaxPerGroup > 0 && running >= l.MaxPerGroup {
+				capped = true // at its cap: passed over
+				continue
+			}
+			room := need
+			if l.MaxPerGroup > 0 {
+				room = min(need, l.MaxPerGroup-running)
+			}
+			out = append(out, c)
+			round = append(round, turn{first: c, room: room, got: 1})
+		}
+		// Rounds two and on: each group's second, then third..., in the same
+		// turn, as far as each group's room allows.
+		if left := need - int64(len(out)); left > 0 && len(round) > 0 {
+			more := make([][]FlowCandidate, len(round))
+			for i, t := range round {
+				if t.room > 1 {
+					if more[i], err = q.FlowMore(ctx, namespace, caps, t.first, min(t.room-1, left)); err != nil {
+						return out, capped, err
+					}
+				}
+			}
+			for n, added := 0, true; added && int64(len(out)) < need; n++ {
+				added = false
+				for i := range round {
+					if n < len(more[i]) && int64(len(out)) < need {
+						out = append(out, more[i][n])
+						round[i].got++
+						added = true
+					}
+				}
+			}
+			if int64(len(out)) < need {
+				for _, t := range round {
+					capped = capped || (t.room < need && t.got >= t.room)
+				}
+			}
+		}
+		for _, t := range round {
+			taken[t.first.Group] += t.got
+		}
+		if level == math.MinInt64 {
+			break
+		}
+		below = level - 1
+	}
+	return out, capped, nil
 }
 
 // room is how many executions the lane may start now (at most want), and
@@ -325,66 +379,28 @@ func (l FlowLane) room(want, nowMs int64) (room, windowEnd int64) {
 // nowMs, counted from the Unix epoch.
 func RateWindow(nowMs, periodMs int64) int64 { return nowMs - nowMs%periodMs }
 
-type flowCandidate struct {
-	FlowCandidate
-	served int64 // the group's served sequence
-	turn   int   // 1 for a group's best candidate at its priority, 2 for its next...
-}
-
-// flowOrder takes candidates best first, up to want and maxBytes of
-// payloads (always the first), each lane at most its room; bounded says it
-// stopped at maxBytes with candidates left. Within a lane the order is fair:
-// priority, then turns (each group's first candidate at a priority before
-// any group's second), then the group served least recently, then RunAt and
-// id. Across lanes it is the claim's order: of the lanes' next candidates,
-// the highest priority, then the earliest RunAt, then the lowest id.
-func flowOrder(cands []flowCandidate, room map[string]int64, want, maxBytes int64) (taken []flowCandidate, bounded bool) {
-	type key struct {
-		lane, group string
-		priority    int64
-	}
-	turns := make(map[key]int)
-	byLane := make(map[string][]flowCandidate)
-	var lanes []string
-	for _, c := range cands { // each group's candidates come best first from FlowPick
-		k := key{c.Lane, c.Group, c.Priority}
-		turns[k]++
-		c.turn = turns[k]
-		if byLane[c.Lane] == nil {
-			lanes = append(lanes, c.Lane)
-		}
-		byLane[c.Lane] = append(byLane[c.Lane], c)
-	}
-	for _, lane := range lanes {
-		sort.SliceStable(byLane[lane], func(i, j int) bool {
-			a, b := byLane[lane][i], byLane[lane][j]
-			switch {
-			case a.Priority != b.Priority:
-				return a.Priority > b.Priority
-			case a.turn != b.turn:
-				return a.turn < b.turn
-			case a.served != b.served:
-				return a.served < b.served
-			}
-			return claimOrder(a, b)
-		})
-	}
-	next := make(map[string]int, len(lanes))
+// flowOrder takes candidates from the lanes' lists (each in its lane's
+// order) best first, up to want and maxBytes of payloads (always the
+// first); bounded says it stopped at maxBytes with candidates left. Across
+// lanes it is the claim's order: of the lanes' next candidates, the highest
+// priority, then the earliest RunAt, then the lowest id.
+func flowOrder(segs [][]FlowCandidate, want, maxBytes int64) (taken []FlowCandidate, bounded bool) {
+	next := make([]int, len(segs))
 	size := int64(0)
 	for int64(len(taken)) < want {
-		best := ""
-		for _, lane := range lanes {
-			if next[lane] == len(byLane[lane]) || int64(next[lane]) >= room[lane] {
+		best := -1
+		for i, seg := range segs {
+			if next[i] == len(seg) {
 				continue
 			}
-			if best == "" || claimOrder(byLane[lane][next[lane]], byLane[best][next[best]]) {
-				best = lane
+			if best < 0 || ClaimCompare(seg[next[i]], segs[best][next[best]]) < 0 {
+				best = i
 			}
 		}
-		if best == "" {
+		if best < 0 {
 			break
 		}
-		c := byLane[best][next[best]]
+		c := segs[best][next[best]]
 		if size += c.Bytes; len(taken) > 0 && size > maxBytes {
 			return taken, true
 		}
@@ -393,9 +409,6 @@ func flowOrder(cands []flowCandidate, room map[string]int64, want, maxBytes int6
 	}
 	return taken, false
 }
-
-// claimOrder tells whether a comes before b in the claim's order.
-func claimOrder(a, b flowCandidate) bool { return ClaimCompare(a.FlowCandidate, b.FlowCandidate) < 0 }
 
 // ClaimCompare orders candidates as a claim takes them: higher priority,
 // then earlier RunAt, then lower id.
@@ -409,37 +422,23 @@ func ClaimCompare(a, b FlowCandidate) int {
 	return bytes.Compare(a.ID[:], b.ID[:])
 }
 
-// flowRecord writes what the claim used: each grouped lane's served groups
-// (the last served gets the highest sequence) and each rated lane's count.
-func flowRecord(ctx context.Context, q FlowQueries, p ClaimParams, lanes []FlowLane, taken []flowCandidate, started []ClaimedLease, seqs map[string]int64) error {
+// flowRecord writes what the claim used: each grouped lane's last group
+// served and each rated lane's count, of what started.
+func flowRecord(ctx context.Context, q FlowQueries, p ClaimParams, lanes []FlowLane, taken []FlowCandidate, started []ClaimedLease) error {
 	ok := make(map[uuid.UUID]bool, len(started))
 	for _, l := range started {
 		ok[l.ExecutionID] = true
 	}
 	for _, l := range lanes {
-		var groups []string
-		var served []int64
-		at := make(map[string]int)
-		claims := int64(0)
+		last, claims := "", int64(0)
 		for _, c := range taken {
-			if c.Lane != l.Lane || !ok[c.ID] {
-				continue
+			if c.Lane == l.Lane && ok[c.ID] {
+				last = c.Group
+				claims++
 			}
-			claims++
-			if !l.Grouped {
-				continue
-			}
-			seqs[l.Lane]++
-			if i, seen := at[c.Group]; seen {
-				served[i] = seqs[l.Lane]
-				continue
-			}
-			at[c.Group] = len(groups)
-			groups = append(groups, c.Group)
-			served = append(served, seqs[l.Lane])
 		}
-		if len(groups) > 0 {
-			if err := q.FlowServe(ctx, p.Namespace, l.Lane, groups, served); err != nil {
+		if l.Grouped && claims > 0 {
+			if err := q.FlowServe(ctx, p.Namespace, l.Lane, last); err != nil {
 				return err
 			}
 		}
@@ -450,12 +449,4 @@ func flowRecord(ctx context.Context, q FlowQueries, p ClaimParams, lanes []FlowL
 		}
 	}
 	return nil
-}
-
-func groupNames(gs []FlowGroup) []string {
-	names := make([]string, len(gs))
-	for i, g := range gs {
-		names[i] = g.Group
-	}
-	return names
 }

@@ -249,10 +249,10 @@ type Queries interface {
 	// LaneLimitsDelete removes a lane's limits (ErrNoRows: it had none) and
 	// wakes the namespace's workers.
 	LaneLimitsDelete(ctx context.Context, namespace, lane string) error
-	// LaneGroupsTouch records the groups of the executions that have one
-	// (GroupsOf), before they are inserted: from then on their lanes' groups
-	// take turns.
-	LaneGroupsTouch(ctx context.Context, es []Execution) error
+	// LaneTurnsTouch records the lanes of the executions that have a group
+	// (GroupedLanes), before they are inserted: from then on those lanes'
+	// groups take turns.
+	LaneTurnsTouch(ctx context.Context, es []Execution) error
 
 	// Stats reads the fleet's aggregates at a time, from live rows only
 	// (run it in a Snapshot for one consistent view).

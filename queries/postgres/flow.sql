@@ -1,9 +1,9 @@
 -- Flow control: lane limits, the groups of lanes, and the claim of a lane
 -- that has either (ExecutionClaimFlow: the function roster_flow_claim of
--- migrations 16 and 17). A claim of such a lane first takes the lane's claim lock,
--- so that the counts it reads (running executions, the rate window, when
--- each group was last served) hold until it commits: no other claim of that
--- lane runs meanwhile, and a settle only lowers them. The lock is held for
+-- migration 18). A claim of such a lane first takes the lane's claim lock,
+-- so that what it reads (running executions, the rate window, the group
+-- the lane served last) holds until it commits: no other claim of that lane
+-- runs meanwhile, and a settle only lowers the counts. The lock is held for
 -- the one call, never longer.
 
 -- name: LaneLimitsPut :exec
@@ -37,18 +37,17 @@ WITH deleted AS (
 )
 SELECT roster_wake(deleted.namespace) FROM deleted;
 
--- name: LaneGroupsTouch :exec
--- LaneGroupsTouch records the groups executions are created in (with the
--- empty group of their lane, for executions without one): from then on the
--- lane's groups take turns.
-INSERT INTO lane_groups (namespace, lane, group_key)
-SELECT DISTINCT g.namespace, g.lane, g.group_key
-FROM (SELECT unnest(@namespaces::text[]) AS namespace, unnest(@lanes::text[]) AS lane, unnest(@group_keys::text[]) AS group_key) AS g
+-- name: LaneTurnsTouch :exec
+-- LaneTurnsTouch records the lanes executions are created in with a group:
+-- from then on each such lane's groups take turns.
+INSERT INTO lane_turns (namespace, lane)
+SELECT DISTINCT l.namespace, l.lane
+FROM (SELECT unnest(@namespaces::text[]) AS namespace, unnest(@lanes::text[]) AS lane) AS l
 ON CONFLICT DO NOTHING;
 
 -- name: ExecutionClaimFlow :many
 -- ExecutionClaimFlow claims for a worker one of whose lanes has limits or
--- groups, in one call (roster_flow_claim, migrations 16 and 17): a row per
+-- groups, in one call (roster_flow_claim, migration 18): a row per
 -- execution started, in the order taken, then a row without an id that says
 -- what held the claim back and when to look again; no row when the worker is
 -- not alive.

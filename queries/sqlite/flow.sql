@@ -23,10 +23,10 @@ ORDER BY namespace, lane;
 -- LaneLimitsDelete removes a lane's limits.
 DELETE FROM lane_limits WHERE namespace = @namespace AND lane = @lane;
 
--- name: LaneGroupTouch :exec
--- LaneGroupTouch records a group executions are created in: from then on
--- the lane's groups take turns.
-INSERT OR IGNORE INTO lane_groups (namespace, lane, group_key) VALUES (@namespace, @lane, @group_key);
+-- name: LaneTurnTouch :exec
+-- LaneTurnTouch records a lane executions are created in with a group: from
+-- then on its groups take turns.
+INSERT OR IGNORE INTO lane_turns (namespace, lane) VALUES (@namespace, @lane);
 
 -- name: LaneFlowExists :one
 -- LaneFlowExists tells whether one of a worker's lanes has limits or groups
@@ -35,7 +35,7 @@ SELECT EXISTS (
     SELECT 1 FROM worker_lanes AS l
     WHERE l.namespace = @namespace AND l.instance_id = @instance_id
       AND (EXISTS (SELECT 1 FROM lane_limits AS m WHERE m.namespace = l.namespace AND m.lane = l.lane)
-           OR EXISTS (SELECT 1 FROM lane_groups AS g WHERE g.namespace = l.namespace AND g.lane = l.lane))
+           OR EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = l.namespace AND t.lane = l.lane))
 ) AS flow;
 
 -- name: WorkerLanesList :many
@@ -44,7 +44,8 @@ SELECT lane FROM worker_lanes WHERE namespace = @namespace AND instance_id = @in
 
 -- name: LaneFlowRead :one
 -- LaneFlowRead reads a lane's limits (limited: it has a row), how many of
--- its executions run (counted only under a cap), and whether it has groups.
+-- its executions run (counted only under a cap, and only up to the larger
+-- cap), whether it has groups, and the group it served last.
 SELECT CAST(m.lane IS NOT NULL AS INTEGER) AS limited,
        CAST(coalesce(m.max_running, 0) AS INTEGER) AS max_running,
        CAST(coalesce(m.max_running_per_group, 0) AS INTEGER) AS max_running_per_group,
@@ -54,67 +55,85 @@ SELECT CAST(m.lane IS NOT NULL AS INTEGER) AS limited,
        CAST(coalesce(m.window_start_ms, 0) AS INTEGER) AS window_start_ms,
        CAST(coalesce(m.window_claims, 0) AS INTEGER) AS window_claims,
        CAST(CASE WHEN coalesce(m.max_running, 0) > 0 OR coalesce(m.max_running_per_group, 0) > 0 THEN (
-           SELECT count(*) FROM executions AS r
-           WHERE r.namespace = CAST(@namespace AS TEXT) AND r.lane = CAST(@lane AS TEXT) AND r.state = 'running'
+           SELECT count(*) FROM (
+               SELECT 1 FROM executions AS r INDEXED BY executions_running
+               WHERE r.namespace = CAST(@namespace AS TEXT) AND r.lane = CAST(@lane AS TEXT) AND r.state = 'running'
+               LIMIT (SELECT max(c.max_running, c.max_running_per_group) FROM lane_limits AS c
+                      WHERE c.namespace = CAST(@namespace AS TEXT) AND c.lane = CAST(@lane AS TEXT))
+           )
        ) ELSE 0 END AS INTEGER) AS running,
-       CAST(EXISTS (SELECT 1 FROM lane_groups AS g
-                    WHERE g.namespace = CAST(@namespace AS TEXT) AND g.lane = CAST(@lane AS TEXT)) AS INTEGER) AS grouped
+       CAST(t.lane IS NOT NULL AS INTEGER) AS grouped,
+       CAST(coalesce(t.last_group, '') AS TEXT) AS last_group
 FROM (SELECT 1) AS one
-LEFT JOIN lane_limits AS m ON m.namespace = CAST(@namespace AS TEXT) AND m.lane = CAST(@lane AS TEXT);
+LEFT JOIN lane_limits AS m ON m.namespace = CAST(@namespace AS TEXT) AND m.lane = CAST(@lane AS TEXT)
+LEFT JOIN lane_turns AS t ON t.namespace = CAST(@namespace AS TEXT) AND t.lane = CAST(@lane AS TEXT);
 
--- name: LaneGroupsRead :many
--- LaneGroupsRead reads a lane's groups, with when each was last served and how many of each group's executions run (counted only when
--- @count_running).
-SELECT g.group_key, g.served_seq,
-       CAST(CASE WHEN CAST(@count_running AS INTEGER) THEN (
-           SELECT count(*) FROM executions AS r
-           WHERE r.namespace = g.namespace AND r.lane = g.lane AND r.group_key = g.group_key AND r.state = 'running'
+-- name: ExecutionFlowLevel :one
+-- ExecutionFlowLevel reads the highest priority at or below @below of a
+-- lane's ready executions (no row: none).
+SELECT e.priority FROM executions AS e INDEXED BY executions_ready
+WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
+  AND e.priority <= @below
+ORDER BY e.priority DESC
+LIMIT 1;
+
+-- name: ExecutionFlowNext :one
+-- ExecutionFlowNext takes a step of a lane's turns: at @priority, the first
+-- group from @from_group on in key order with a ready execution whose
+-- required capabilities are all in @capabilities (a JSON array), that
+-- execution (the group's best: earliest RunAt, lowest id), the size of its
+-- payload, and how many of the group's executions run, counted up to
+-- @per_group (0: not counted). No row: no group.
+SELECT e.id, e.group_key, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes,
+       CAST(CASE WHEN CAST(@per_group AS INTEGER) > 0 THEN (
+           SELECT count(*) FROM (
+               SELECT 1 FROM executions AS r INDEXED BY executions_running
+               WHERE r.namespace = e.namespace AND r.lane = e.lane AND r.group_key = e.group_key AND r.state = 'running'
+               LIMIT CAST(@per_group AS INTEGER)
+           )
        ) ELSE 0 END AS INTEGER) AS running
-FROM lane_groups AS g
-WHERE g.namespace = @namespace AND g.lane = @lane;
+FROM executions AS e INDEXED BY executions_ready
+WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
+  AND e.priority = @priority AND e.group_key >= CAST(@from_group AS TEXT)
+  AND (e.required_capabilities = '[]' OR NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
+  ))
+ORDER BY e.group_key, e.run_at_ms, e.id
+LIMIT 1;
 
--- name: ExecutionPickGroups :many
--- ExecutionPickGroups finds, for each group of @group_keys (a JSON array),
--- up to @limit of the group's best ready executions in one lane (highest
--- priority, earliest RunAt, lowest id) whose required capabilities are all
--- in @capabilities (a JSON array), with the size of each payload, in no
--- order. (SQLite takes no LIMIT from the outer row: the caller orders each
--- group's and keeps its own limit of them.)
-SELECT e.id, e.group_key, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes
-FROM json_each(CAST(@group_keys AS TEXT)) AS g
-JOIN executions AS e ON e.id IN (
-    SELECT x.id FROM executions AS x INDEXED BY executions_ready
-    WHERE x.namespace = @namespace AND x.lane = @lane AND x.group_key = g.value
-      AND x.state = 'waiting' AND x.ready = 1
-      AND (x.required_capabilities = '[]' OR NOT EXISTS (
-          SELECT 1 FROM json_each(x.required_capabilities) AS r
-          WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
-      ))
-    ORDER BY x.priority DESC, x.run_at_ms, x.id
-    LIMIT @limit
-);
+-- name: ExecutionFlowMore :many
+-- ExecutionFlowMore reads up to @limit more of a group's ready executions
+-- at @priority after (@run_at_ms, @id) whose required capabilities are all
+-- in @capabilities (a JSON array), best first, with the size of each
+-- payload.
+SELECT e.id, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes
+FROM executions AS e INDEXED BY executions_ready
+WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
+  AND e.priority = @priority AND e.group_key = @group_key
+  AND (e.run_at_ms, e.id) > (CAST(@run_at_ms AS INTEGER), CAST(@id AS TEXT))
+  AND (e.required_capabilities = '[]' OR NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
+  ))
+ORDER BY e.run_at_ms, e.id
+LIMIT @limit;
 
--- name: ExecutionReadyInGroups :one
--- ExecutionReadyInGroups tells whether one of the groups of @group_keys (a
--- JSON array) of a lane has a ready execution whose required capabilities
--- are all in @capabilities (a JSON array); it stops at the first found.
+-- name: ExecutionReadyInLane :one
+-- ExecutionReadyInLane tells whether a lane has a ready execution whose
+-- required capabilities are all in @capabilities (a JSON array).
 SELECT EXISTS (
-    SELECT 1 FROM json_each(CAST(@group_keys AS TEXT)) AS g
-    WHERE EXISTS (
-        SELECT 1 FROM executions AS x INDEXED BY executions_ready
-        WHERE x.namespace = @namespace AND x.lane = @lane AND x.group_key = g.value
-          AND x.state = 'waiting' AND x.ready = 1
-          AND (x.required_capabilities = '[]' OR NOT EXISTS (
-              SELECT 1 FROM json_each(x.required_capabilities) AS r
-              WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
-          ))
-    )
+    SELECT 1 FROM executions AS e INDEXED BY executions_ready
+    WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
+      AND (e.required_capabilities = '[]' OR NOT EXISTS (
+      SELECT 1 FROM json_each(e.required_capabilities) AS r
+      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
+  ))
 ) AS ready;
 
--- name: LaneGroupServe :exec
--- LaneGroupServe records when a group was last served.
-INSERT INTO lane_groups (namespace, lane, group_key, served_seq) VALUES (@namespace, @lane, @group_key, @served_seq)
-ON CONFLICT (namespace, lane, group_key) DO UPDATE SET served_seq = excluded.served_seq;
+-- name: LaneTurnServe :exec
+-- LaneTurnServe records the group a lane served last.
+UPDATE lane_turns SET last_group = @last_group WHERE namespace = @namespace AND lane = @lane;
 
 -- name: LaneRateCount :exec
 -- LaneRateCount counts @claims claims in the rate window that began at

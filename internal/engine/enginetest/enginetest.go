@@ -3,8 +3,8 @@
 // one test per method of engine.Engine and engine.Queries, named after the
 // method, its behaviours as subtests (workers.go, executions.go, leases.go,
 // claim.go, fleet.go, agents.go, stats.go, engine.go), plus the tests that
-// cross methods: the translation of constraint violations and the fences'
-// comparison of lease ids. A guard fails when a method has no test. Each
+// cross methods: the translation of constraint violations, the fences'
+// comparison of lease ids and the claims of a lane's turns against a model. A guard fails when a method has no test. Each
 // engine's tests call Run with a Harness of its own.
 package enginetest
 
@@ -40,6 +40,7 @@ func Run(t *testing.T, h Harness) {
 	open := func(t *testing.T) engine.Engine { return h.Open(t, h.Fresh(t)) }
 	t.Run("Translate", func(t *testing.T) { testTranslate(t, open(t)) })
 	t.Run("FencesCompareTheLeaseID", func(t *testing.T) { testFenceLeaseID(t, h) })
+	t.Run("TurnsFollowTheModel", func(t *testing.T) { testTurnsFollowTheModel(t, h) })
 	tests := methodTests()
 	runMethodTests(t, h, tests)
 	t.Run("EveryMethodHasATest", func(t *testing.T) { testEveryMethodHasATest(t, tests) })

@@ -17,7 +17,7 @@ func flowTests() map[string]methodTest {
 		"LaneLimitsPut":    testLaneLimitsPut,
 		"LaneLimitsList":   testLaneLimitsList,
 		"LaneLimitsDelete": testLaneLimitsDelete,
-		"LaneGroupsTouch":  testLaneGroupsTouch,
+		"LaneTurnsTouch":   testLaneTurnsTouch,
 	}
 }
 
@@ -91,9 +91,9 @@ func testLaneLimitsDelete(t *testing.T, h Harness) {
 	wantNoRows(t, "a second delete", err)
 }
 
-// testLaneGroupsTouch: once a lane's groups are recorded, its groups take
-// turns (the empty group among them), the least recently served first.
-func testLaneGroupsTouch(t *testing.T, h Harness) {
+// testLaneTurnsTouch: once a lane's turns are recorded, its groups take
+// turns (the empty group among them), in key order.
+func testLaneTurnsTouch(t *testing.T, h Harness) {
 	v := setup(t, h)
 	v.register("ns", "i", []string{"l"}, nil, 1, 1000)
 	var es []engine.Execution
@@ -105,8 +105,8 @@ func testLaneGroupsTouch(t *testing.T, h Harness) {
 	small, plain := v.execution("ns", "l"), v.execution("ns", "l")
 	small.Group = "small"
 	es = append(es, small, plain)
-	v.write(func(ctx context.Context, q engine.Queries) error { return q.LaneGroupsTouch(ctx, es) })
-	v.write(func(ctx context.Context, q engine.Queries) error { return q.LaneGroupsTouch(ctx, es) }) // idempotent
+	v.write(func(ctx context.Context, q engine.Queries) error { return q.LaneTurnsTouch(ctx, es) })
+	v.write(func(ctx context.Context, q engine.Queries) error { return q.LaneTurnsTouch(ctx, es) }) // idempotent
 	v.insert(es...)
 	got := v.claimAt("ns", "i", 3, 2, 500)
 	groups := map[string]int{}

@@ -10,8 +10,7 @@ import (
 
 // Flow control: lane limits, groups, and the claim of a lane that has
 // either (queries/postgres/flow.sql; the claim is the server-side function
-// roster_flow_claim of schema/postgres/0016_flow_claim.up.sql, its plans
-// made robust in 0017_flow_claim_plans.up.sql).
+// roster_flow_claim, as schema/postgres/0018_flow_turns.up.sql defines it).
 
 func (x queries) LaneLimitsPut(ctx context.Context, l engine.LaneLimits) error {
 	return translate(x.q.LaneLimitsPut(ctx, pgdb.LaneLimitsPutParams{
@@ -36,17 +35,16 @@ func (x queries) LaneLimitsDelete(ctx context.Context, namespace, lane string) e
 	return translate(err)
 }
 
-func (x queries) LaneGroupsTouch(ctx context.Context, es []engine.Execution) error {
-	var p pgdb.LaneGroupsTouchParams
-	for _, k := range engine.GroupsOf(es) {
+func (x queries) LaneTurnsTouch(ctx context.Context, es []engine.Execution) error {
+	var p pgdb.LaneTurnsTouchParams
+	for _, k := range engine.GroupedLanes(es) {
 		p.Namespaces = append(p.Namespaces, k.Namespace)
 		p.Lanes = append(p.Lanes, k.Lane)
-		p.GroupKeys = append(p.GroupKeys, k.Group)
 	}
 	if len(p.Namespaces) == 0 {
 		return nil
 	}
-	return translate(x.q.LaneGroupsTouch(ctx, p))
+	return translate(x.q.LaneTurnsTouch(ctx, p))
 }
 
 // flowClaim claims for a worker one of whose lanes has limits or groups

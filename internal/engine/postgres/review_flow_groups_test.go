@@ -13,8 +13,8 @@ import (
 
 // Flow control: "A lane without limits costs nothing extra: its
 // claim is what it was." A lane that once had an execution with a Group
-// (its lane_groups rows are never removed, and there is no API to remove
-// them) has no limits, yet its worker's claim is refused by the claim
+// (its lane_turns row is never removed, and there is no API to remove
+// it) has no limits, yet its worker's claim is refused by the claim
 // statement (errFlow) and goes through the flow claim, which takes a
 // transaction id even when there is nothing to claim (the contract "Idle costs
 // nothing": no transaction id, no WAL).
@@ -23,7 +23,7 @@ func TestReviewGroupedLaneWithoutLimitsIdleClaim(t *testing.T) {
 	ctx := context.Background()
 	_, err := e.pool.Exec(ctx, `
 		INSERT INTO workers VALUES ('ns', 'i', 'w', '{default}', '{}', 1, 1000000, 1);
-		INSERT INTO lane_groups (namespace, lane, group_key) VALUES ('ns', 'default', ''), ('ns', 'default', 'g')`)
+		INSERT INTO lane_turns (namespace, lane) VALUES ('ns', 'default')`)
 	must(t, err)
 	p := engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 100, ExpiresAtMs: 1100, LeaseIDs: []uuid.UUID{uuid.New()}}
 	tx, err := e.pool.Begin(ctx)

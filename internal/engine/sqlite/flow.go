@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"slices"
 
 	"github.com/google/uuid"
 	sqlitedb "github.com/rosterdb/roster/db/sqlite"
@@ -41,9 +40,9 @@ func (x queries) LaneLimitsDelete(ctx context.Context, namespace, lane string) e
 	return translate(err)
 }
 
-func (x queries) LaneGroupsTouch(ctx context.Context, es []engine.Execution) error {
-	for _, k := range engine.GroupsOf(es) {
-		if err := x.q.LaneGroupTouch(ctx, sqlitedb.LaneGroupTouchParams{Namespace: k.Namespace, Lane: k.Lane, GroupKey: k.Group}); err != nil {
+func (x queries) LaneTurnsTouch(ctx context.Context, es []engine.Execution) error {
+	for _, k := range engine.GroupedLanes(es) {
+		if err := x.q.LaneTurnTouch(ctx, sqlitedb.LaneTurnTouchParams{Namespace: k.Namespace, Lane: k.Lane}); err != nil {
 			return translate(err)
 		}
 	}
@@ -79,7 +78,7 @@ func (x queries) FlowLanes(ctx context.Context, namespace string, lanes []string
 		out = append(out, engine.FlowLane{
 			Lane: lane, Limited: r.Limited != 0, Grouped: r.Grouped != 0, Paused: r.Paused != 0,
 			MaxRunning: r.MaxRunning, MaxPerGroup: r.MaxRunningPerGroup, Rate: r.Rate, RatePeriodMs: r.RatePeriodMs,
-			WindowStartMs: r.WindowStartMs, WindowCount: r.WindowClaims, Running: r.Running,
+			WindowStartMs: r.WindowStartMs, WindowCount: r.WindowClaims, Running: r.Running, LastGroup: r.LastGroup,
 		})
 	}
 	return out, nil
@@ -89,44 +88,53 @@ func (x queries) FlowLanes(ctx context.Context, namespace string, lanes []string
 // looked at the lanes (FlowWorker never says Due).
 func (x queries) FlowPromote(context.Context, string, int64) error { return nil }
 
-func (x queries) FlowGroups(ctx context.Context, namespace, lane string, countRunning bool) ([]engine.FlowGroup, error) {
-	rows, err := x.q.LaneGroupsRead(ctx, sqlitedb.LaneGroupsReadParams{CountRunning: sqliteBool(countRunning), Namespace: namespace, Lane: lane})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.FlowGroup {
-		return engine.FlowGroup{Group: rows[i].GroupKey, ServedSeq: rows[i].ServedSeq, Running: rows[i].Running}
+func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilities []string, n int64) ([]engine.FlowCandidate, error) {
+	rows, err := x.q.ExecutionPickOneLane(ctx, sqlitedb.ExecutionPickOneLaneParams{
+		Namespace: namespace, Lane: lane, Capabilities: jsonArray(capabilities), Limit: n,
+	})
+	return engine.Rows(len(rows), err, translate, func(i int) engine.FlowCandidate {
+		r := rows[i]
+		return engine.FlowCandidate{ID: r.ID, Lane: lane, Priority: r.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes}
 	})
 }
 
-// FlowPick reads every group's candidates in one statement, at most the
-// largest limit of each, and keeps each group's own limit of them, best
-// first, group by group in the order of groups.
-func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilities, groups []string, limits []int64) ([]engine.FlowCandidate, error) {
-	if len(groups) == 0 {
-		return nil, nil
-	}
-	rows, err := x.q.ExecutionPickGroups(ctx, sqlitedb.ExecutionPickGroupsParams{
-		GroupKeys: jsonArray(groups), Namespace: namespace, Lane: lane, Capabilities: jsonArray(capabilities), Limit: slices.Max(limits),
-	})
-	if err != nil {
-		return nil, translate(err)
-	}
-	byGroup := make(map[string][]engine.FlowCandidate, len(groups))
-	for _, r := range rows {
-		byGroup[r.GroupKey] = append(byGroup[r.GroupKey], engine.FlowCandidate{
-			ID: r.ID, Lane: lane, Group: r.GroupKey, Priority: r.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes,
-		})
-	}
-	out := make([]engine.FlowCandidate, 0, len(rows))
-	for i, g := range groups {
-		cs := byGroup[g]
-		slices.SortFunc(cs, engine.ClaimCompare)
-		out = append(out, cs[:min(int64(len(cs)), limits[i])]...)
-	}
-	return out, nil
+func (x queries) FlowLevel(ctx context.Context, namespace, lane string, below int64) (int64, bool, error) {
+	p, err := x.q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Namespace: namespace, Lane: lane, Below: below})
+	found, err := engine.Found(translate(err))
+	return p, found, err
 }
 
-func (x queries) FlowReady(ctx context.Context, namespace, lane string, capabilities, groups []string) (bool, error) {
-	ready, err := x.q.ExecutionReadyInGroups(ctx, sqlitedb.ExecutionReadyInGroupsParams{
-		GroupKeys: jsonArray(groups), Namespace: namespace, Lane: lane, Capabilities: jsonArray(capabilities),
+// FlowNext reads the step's range of groups from an inclusive bound: the
+// least key after s.After is s.After followed by a NUL byte, since keys
+// hold no control character and SQLite compares text byte by byte.
+func (x queries) FlowNext(ctx context.Context, s engine.FlowStep) (engine.FlowCandidate, int64, bool, error) {
+	from := ""
+	if !s.FromStart {
+		from = s.After + "\x00"
+	}
+	r, err := x.q.ExecutionFlowNext(ctx, sqlitedb.ExecutionFlowNextParams{
+		PerGroup: s.PerGroup, Namespace: s.Namespace, Lane: s.Lane, Priority: s.Priority, FromGroup: from,
+		Capabilities: jsonArray(s.Capabilities),
+	})
+	found, err := engine.Found(translate(err))
+	c := engine.FlowCandidate{ID: r.ID, Lane: s.Lane, Group: r.GroupKey, Priority: s.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes}
+	return c, r.Running, found, err
+}
+
+func (x queries) FlowMore(ctx context.Context, namespace string, capabilities []string, after engine.FlowCandidate, n int64) ([]engine.FlowCandidate, error) {
+	rows, err := x.q.ExecutionFlowMore(ctx, sqlitedb.ExecutionFlowMoreParams{
+		Namespace: namespace, Lane: after.Lane, Priority: after.Priority, GroupKey: after.Group,
+		RunAtMs: after.RunAtMs, ID: after.ID.String(), Capabilities: jsonArray(capabilities), Limit: n,
+	})
+	return engine.Rows(len(rows), err, translate, func(i int) engine.FlowCandidate {
+		r := rows[i]
+		return engine.FlowCandidate{ID: r.ID, Lane: after.Lane, Group: after.Group, Priority: after.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes}
+	})
+}
+
+func (x queries) FlowReady(ctx context.Context, namespace, lane string, capabilities []string) (bool, error) {
+	ready, err := x.q.ExecutionReadyInLane(ctx, sqlitedb.ExecutionReadyInLaneParams{
+		Namespace: namespace, Lane: lane, Capabilities: jsonArray(capabilities),
 	})
 	return ready, translate(err)
 }
@@ -155,13 +163,8 @@ func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid
 	return leases, nil
 }
 
-func (x queries) FlowServe(ctx context.Context, namespace, lane string, groups []string, seqs []int64) error {
-	for i, g := range groups {
-		if err := x.q.LaneGroupServe(ctx, sqlitedb.LaneGroupServeParams{Namespace: namespace, Lane: lane, GroupKey: g, ServedSeq: seqs[i]}); err != nil {
-			return translate(err)
-		}
-	}
-	return nil
+func (x queries) FlowServe(ctx context.Context, namespace, lane, group string) error {
+	return translate(x.q.LaneTurnServe(ctx, sqlitedb.LaneTurnServeParams{LastGroup: group, Namespace: namespace, Lane: lane}))
 }
 
 func (x queries) FlowCount(ctx context.Context, namespace, lane string, windowStartMs, claims int64) error {

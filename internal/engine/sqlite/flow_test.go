@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/google/uuid"
@@ -21,8 +22,8 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 			_, err := q.LaneLimitsDelete(ctx, sqlitedb.LaneLimitsDeleteParams{Namespace: "n", Lane: "l"})
 			return err
 		},
-		"LaneGroupTouch": func(q *sqlitedb.Queries) error {
-			return q.LaneGroupTouch(ctx, sqlitedb.LaneGroupTouchParams{Namespace: "n", Lane: "l", GroupKey: "g"})
+		"LaneTurnTouch": func(q *sqlitedb.Queries) error {
+			return q.LaneTurnTouch(ctx, sqlitedb.LaneTurnTouchParams{Namespace: "n", Lane: "l"})
 		},
 		"LaneFlowExists": func(q *sqlitedb.Queries) error {
 			_, err := q.LaneFlowExists(ctx, sqlitedb.LaneFlowExistsParams{Namespace: "n", InstanceID: "i"})
@@ -36,20 +37,26 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 			_, err := q.LaneFlowRead(ctx, sqlitedb.LaneFlowReadParams{Namespace: "n", Lane: "l"})
 			return err
 		},
-		"LaneGroupsRead": func(q *sqlitedb.Queries) error {
-			_, err := q.LaneGroupsRead(ctx, sqlitedb.LaneGroupsReadParams{CountRunning: 1, Namespace: "n", Lane: "l"})
+		"ExecutionFlowLevel": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Namespace: "n", Lane: "l", Below: 5})
 			return err
 		},
-		"ExecutionPickGroups": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionPickGroups(ctx, sqlitedb.ExecutionPickGroupsParams{GroupKeys: `["g","h"]`, Namespace: "n", Lane: "l", Capabilities: "[]", Limit: 4})
+		"ExecutionFlowNext": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFlowNext(ctx, sqlitedb.ExecutionFlowNextParams{PerGroup: 2, Namespace: "n", Lane: "l", Priority: 0, FromGroup: "g\x00", Capabilities: "[]"})
 			return err
 		},
-		"ExecutionReadyInGroups": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionReadyInGroups(ctx, sqlitedb.ExecutionReadyInGroupsParams{GroupKeys: `["g","h"]`, Namespace: "n", Lane: "l", Capabilities: "[]"})
+		"ExecutionFlowMore": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFlowMore(ctx, sqlitedb.ExecutionFlowMoreParams{
+				Namespace: "n", Lane: "l", Priority: 0, GroupKey: "g", RunAtMs: 5, ID: uuid.Nil.String(), Capabilities: "[]", Limit: 4,
+			})
 			return err
 		},
-		"LaneGroupServe": func(q *sqlitedb.Queries) error {
-			return q.LaneGroupServe(ctx, sqlitedb.LaneGroupServeParams{Namespace: "n", Lane: "l", GroupKey: "g", ServedSeq: 3})
+		"ExecutionReadyInLane": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionReadyInLane(ctx, sqlitedb.ExecutionReadyInLaneParams{Namespace: "n", Lane: "l", Capabilities: "[]"})
+			return err
+		},
+		"LaneTurnServe": func(q *sqlitedb.Queries) error {
+			return q.LaneTurnServe(ctx, sqlitedb.LaneTurnServeParams{LastGroup: "g", Namespace: "n", Lane: "l"})
 		},
 		"LaneRateCount": func(q *sqlitedb.Queries) error {
 			return q.LaneRateCount(ctx, sqlitedb.LaneRateCountParams{WindowStartMs: 1000, Claims: 2, Namespace: "n", Lane: "l"})
@@ -62,48 +69,70 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 	assertIndexed(t, e, func(q *sqlitedb.Queries) error { _, err := q.LaneLimitsList(ctx, "n"); return err }, true)
 }
 
-// FlowPick reads every group in one statement and keeps each group's own
-// limit of its best (highest priority, earliest RunAt, lowest id), group by
-// group in the order asked; FlowReady sees a group's ready work.
-func TestFlowPickKeepsEachGroupsLimit(t *testing.T) {
+// A lane's turns, step by step: FlowLevel finds each priority from the
+// highest down; FlowNext, at a priority, the first group after a key (from
+// the first group when FromStart) with its best execution and what runs in
+// it; FlowMore, a group's next ones; FlowReady, any ready work.
+func TestFlowStepsReadTheTurns(t *testing.T) {
 	e := openMemory(t)
 	ctx := context.Background()
-	var want []uuid.UUID // in the order FlowPick must return them
+	ids := map[string]uuid.UUID{}
 	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
-		add := func(group string, priority, runAt int64) uuid.UUID {
+		add := func(name, group string, priority, runAt int64) {
 			id := uuid.Must(uuid.NewV7())
+			ids[name] = id
 			must(t, q.ExecutionInsert(ctx, engine.Execution{ID: id, Namespace: "n", Lane: "l", Group: group, Priority: priority, MaxAttempts: 1, CreatedAtMs: 10, RunAtMs: runAt})) // ready: due when created
-			return id
 		}
-		a1 := add("a", 0, 1)
-		a0 := add("a", 5, 1)
-		add("a", 0, 2)
-		b0 := add("b", 1, 1)
-		b1 := add("b", 1, 2)
-		b2 := add("b", 0, 1)
-		add("b", 0, 3)
-		add("c", 9, 1)
-		want = []uuid.UUID{b0, b1, b2, a0, a1}
+		add("a1", "a", 0, 1)
+		add("a0", "a", 5, 1)
+		add("a2", "a", 0, 2)
+		add("b0", "b", 0, 1)
+		add("b1", "b", 0, 2)
+		add("e0", "", 0, 3)
+		add("z0", "z", -3, 1)
 		return nil
 	}))
 	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
 		x := q.(queries)
-		got, err := x.FlowPick(ctx, "n", "l", nil, []string{"b", "a", "none"}, []int64{3, 2, 4})
-		must(t, err)
-		if len(got) != len(want) {
-			t.Fatalf("picked %d, want %d: %+v", len(got), len(want), got)
-		}
-		for i, c := range got {
-			if c.ID != want[i] {
-				t.Errorf("pick %d: %s of group %q, want %s", i, c.ID, c.Group, want[i])
+		for below, want := range map[int64]int64{math.MaxInt64: 5, 4: 0, -1: -3} {
+			if got, found, err := x.FlowLevel(ctx, "n", "l", below); err != nil || !found || got != want {
+				t.Errorf("FlowLevel(%d) = %d, %v, %v; want %d", below, got, found, err, want)
 			}
 		}
-		for groups, ready := range map[string]bool{"a": true, "c": true, "none": false, "": false} {
-			got, err := x.FlowReady(ctx, "n", "l", nil, []string{groups})
+		if _, found, err := x.FlowLevel(ctx, "n", "l", -4); err != nil || found {
+			t.Errorf("FlowLevel below every priority found one (%v)", err)
+		}
+		step := func(after string, fromStart bool) (string, bool) {
+			c, _, found, err := x.FlowNext(ctx, engine.FlowStep{Namespace: "n", Lane: "l", Priority: 0, After: after, FromStart: fromStart})
 			must(t, err)
-			if got != ready {
-				t.Errorf("FlowReady(%q) = %v, want %v", groups, got, ready)
+			for name, id := range ids {
+				if id == c.ID {
+					return name, found
+				}
 			}
+			return "", found
+		}
+		for _, tc := range []struct {
+			after     string
+			fromStart bool
+			want      string
+		}{{"", true, "e0"}, {"", false, "a1"}, {"a", false, "b0"}, {"b", false, ""}, {"a\x00", false, "b0"}} {
+			if got, found := step(tc.after, tc.fromStart); got != tc.want || found != (tc.want != "") {
+				t.Errorf("FlowNext after %q (from the start: %v) = %q, want %q", tc.after, tc.fromStart, got, tc.want)
+			}
+		}
+		first, _, _, err := x.FlowNext(ctx, engine.FlowStep{Namespace: "n", Lane: "l", Priority: 0, After: "", PerGroup: 2})
+		must(t, err)
+		more, err := x.FlowMore(ctx, "n", nil, first, 5)
+		must(t, err)
+		if len(more) != 1 || more[0].ID != ids["a2"] || more[0].Group != "a" {
+			t.Errorf("FlowMore after a1: %+v, want a2", more)
+		}
+		if ready, err := x.FlowReady(ctx, "n", "l", nil); err != nil || !ready {
+			t.Errorf("FlowReady = %v, %v", ready, err)
+		}
+		if ready, err := x.FlowReady(ctx, "n", "none", nil); err != nil || ready {
+			t.Errorf("FlowReady of a lane without work = %v, %v", ready, err)
 		}
 		return nil
 	}))

@@ -1,0 +1,41 @@
+-- Groups take turns in key order, from the group the lane served last, and a
+-- flow claim finds the next group with ready work in the ready index itself:
+-- it reads nothing per group, and a group without ready work costs nothing.
+--   * lane_turns holds one row per lane whose executions have groups (it
+--     replaces lane_groups, a row per group that every claim read): the
+--     group the lane served last (last_group; '' before its first claim).
+--     A lane with no row here and none in lane_limits is claimed as before,
+--     at no extra cost;
+--   * the ready index orders a lane's executions by priority, then group,
+--     then RunAt and id: at a priority, the first entry after a group is the
+--     best execution of the next group that has ready work at that priority
+--     (one probe), and a lane without groups (one group, '') reads in the
+--     claim's order, as before.
+-- The turns: at each priority, from the highest down, the groups after the
+-- last served in key order, then from the first group up to it (the last
+-- served ends the round); a group's first execution at a priority before any
+-- group's second. A group that gets ready work starts within as many claims
+-- of its lane as there are groups with ready work, itself included.
+CREATE TABLE lane_turns (
+    namespace  TEXT NOT NULL,
+    lane       TEXT NOT NULL,
+    last_group TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (namespace, lane),
+    CONSTRAINT lane_turns_valid CHECK (namespace <> '' AND lane <> '')
+) STRICT;
+
+-- Each lane's turns go on from the group it served last.
+INSERT INTO lane_turns (namespace, lane, last_group)
+SELECT l.namespace, l.lane, (
+    SELECT g.group_key FROM lane_groups AS g
+    WHERE g.namespace = l.namespace AND g.lane = l.lane
+    ORDER BY g.served_seq DESC, g.group_key
+    LIMIT 1
+)
+FROM (SELECT DISTINCT namespace, lane FROM lane_groups) AS l;
+
+DROP TABLE lane_groups;
+
+DROP INDEX executions_ready;
+CREATE INDEX executions_ready ON executions (namespace, lane, priority DESC, group_key, run_at_ms, id)
+    WHERE state = 'waiting' AND ready = 1;
