@@ -45,14 +45,19 @@ WHERE id IN (
 -- are all in @capabilities (a JSON array), with the size of each payload
 -- (the claim bounds their sum). A ready execution is claimable whatever its
 -- RunAt says by the claimer's clock (whoever made it ready found it due):
--- work created claimable at once is so for every process.
-SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes FROM executions AS e
-WHERE e.namespace = @namespace AND e.lane = @lane AND e.group_key = '' AND e.state = 'waiting' AND e.ready = 1
+-- work created claimable at once is so for every process. It reads the
+-- lane's own ready index in its order: by priority, group, RunAt and id,
+-- where a lane without groups (one claimed here) has one group, ''. (Without
+-- INDEXED BY SQLite may read the namespace's ready index and step over
+-- other lanes' work; with the group fixed in the WHERE, it sorts.)
+SELECT e.id, e.priority, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes
+FROM executions AS e INDEXED BY executions_ready
+WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
   AND (e.required_capabilities = '[]' OR NOT EXISTS (
       SELECT 1 FROM json_each(e.required_capabilities) AS r
       WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
   ))
-ORDER BY e.priority DESC, e.run_at_ms, e.id
+ORDER BY e.priority DESC, e.group_key, e.run_at_ms, e.id
 LIMIT @limit;
 
 -- name: ExecutionPickManyLanes :many

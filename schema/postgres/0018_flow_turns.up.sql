@@ -73,17 +73,24 @@ CREATE OR REPLACE FUNCTION roster_flow_claim(
     held INTEGER, next_run_at_ms BIGINT, flow BOOLEAN
 ) LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
--- Scalar variables only (no RECORD): a statement that reads a field of a
--- RECORD variable is planned again whenever the record is assigned anew.
--- The capability test is written `= '{}' OR <@`, so that the planner, which
--- knows nearly every execution requires nothing, reads candidates in the
--- ready index's order and stops at the few it needs.
+-- Written for what each call costs in a transaction of its own:
+--   * scalar variables only (no RECORD): a statement that reads a field of
+--     a RECORD variable is planned again whenever the record is assigned;
+--   * few distinct expressions on arrays: PL/pgSQL prepares each expression
+--     anew in each transaction, and one that reads or writes an array
+--     element costs several microseconds to prepare, so the arrays a claim
+--     of one lane and one execution does not need are written only when
+--     needed (the claim order across lanes, a batch's later rounds);
+--   * the capability test is written `= '{}' OR <@`, so that the planner,
+--     which knows nearly every execution requires nothing, reads candidates
+--     in the ready index's order and stops at the few it needs.
 DECLARE
     want        BIGINT := coalesce(cardinality(p_lease_ids), 0);
     -- the worker
     w_lanes     TEXT[];
     w_caps      TEXT[];
     w_due       BOOLEAN;
+    several     BOOLEAN; -- the worker has several lanes: candidates are merged across them
     locked      TEXT[];  -- the lanes whose claim lock is held
     -- the lane
     ln          TEXT;
@@ -100,7 +107,7 @@ DECLARE
     l_last      TEXT;    -- the group the lane served last
     room        BIGINT;
     need        BIGINT;  -- what the lane may give this claim
-    window_at   BIGINT;  -- the start of the lane's current rate window (NULL: no rate)
+    window_at   BIGINT;  -- the start of the lane's current rate window
     window_end  BIGINT;  -- its end, when the rate holds the lane back
     used        BIGINT;
     -- the walk of a grouped lane's turns
@@ -113,7 +120,27 @@ DECLARE
     x_bytes     BIGINT;
     x_running   BIGINT;  -- what runs in x_group (counted under a cap per group)
     x_prio      BIGINT;
-    -- the groups a walk of one priority gave a first candidate, in turn
+    capped      BOOLEAN;
+    n_lane      INTEGER;
+    first       INTEGER;
+    n_held      INTEGER := 0;
+    rate_held   BIGINT := 0;
+    is_flow     BOOLEAN := false;
+    -- the candidates, each lane's in its order: id and payload size; the
+    -- group (under a cap per group); priority and RunAt (several lanes)
+    c_id        UUID[];
+    c_bytes     BIGINT[];
+    c_group     TEXT[];
+    c_prio      BIGINT[];
+    c_run       BIGINT[];
+    n_cand      INTEGER := 0;
+    -- several lanes: each lane's first, next and last candidate
+    seg_first   INTEGER[];
+    seg_next    INTEGER[];
+    seg_last    INTEGER[];
+    n_seg       INTEGER := 0;
+    -- a batch: the groups of a priority's first round, in turn, with their
+    -- first candidate, their room and what they gave
     r_group     TEXT[];
     r_run       BIGINT[];
     r_id        UUID[];
@@ -121,29 +148,8 @@ DECLARE
     r_got       BIGINT[];
     n_round     INTEGER;
     k           INTEGER;
-    capped      BOOLEAN;
-    ready_left  BOOLEAN;
-    n_lane      INTEGER;
-    first       INTEGER;
-    n_held      INTEGER := 0;
-    rate_held   BIGINT := 0;
-    is_flow     BOOLEAN := false;
-    -- the candidates, each lane's in its order; each lane's first, next and last
-    c_id        UUID[] := '{}';
-    c_prio      BIGINT[] := '{}';
-    c_run       BIGINT[] := '{}';
-    c_bytes     BIGINT[] := '{}';
-    c_group     TEXT[] := '{}';
-    c_grouped   BOOLEAN[] := '{}'; -- the lane has groups: the start records its last group served
-    c_window    BIGINT[] := '{}';  -- the lane's rate window (NULL: no rate)
-    seg_first   INTEGER[] := '{}';
-    seg_next    INTEGER[] := '{}';
-    seg_last    INTEGER[] := '{}';
-    n_cand      INTEGER := 0;
     -- what is taken, in order
-    t_id        UUID[] := '{}';
-    t_grouped   BOOLEAN[] := '{}';
-    t_window    BIGINT[] := '{}';
+    t_id        UUID[];
     n_taken     INTEGER := 0;
     bytes       BIGINT := 0;
     bounded     BOOLEAN := false;
@@ -169,8 +175,9 @@ BEGIN
            EXISTS (
                SELECT 1 FROM executions AS d
                WHERE d.namespace = wk.namespace AND d.state = 'waiting' AND NOT d.ready AND d.run_at_ms <= p_now
-           )
-    INTO w_lanes, w_caps, locked, w_due
+           ),
+           cardinality(wk.lanes) > 1
+    INTO w_lanes, w_caps, locked, w_due, several
     FROM workers AS wk
     WHERE wk.namespace = p_namespace AND wk.instance_id = p_instance_id
       AND wk.last_heartbeat_ms + wk.ttl_ms > p_now;
@@ -249,7 +256,6 @@ BEGIN
 
         -- The lane's room.
         room := want;
-        window_at := NULL;
         window_end := 0;
         IF l_paused THEN
             room := 0;
@@ -309,8 +315,12 @@ BEGIN
             LOOP
                 n_lane := n_lane + 1;
                 n_cand := n_cand + 1;
-                c_id[n_cand] := x_id; c_prio[n_cand] := x_prio; c_run[n_cand] := x_run; c_bytes[n_cand] := x_bytes;
-                c_grouped[n_cand] := false; c_window[n_cand] := window_at; c_group[n_cand] := '';
+                c_id[n_cand] := x_id;
+                c_bytes[n_cand] := x_bytes;
+                IF several THEN
+                    c_prio[n_cand] := x_prio;
+                    c_run[n_cand] := x_run;
+                END IF;
             END LOOP;
             -- Its one group's cap, not its work, bounded what it gave.
             capped := l_per_group > 0 AND n_lane >= l_per_group - l_running AND l_per_group - l_running < room;
@@ -323,7 +333,6 @@ BEGIN
                 -- Round one: each group's first, in turn.
                 wrapped := false;
                 n_round := 0;
-                r_group := '{}'; r_run := '{}'; r_id := '{}'; r_room := '{}'; r_got := '{}';
                 LOOP
                     IF stepping THEN
                         -- The next group: the first after x_group.
@@ -379,21 +388,31 @@ BEGIN
                     END IF;
                     n_lane := n_lane + 1;
                     n_cand := n_cand + 1;
-                    c_id[n_cand] := x_id; c_prio[n_cand] := lvl; c_run[n_cand] := x_run; c_bytes[n_cand] := x_bytes;
-                    c_grouped[n_cand] := true; c_window[n_cand] := window_at; c_group[n_cand] := x_group;
+                    c_id[n_cand] := x_id;
+                    c_bytes[n_cand] := x_bytes;
+                    IF l_per_group > 0 THEN
+                        c_group[n_cand] := x_group;
+                    END IF;
+                    IF several THEN
+                        c_prio[n_cand] := lvl;
+                        c_run[n_cand] := x_run;
+                    END IF;
+                    EXIT WHEN n_lane >= need;
                     n_round := n_round + 1;
-                    r_group[n_round] := x_group; r_run[n_round] := x_run; r_id[n_round] := x_id;
+                    r_group[n_round] := x_group;
+                    r_run[n_round] := x_run;
+                    r_id[n_round] := x_id;
                     r_room[n_round] := CASE WHEN l_per_group > 0 THEN least(need, l_per_group - x_running) ELSE need END;
                     r_got[n_round] := 1;
-                    EXIT WHEN n_lane >= need;
                 END LOOP;
 
                 -- Rounds two and on: each group's second, then third...,
                 -- in the same turn, as far as each group's room allows.
                 IF n_lane < need AND n_round > 0 THEN
-                    FOR k, x_id, x_run, x_bytes IN
-                        SELECT CAST(w.pos AS integer), m.id, m.run_at_ms, m.payload_bytes
-                        FROM unnest(r_group, r_run, r_id, r_room) WITH ORDINALITY AS w(group_key, run_at_ms, id, room, pos)
+                    FOR k, x_id, x_group, x_run, x_bytes IN
+                        SELECT CAST(w.pos AS integer), m.id, w.group_key, m.run_at_ms, m.payload_bytes
+                        FROM unnest(r_group[1:n_round], r_run[1:n_round], r_id[1:n_round], r_room[1:n_round])
+                             WITH ORDINALITY AS w(group_key, run_at_ms, id, room, pos)
                         CROSS JOIN LATERAL (
                             SELECT y.*, row_number() OVER (ORDER BY y.run_at_ms, y.id) AS turn
                             FROM (
@@ -413,8 +432,15 @@ BEGIN
                     LOOP
                         n_lane := n_lane + 1;
                         n_cand := n_cand + 1;
-                        c_id[n_cand] := x_id; c_prio[n_cand] := lvl; c_run[n_cand] := x_run; c_bytes[n_cand] := x_bytes;
-                        c_grouped[n_cand] := true; c_window[n_cand] := window_at; c_group[n_cand] := r_group[k];
+                        c_id[n_cand] := x_id;
+                        c_bytes[n_cand] := x_bytes;
+                        IF l_per_group > 0 THEN
+                            c_group[n_cand] := x_group;
+                        END IF;
+                        IF several THEN
+                            c_prio[n_cand] := lvl;
+                            c_run[n_cand] := x_run;
+                        END IF;
                         r_got[k] := r_got[k] + 1;
                     END LOOP;
                     IF n_lane < need THEN
@@ -442,40 +468,52 @@ BEGIN
         IF capped OR (room < want AND n_lane >= room) THEN
             n_held := n_held + 1;
         END IF;
-        IF n_cand >= first THEN
-            i := cardinality(seg_first) + 1;
-            seg_first[i] := first;
-            seg_next[i] := first;
-            seg_last[i] := n_cand;
+        IF several AND n_lane > 0 THEN
+            n_seg := n_seg + 1;
+            seg_first[n_seg] := first;
+            seg_next[n_seg] := first;
+            seg_last[n_seg] := n_cand;
         END IF;
     END LOOP;
 
-    -- Across lanes: the best of each lane's next candidate, until the claim
-    -- has what it asked for or its payloads reach the bound.
-    LOOP
-        EXIT WHEN n_taken >= want;
-        best := 0;
-        FOR s IN 1 .. cardinality(seg_first) LOOP
-            CONTINUE WHEN seg_next[s] > seg_last[s];
-            i := seg_next[s];
-            IF best = 0 OR c_prio[i] > c_prio[bi]
-               OR (c_prio[i] = c_prio[bi] AND (c_run[i] < c_run[bi] OR (c_run[i] = c_run[bi] AND c_id[i] < c_id[bi]))) THEN
-                best := s;
-                bi := i;
+    -- What is taken: one lane's candidates in its order; across several
+    -- lanes, the best of each lane's next candidate (highest priority,
+    -- earliest RunAt, lowest id); until the claim has what it asked for or
+    -- its payloads reach the bound (always one).
+    IF NOT several THEN
+        FOR i IN 1 .. least(n_cand, want) LOOP
+            bytes := bytes + c_bytes[i];
+            IF i > 1 AND bytes > p_max_bytes THEN
+                bounded := true;
+                EXIT;
             END IF;
+            n_taken := i;
         END LOOP;
-        EXIT WHEN best = 0;
-        bytes := bytes + c_bytes[bi];
-        IF n_taken > 0 AND bytes > p_max_bytes THEN
-            bounded := true;
-            EXIT;
-        END IF;
-        seg_next[best] := seg_next[best] + 1;
-        n_taken := n_taken + 1;
-        t_id[n_taken] := c_id[bi];
-        t_grouped[n_taken] := c_grouped[bi];
-        t_window[n_taken] := c_window[bi];
-    END LOOP;
+        t_id := c_id[1:n_taken];
+    ELSE
+        LOOP
+            EXIT WHEN n_taken >= want;
+            best := 0;
+            FOR s IN 1 .. n_seg LOOP
+                CONTINUE WHEN seg_next[s] > seg_last[s];
+                i := seg_next[s];
+                IF best = 0 OR c_prio[i] > c_prio[bi]
+                   OR (c_prio[i] = c_prio[bi] AND (c_run[i] < c_run[bi] OR (c_run[i] = c_run[bi] AND c_id[i] < c_id[bi]))) THEN
+                    best := s;
+                    bi := i;
+                END IF;
+            END LOOP;
+            EXIT WHEN best = 0;
+            bytes := bytes + c_bytes[bi];
+            IF n_taken > 0 AND bytes > p_max_bytes THEN
+                bounded := true;
+                EXIT;
+            END IF;
+            seg_next[best] := seg_next[best] + 1;
+            n_taken := n_taken + 1;
+            t_id[n_taken] := c_id[bi];
+        END LOOP;
+    END IF;
 
     held := 0; next_run_at_ms := 0; flow := is_flow;
     IF n_taken > 0 THEN
@@ -485,9 +523,10 @@ BEGIN
         -- (the walk locks nothing: another claim may have started it, or
         -- started and snoozed it, since; the row's newest version is checked
         -- again once its writer is done).
-        -- Then each grouped lane's last group served and each rated lane's
-        -- count in its window (a window older than the one counted is never
-        -- counted), of what started.
+        -- Then, of what started, each grouped lane's last group served (the
+        -- group of its last execution taken) and each rated lane's count in
+        -- its current window (a window older than the one counted is never
+        -- counted).
         FOR id, lease_id, attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms, run_at_ms,
             holder_expires_at_ms IN
             WITH holder AS (
@@ -505,34 +544,30 @@ BEGIN
                         ELSE p_expires_at_ms END,
                     revoked_at_ms = NULL
                 -- (LIMIT n_taken: the planner then looks each id up by its key.)
-                FROM (SELECT * FROM unnest(t_id, p_lease_ids[1:n_taken], t_grouped, t_window) WITH ORDINALITY
-                      AS u(id, lease_id, grouped, window_at, ord) LIMIT n_taken) AS t
+                FROM (SELECT * FROM unnest(t_id, p_lease_ids[1:n_taken]) WITH ORDINALITY AS u(id, lease_id, ord)
+                      LIMIT n_taken) AS t
                 WHERE x.id = t.id AND x.state = 'waiting' AND x.ready AND EXISTS (SELECT 1 FROM holder)
                 RETURNING x.id, x.lease_id, x.attempts, x.epoch, x.lane, x.group_key, x.payload,
                           CAST(coalesce(x.metadata, '') AS text) AS metadata,
                           x.expires_at_ms, CAST(coalesce(x.deadline_ms, 0) AS bigint) AS deadline_ms, x.run_at_ms,
-                          t.grouped, t.window_at, t.ord
+                          t.ord
             ), served AS (
                 UPDATE lane_turns AS lt
                 SET last_group = u.group_key
                 FROM (
                     SELECT DISTINCT ON (st.lane) st.lane, st.group_key
                     FROM started AS st
-                    WHERE st.grouped
                     ORDER BY st.lane, st.ord DESC
                 ) AS u
                 WHERE lt.namespace = p_namespace AND lt.lane = u.lane
             ), counted AS (
                 UPDATE lane_limits AS m
-                SET window_claims = CASE WHEN m.window_start_ms = u.window_at THEN m.window_claims + u.claims ELSE u.claims END,
-                    window_start_ms = u.window_at
-                FROM (
-                    SELECT st.lane, st.window_at, count(*) AS claims
-                    FROM started AS st
-                    WHERE st.window_at IS NOT NULL
-                    GROUP BY st.lane, st.window_at
-                ) AS u
-                WHERE m.namespace = p_namespace AND m.lane = u.lane AND m.window_start_ms <= u.window_at
+                SET window_claims = CASE WHEN m.window_start_ms = p_now - p_now % m.rate_period_ms
+                                         THEN m.window_claims + u.claims ELSE u.claims END,
+                    window_start_ms = p_now - p_now % m.rate_period_ms
+                FROM (SELECT st.lane, count(*) AS claims FROM started AS st GROUP BY st.lane) AS u
+                WHERE m.namespace = p_namespace AND m.lane = u.lane
+                  AND m.window_start_ms <= p_now - p_now % nullif(m.rate_period_ms, 0) -- a rate (its period is 0 without)
             )
             SELECT st.id, st.lease_id, st.attempts, st.epoch, st.lane, st.payload, st.metadata, st.expires_at_ms,
                    st.deadline_ms, st.run_at_ms, (SELECT h.expires_at_ms FROM holder AS h)

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -136,4 +138,54 @@ func TestFlowStepsReadTheTurns(t *testing.T) {
 		}
 		return nil
 	}))
+}
+
+// A claim of one lane reads that lane's ready index in its order, never the
+// namespace's (where it would step over every other lane's ready work): with
+// the statistics of a namespace whose other lane holds most of the work, the
+// planner would otherwise take the namespace's index.
+func TestClaimOfOneLaneReadsItsLane(t *testing.T) {
+	e := openMemory(t)
+	ctx := context.Background()
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		for i := range 600 {
+			lane, group := "busy", fmt.Sprintf("g%d", i%10)
+			if i%20 == 0 {
+				lane, group = "l", ""
+			}
+			if err := q.ExecutionInsert(ctx, engine.Execution{ID: uuid.Must(uuid.NewV7()), Namespace: "n", Lane: lane, Group: group, MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	_, err := e.writer.ExecContext(ctx, "ANALYZE")
+	must(t, err)
+	for name, call := range map[string]func(q *sqlitedb.Queries) error{
+		"ExecutionPickOneLane": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionPickOneLane(ctx, sqlitedb.ExecutionPickOneLaneParams{Namespace: "n", Lane: "l", Capabilities: "[]", Limit: 4})
+			return err
+		},
+		"ExecutionFlowLevel": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Namespace: "n", Lane: "l", Below: math.MaxInt64})
+			return err
+		},
+		"ExecutionFlowNext": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFlowNext(ctx, sqlitedb.ExecutionFlowNextParams{Namespace: "n", Lane: "l", FromGroup: "", Capabilities: "[]"})
+			return err
+		},
+		"ExecutionReadyInLane": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionReadyInLane(ctx, sqlitedb.ExecutionReadyInLaneParams{Namespace: "n", Lane: "l", Capabilities: "[]"})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := &planRecorder{conn: e.writer}
+			_ = call(sqlitedb.New(rec))
+			if plan := rec.plans[0]; !strings.Contains(plan, "INDEX executions_ready (namespace=? AND lane=?") ||
+				strings.Contains(plan, "TEMP B-TREE") {
+				t.Fatalf("the claim of one lane does not read its lane's ready index in order:\n%s", plan)
+			}
+		})
+	}
 }
