@@ -73,14 +73,14 @@ CREATE OR REPLACE FUNCTION roster_flow_claim(
     held INTEGER, next_run_at_ms BIGINT, flow BOOLEAN
 ) LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
--- Written for what each call costs in a transaction of its own:
+-- Written for what each call costs:
+--   * three statements when the worker has one lane and the claim one
+--     execution: the worker (its lanes' locks taken), the lane (its first
+--     turn read), the start (its records written);
 --   * scalar variables only (no RECORD): a statement that reads a field of
 --     a RECORD variable is planned again whenever the record is assigned;
---   * few distinct expressions on arrays: PL/pgSQL prepares each expression
---     anew in each transaction, and one that reads or writes an array
---     element costs several microseconds to prepare, so the arrays a claim
---     of one lane and one execution does not need are written only when
---     needed (the claim order across lanes, a batch's later rounds);
+--     what only a worker of several lanes or a batch needs (the claim order
+--     across lanes, a batch's later rounds) is kept only then;
 --   * the capability test is written `= '{}' OR <@`, so that the planner,
 --     which knows nearly every execution requires nothing, reads candidates
 --     in the ready index's order and stops at the few it needs.
