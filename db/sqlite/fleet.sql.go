@@ -54,7 +54,7 @@ type ExecutionInsertUniqueParams struct {
 	CreatedAtMs          int64
 	RunAtMs              int64
 	RetryBackoffMs       int64
-	Ready                int64
+	Ready                bool
 	UniqueKey            sql.NullString
 	GroupKey             string
 	Metadata             sql.NullString
@@ -102,9 +102,9 @@ type ExecutionKeyGetParams struct {
 
 // ExecutionKeyGet reads the execution a unique key is still held for (its
 // UniqueFor has not ended).
-func (q *Queries) ExecutionKeyGet(ctx context.Context, arg ExecutionKeyGetParams) (string, error) {
+func (q *Queries) ExecutionKeyGet(ctx context.Context, arg ExecutionKeyGetParams) (uuid.UUID, error) {
 	row := q.queryRow(ctx, q.executionKeyGetStmt, executionKeyGet, arg.Namespace, arg.UniqueKey, arg.Now)
-	var execution_id string
+	var execution_id uuid.UUID
 	err := row.Scan(&execution_id)
 	return execution_id, err
 }
@@ -148,7 +148,7 @@ ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execut
 type ExecutionKeyPutParams struct {
 	Namespace   string
 	UniqueKey   string
-	ExecutionID string
+	ExecutionID uuid.UUID
 	UntilMs     int64
 	Now         int64
 }
@@ -322,7 +322,7 @@ WHERE namespace = ?3 AND name = ?4 AND next_run_at_ms = ?5 AND paused = 0
 
 type ScheduleAdvanceParams struct {
 	NextRunAtMs     int64
-	LastExecutionID sql.NullString
+	LastExecutionID uuid.NullUUID
 	Namespace       string
 	Name            string
 	FromMs          int64
@@ -382,9 +382,9 @@ type ScheduleListRow struct {
 	RequiredCapabilities string
 	MaxAttempts          int64
 	RetryBackoffMs       int64
-	Paused               int64
+	Paused               bool
 	NextRunAtMs          int64
-	LastExecutionID      sql.NullString
+	LastExecutionID      uuid.NullUUID
 	Payload              []byte
 	TimeoutMs            int64
 	LastState            string
@@ -461,9 +461,9 @@ type ScheduleListDueRow struct {
 	RequiredCapabilities string
 	MaxAttempts          int64
 	RetryBackoffMs       int64
-	Paused               int64
+	Paused               bool
 	NextRunAtMs          int64
-	LastExecutionID      sql.NullString
+	LastExecutionID      uuid.NullUUID
 	Payload              []byte
 	TimeoutMs            int64
 }
@@ -547,7 +547,7 @@ type SchedulePutParams struct {
 	RequiredCapabilities string
 	MaxAttempts          int64
 	RetryBackoffMs       int64
-	Paused               int64
+	Paused               bool
 	NextRunAtMs          int64
 	UpdatedAtMs          int64
 	Payload              []byte

@@ -19,7 +19,7 @@ func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) 
 	n, err := x.q.ExecutionInsertUnique(ctx, sqlitedb.ExecutionInsertUniqueParams{
 		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), UniqueKey: nullString(e.UniqueKey),
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: nullString(e.UniqueKey),
 		GroupKey: e.Group,
 		Metadata: nullString(e.Metadata), TimeoutMs: e.TimeoutMs,
 	})
@@ -32,16 +32,13 @@ func (x queries) ExecutionFindLiveByKey(ctx context.Context, namespace, key stri
 }
 
 func (x queries) ExecutionKeyGet(ctx context.Context, namespace, key string, nowMs int64) (uuid.UUID, error) {
-	s, err := x.q.ExecutionKeyGet(ctx, sqlitedb.ExecutionKeyGetParams{Namespace: namespace, UniqueKey: key, Now: nowMs})
-	if err != nil {
-		return uuid.Nil, translate(err)
-	}
-	return uuid.Parse(s)
+	id, err := x.q.ExecutionKeyGet(ctx, sqlitedb.ExecutionKeyGetParams{Namespace: namespace, UniqueKey: key, Now: nowMs})
+	return id, translate(err)
 }
 
 func (x queries) ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs, nowMs int64) (bool, error) {
 	n, err := x.q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{
-		Namespace: namespace, UniqueKey: key, ExecutionID: id.String(), UntilMs: untilMs, Now: nowMs,
+		Namespace: namespace, UniqueKey: key, ExecutionID: id, UntilMs: untilMs, Now: nowMs,
 	})
 	return n == 1, translate(err)
 }
@@ -91,14 +88,10 @@ func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
 	if payload == nil {
 		payload = []byte{}
 	}
-	var paused int64
-	if s.Paused {
-		paused = 1
-	}
 	return translate(x.q.SchedulePut(ctx, sqlitedb.SchedulePutParams{
 		Namespace: s.Namespace, Name: s.Name, EveryMs: sql.NullInt64{Int64: s.EveryMs, Valid: s.EveryMs != 0},
 		Cron: nullString(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: jsonArray(s.RequiredCapabilities),
-		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: paused, NextRunAtMs: s.NextRunAtMs,
+		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
 		UpdatedAtMs: s.UpdatedAtMs, Payload: payload, TimeoutMs: s.TimeoutMs,
 	}))
 }
@@ -144,20 +137,18 @@ func scheduleFromRow(r sqlitedb.ScheduleListDueRow) (engine.Schedule, error) {
 	}
 	var last uuid.UUID
 	if r.LastExecutionID.Valid {
-		if last, err = uuid.Parse(r.LastExecutionID.String); err != nil {
-			return engine.Schedule{}, err
-		}
+		last = r.LastExecutionID.UUID
 	}
 	return engine.Schedule{
 		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
 		Priority: r.Priority, RequiredCapabilities: caps, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
-		Payload: r.Payload, Paused: r.Paused != 0, NextRunAtMs: r.NextRunAtMs, LastExecutionID: last, TimeoutMs: r.TimeoutMs,
+		Payload: r.Payload, Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: last, TimeoutMs: r.TimeoutMs,
 	}, nil
 }
 
 func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {
 	n, err := x.q.ScheduleAdvance(ctx, sqlitedb.ScheduleAdvanceParams{
-		NextRunAtMs: nextMs, LastExecutionID: sql.NullString{String: runID.String(), Valid: runID != uuid.Nil},
+		NextRunAtMs: nextMs, LastExecutionID: uuid.NullUUID{UUID: runID, Valid: runID != uuid.Nil},
 		Namespace: namespace, Name: name, FromMs: fromMs,
 	})
 	return n == 1, translate(err)
