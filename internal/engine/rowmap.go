@@ -50,6 +50,133 @@ func WorkerEvents[R WorkerEventRow](rows []R, err error, translate func(error) e
 	return Rows(len(rows), err, translate, func(i int) WorkerEvent { return WorkerEvent(rows[i]) })
 }
 
+// Other generated rows differ between the engines in a few column types
+// only, which the row types below take as type parameters, so that one
+// function maps the rows (or builds the parameters) of both engines: a
+// nullable text T is sql.NullString on SQLite and pgtype.Text on PostgreSQL
+// (the same struct), and a list of strings L (lanes, capabilities, visible
+// namespaces) is stored as the engine's Lists say.
+
+// nullText is the struct of a generated nullable text.
+type nullText = struct {
+	String string
+	Valid  bool
+}
+
+// NullText is a generated nullable text: sql.NullString, pgtype.Text.
+type NullText interface{ ~nullText }
+
+// Text maps "" to NULL: optional identifiers are NULL when absent.
+func Text[T NullText](s string) T { return T{String: s, Valid: s != ""} }
+
+// textOf is the string of a nullable text ("" for NULL).
+func textOf[T NullText](t T) string { return nullText(t).String }
+
+// Lists is how an engine stores a list of strings (lanes, capabilities,
+// visible namespaces) in a column of Go type L: SQLite as a JSON array,
+// PostgreSQL as a text[].
+type Lists[L any] interface {
+	// Store encodes vs for a parameter: nil is the empty list, not NULL.
+	Store(vs []string) L
+	// Load decodes a stored list, nil when it is empty.
+	Load(stored L) ([]string, error)
+}
+
+// workerRow is a generated row of workers.
+type workerRow[L any] = struct {
+	Namespace, InstanceID, WorkerID        string
+	Lanes, Capabilities                    L
+	LastHeartbeatMs, TtlMs, RegisteredAtMs int64
+}
+
+// WorkerFromRow maps a generated row of workers.
+func WorkerFromRow[R ~workerRow[L], L any](r R, lists Lists[L]) (Worker, error) {
+	w := workerRow[L](r)
+	lanes, err := lists.Load(w.Lanes)
+	if err != nil {
+		return Worker{}, err
+	}
+	caps, err := lists.Load(w.Capabilities)
+	if err != nil {
+		return Worker{}, err
+	}
+	return Worker{
+		Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
+		Lanes: lanes, Capabilities: caps,
+		LastHeartbeatMs: w.LastHeartbeatMs, TTLMs: w.TtlMs, RegisteredAtMs: w.RegisteredAtMs,
+	}, nil
+}
+
+// agentRow is a generated row of agents, and the parameters of AgentInsert
+// and AgentSpawn (every column, in order).
+type agentRow[T NullText, L any] = struct {
+	ID, State                                       string
+	TerminalReason                                  T
+	Provider                                        string
+	ProviderSessionID, CheckpointSessionID          T
+	CheckpointCursor                                int64
+	OwnerActor, OwnerPeerClass, OwnerWriteNamespace string
+	OwnerVisibleNamespaces                          L
+	SpawnFingerprint                                string
+	SpawnedAtMs, StateChangedAtMs                   int64
+	IdempotencyKey, Host                            T
+	HolderNamespace, HolderInstanceID               T
+}
+
+// AgentParams are the parameters of AgentInsert and AgentSpawn that store
+// a (its optional fields NULL when absent).
+func AgentParams[P ~agentRow[T, L], T NullText, L any](a Agent, lists Lists[L]) P {
+	return P{
+		ID:                     a.ID,
+		State:                  a.State,
+		TerminalReason:         Text[T](a.TerminalReason),
+		Provider:               a.Provider,
+		ProviderSessionID:      Text[T](a.ProviderSessionID),
+		CheckpointSessionID:    Text[T](a.CheckpointSessionID),
+		CheckpointCursor:       a.CheckpointCursor,
+		OwnerActor:             a.OwnerActor,
+		OwnerPeerClass:         a.OwnerPeerClass,
+		OwnerWriteNamespace:    a.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: lists.Store(a.OwnerVisibleNamespaces),
+		SpawnFingerprint:       a.SpawnFingerprint,
+		SpawnedAtMs:            a.SpawnedAtMs,
+		StateChangedAtMs:       a.StateChangedAtMs,
+		IdempotencyKey:         Text[T](a.IdempotencyKey),
+		Host:                   Text[T](a.Host),
+		HolderNamespace:        Text[T](a.HolderNamespace),
+		HolderInstanceID:       Text[T](a.HolderInstanceID),
+	}
+}
+
+// AgentFromRow maps a generated row of agents.
+func AgentFromRow[R ~agentRow[T, L], T NullText, L any](r R, lists Lists[L]) (Agent, error) {
+	a := agentRow[T, L](r)
+	visible, err := lists.Load(a.OwnerVisibleNamespaces)
+	if err != nil {
+		return Agent{}, err
+	}
+	return Agent{
+		ID:                     a.ID,
+		State:                  a.State,
+		TerminalReason:         textOf(a.TerminalReason),
+		Provider:               a.Provider,
+		ProviderSessionID:      textOf(a.ProviderSessionID),
+		CheckpointSessionID:    textOf(a.CheckpointSessionID),
+		CheckpointCursor:       a.CheckpointCursor,
+		OwnerActor:             a.OwnerActor,
+		OwnerPeerClass:         a.OwnerPeerClass,
+		OwnerWriteNamespace:    a.OwnerWriteNamespace,
+		OwnerVisibleNamespaces: visible,
+		SpawnFingerprint:       a.SpawnFingerprint,
+		SpawnedAtMs:            a.SpawnedAtMs,
+		StateChangedAtMs:       a.StateChangedAtMs,
+		IdempotencyKey:         textOf(a.IdempotencyKey),
+		Host:                   textOf(a.Host),
+		HolderNamespace:        textOf(a.HolderNamespace),
+		HolderInstanceID:       textOf(a.HolderInstanceID),
+	}, nil
+}
+
 // The rows of the Stats queries (queries/ENGINE/stats.sql).
 type (
 	statsWorkersRow = struct {
