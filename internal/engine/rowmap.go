@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
 
 // Rows builds the n results of a list query from its rows, row(i) mapping
 // the i-th: the one shape of every list an engine returns. A query error
@@ -31,9 +35,10 @@ func RowsErr[T any](n int, err error, translate func(error) error, row func(i in
 	return out, nil
 }
 
-// Some generated rows have the very fields of a row type here, in both
-// engines (the same columns, of types both drivers read alike): those convert
-// as they are, once for both engines, through the constraints below.
+// Some generated rows are the same struct in both engines (the same columns,
+// of types both drivers read alike), some of them with the very fields of a
+// row type here: those map (or convert as they are) once for both engines,
+// through the constraints below.
 
 // WorkerEventRow is a generated row of worker_events.
 type WorkerEventRow interface {
@@ -50,11 +55,28 @@ func WorkerEvents[R WorkerEventRow](rows []R, err error, translate func(error) e
 	return Rows(len(rows), err, translate, func(i int) WorkerEvent { return WorkerEvent(rows[i]) })
 }
 
+// leaseRefRow is a generated row that names a lease (LeaseFindHeld's,
+// LeaseCompleteMany's).
+type leaseRefRow = struct {
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.NullUUID
+}
+
+// LeaseRefs is Rows for generated rows that name leases.
+func LeaseRefs[R ~leaseRefRow](rows []R, err error, translate func(error) error) ([]LeaseRef, error) {
+	return Rows(len(rows), err, translate, func(i int) LeaseRef {
+		r := leaseRefRow(rows[i])
+		return LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
+	})
+}
+
 // Other generated rows differ between the engines in a few column types
 // only, which the row types below take as type parameters, so that one
 // function maps the rows (or builds the parameters) of both engines: a
 // nullable text T is sql.NullString on SQLite and pgtype.Text on PostgreSQL
-// (the same struct), and a list of strings L (lanes, capabilities, visible
+// (the same struct), a nullable integer I sql.NullInt64 or pgtype.Int8 (the
+// same struct), and a list of strings L (lanes, capabilities, visible
 // namespaces) is stored as the engine's Lists say.
 
 // nullText is the struct of a generated nullable text.
@@ -71,6 +93,18 @@ func Text[T NullText](s string) T { return T{String: s, Valid: s != ""} }
 
 // textOf is the string of a nullable text ("" for NULL).
 func textOf[T NullText](t T) string { return nullText(t).String }
+
+// nullInt is the struct of a generated nullable integer.
+type nullInt = struct {
+	Int64 int64
+	Valid bool
+}
+
+// NullInt is a generated nullable integer: sql.NullInt64, pgtype.Int8.
+type NullInt interface{ ~nullInt }
+
+// intOf is the value of a nullable integer (0 for NULL).
+func intOf[I NullInt](i I) int64 { return nullInt(i).Int64 }
 
 // Lists is how an engine stores a list of strings (lanes, capabilities,
 // visible namespaces) in a column of Go type L: SQLite as a JSON array,
@@ -175,6 +209,27 @@ func AgentFromRow[R ~agentRow[T, L], T NullText, L any](r R, lists Lists[L]) (Ag
 		HolderNamespace:        textOf(a.HolderNamespace),
 		HolderInstanceID:       textOf(a.HolderInstanceID),
 	}, nil
+}
+
+// expiredLeaseRow is a generated row of LeaseListExpired.
+type expiredLeaseRow[T NullText, I NullInt] = struct {
+	ID              uuid.UUID
+	LeaseID         uuid.NullUUID
+	Attempts, Epoch int64
+	Namespace       string
+	Holder          T
+	ExpiresAtMs     I
+}
+
+// ExpiredLeases is Rows for the generated rows of LeaseListExpired.
+func ExpiredLeases[R ~expiredLeaseRow[T, I], T NullText, I NullInt](rows []R, err error, translate func(error) error) ([]ExpiredLease, error) {
+	return Rows(len(rows), err, translate, func(i int) ExpiredLease {
+		r := expiredLeaseRow[T, I](rows[i])
+		return ExpiredLease{
+			ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
+			Namespace: r.Namespace, InstanceID: textOf(r.Holder), ExpiresAtMs: intOf(r.ExpiresAtMs),
+		}
+	})
 }
 
 // The rows of the Stats queries (queries/ENGINE/stats.sql).
