@@ -106,6 +106,15 @@ type NullInt interface{ ~nullInt }
 // intOf is the value of a nullable integer (0 for NULL).
 func intOf[I NullInt](i I) int64 { return nullInt(i).Int64 }
 
+// NonNilBytes returns b, or an empty slice for nil: a nil one would be
+// stored as NULL, not empty.
+func NonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
 // Lists is how an engine stores a list of strings (lanes, capabilities,
 // visible namespaces) in a column of Go type L: SQLite as a JSON array,
 // PostgreSQL as a text[].

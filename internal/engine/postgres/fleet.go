@@ -14,7 +14,7 @@ import (
 
 func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) (bool, error) {
 	woken, err := x.q.ExecutionInsertUnique(ctx, pgdb.ExecutionInsertUniqueParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: engine.NonNilBytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: text(e.UniqueKey),
 		GroupKey: e.Group,
@@ -75,7 +75,7 @@ func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
 		Namespace: s.Namespace, Name: s.Name, EveryMs: pgtype.Int8{Int64: s.EveryMs, Valid: s.EveryMs != 0},
 		Cron: text(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: array(s.RequiredCapabilities),
 		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
-		UpdatedAtMs: s.UpdatedAtMs, Payload: bytes(s.Payload), TimeoutMs: s.TimeoutMs,
+		UpdatedAtMs: s.UpdatedAtMs, Payload: engine.NonNilBytes(s.Payload), TimeoutMs: s.TimeoutMs,
 	}))
 }
 
@@ -148,7 +148,7 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 	}
 	for i, e := range es {
 		p.Ords[i], p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = int32(i), e.ID, e.Namespace, e.Lane, e.Priority
-		p.Payloads[i] = bytes(e.Payload)
+		p.Payloads[i] = engine.NonNilBytes(e.Payload)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
 		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i], p.GroupKeys[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey, e.Group

@@ -130,7 +130,7 @@ func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batc
 
 func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error {
 	return translate(x.q.ExecutionInsert(ctx, pgdb.ExecutionInsertParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: engine.NonNilBytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), GroupKey: e.Group, Metadata: text(e.Metadata),
 		TimeoutMs: e.TimeoutMs,
@@ -150,7 +150,7 @@ func (x queries) ExecutionInsertMany(ctx context.Context, es []engine.Execution)
 	}
 	for i, e := range es {
 		p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = e.ID, e.Namespace, e.Lane, e.Priority
-		p.Payloads[i] = bytes(e.Payload)
+		p.Payloads[i] = engine.NonNilBytes(e.Payload)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
 		p.Ready[i], p.CreatedAtMs[i], p.GroupKeys[i], p.Metadata[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.Group, e.Metadata
@@ -271,14 +271,6 @@ func workerFromRow(r pgdb.Worker, err error) (engine.Worker, error) {
 		return engine.Worker{}, translate(err)
 	}
 	return engine.WorkerFromRow(r, arrays{})
-}
-
-// bytes returns a non-nil slice: a nil one would be NULL, not empty.
-func bytes(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
 
 // text maps "" to NULL: optional identifiers are NULL when absent.

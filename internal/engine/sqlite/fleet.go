@@ -12,12 +12,8 @@ import (
 )
 
 func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) (bool, error) {
-	payload := e.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
 	n, err := x.q.ExecutionInsertUnique(ctx, sqlitedb.ExecutionInsertUniqueParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: engine.NonNilBytes(e.Payload),
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: nullString(e.UniqueKey),
 		GroupKey: e.Group,
@@ -84,15 +80,11 @@ func (x queries) LeaderGet(ctx context.Context, name string) (string, int64, int
 }
 
 func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
-	payload := s.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
 	return translate(x.q.SchedulePut(ctx, sqlitedb.SchedulePutParams{
 		Namespace: s.Namespace, Name: s.Name, EveryMs: sql.NullInt64{Int64: s.EveryMs, Valid: s.EveryMs != 0},
 		Cron: nullString(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: jsonArray(s.RequiredCapabilities),
 		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
-		UpdatedAtMs: s.UpdatedAtMs, Payload: payload, TimeoutMs: s.TimeoutMs,
+		UpdatedAtMs: s.UpdatedAtMs, Payload: engine.NonNilBytes(s.Payload), TimeoutMs: s.TimeoutMs,
 	}))
 }
 

@@ -127,12 +127,8 @@ func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batc
 // Executions (claims and leases: leases.go; unique keys and schedules: fleet.go).
 
 func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error {
-	payload := e.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
 	return translate(x.q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: engine.NonNilBytes(e.Payload),
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), GroupKey: e.Group,
 		Metadata: nullString(e.Metadata), TimeoutMs: e.TimeoutMs,
