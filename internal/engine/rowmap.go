@@ -220,6 +220,39 @@ func AgentFromRow[R ~agentRow[T, L], T NullText, L any](r R, lists Lists[L]) (Ag
 	}, nil
 }
 
+// scheduleRow is a generated row of schedules.
+type scheduleRow[T NullText, I NullInt, L any] = struct {
+	Namespace, Name             string
+	EveryMs                     I
+	Cron                        T
+	Lane                        string
+	Priority                    int64
+	RequiredCapabilities        L
+	MaxAttempts, RetryBackoffMs int64
+	Paused                      bool
+	NextRunAtMs                 int64
+	LastExecutionID             uuid.NullUUID
+	UpdatedAtMs                 int64
+	Payload                     []byte
+	TimeoutMs                   int64
+}
+
+// ScheduleFromRow maps a generated row of schedules (LastState, which is
+// not a column, is left "").
+func ScheduleFromRow[R ~scheduleRow[T, I, L], T NullText, I NullInt, L any](r R, lists Lists[L]) (Schedule, error) {
+	s := scheduleRow[T, I, L](r)
+	caps, err := lists.Load(s.RequiredCapabilities)
+	if err != nil {
+		return Schedule{}, err
+	}
+	return Schedule{
+		Namespace: s.Namespace, Name: s.Name, EveryMs: intOf(s.EveryMs), Cron: textOf(s.Cron), Lane: s.Lane,
+		Priority: s.Priority, RequiredCapabilities: caps, MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs,
+		TimeoutMs: s.TimeoutMs, Payload: s.Payload, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
+		LastExecutionID: s.LastExecutionID.UUID, UpdatedAtMs: s.UpdatedAtMs,
+	}, nil
+}
+
 // expiredLeaseRow is a generated row of LeaseListExpired.
 type expiredLeaseRow[T NullText, I NullInt] = struct {
 	ID              uuid.UUID

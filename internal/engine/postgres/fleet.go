@@ -86,16 +86,10 @@ func (x queries) ScheduleDelete(ctx context.Context, namespace, name string) (bo
 
 func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.Schedule, error) {
 	rows, err := x.q.ScheduleList(ctx, namespace)
-	return engine.Rows(len(rows), err, translate, func(i int) engine.Schedule {
-		r := rows[i]
-		sc := scheduleFromRow(pgdb.ScheduleListDueRow{
-			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
-			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
-			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
-			TimeoutMs: r.TimeoutMs,
-		})
-		sc.LastState = r.LastState
-		return sc
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) {
+		s, err := engine.ScheduleFromRow(rows[i].Schedule, arrays{})
+		s.LastState = rows[i].LastState
+		return s, err
 	})
 }
 
@@ -103,20 +97,7 @@ func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.
 	rows, err := x.q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{
 		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int32(max),
 	})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.Schedule { return scheduleFromRow(rows[i]) })
-}
-
-func scheduleFromRow(r pgdb.ScheduleListDueRow) engine.Schedule {
-	var last uuid.UUID
-	if r.LastExecutionID.Valid {
-		last = r.LastExecutionID.UUID
-	}
-	return engine.Schedule{
-		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
-		Priority: r.Priority, RequiredCapabilities: list(r.RequiredCapabilities), MaxAttempts: r.MaxAttempts,
-		RetryBackoffMs: r.RetryBackoffMs, Payload: r.Payload, Paused: r.Paused, NextRunAtMs: r.NextRunAtMs,
-		LastExecutionID: last, TimeoutMs: r.TimeoutMs,
-	}
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) { return engine.ScheduleFromRow(rows[i], arrays{}) })
 }
 
 func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {

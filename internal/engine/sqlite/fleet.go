@@ -95,47 +95,18 @@ func (x queries) ScheduleDelete(ctx context.Context, namespace, name string) (bo
 
 func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.Schedule, error) {
 	rows, err := x.q.ScheduleList(ctx, namespace)
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Schedule, len(rows))
-	for i, r := range rows {
-		s, err := scheduleFromRow(sqlitedb.ScheduleListDueRow{
-			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
-			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
-			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
-			TimeoutMs: r.TimeoutMs,
-		})
-		if err != nil {
-			return nil, err
-		}
-		s.LastState = r.LastState
-		out[i] = s
-	}
-	return out, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) {
+		s, err := engine.ScheduleFromRow(rows[i].Schedule, jsonArrays{})
+		s.LastState = rows[i].LastState
+		return s, err
+	})
 }
 
 func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.Schedule, max int) ([]engine.Schedule, error) {
 	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{
 		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int64(max),
 	})
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) { return scheduleFromRow(rows[i]) })
-}
-
-func scheduleFromRow(r sqlitedb.ScheduleListDueRow) (engine.Schedule, error) {
-	caps, err := parseJSONArray(r.RequiredCapabilities)
-	if err != nil {
-		return engine.Schedule{}, err
-	}
-	var last uuid.UUID
-	if r.LastExecutionID.Valid {
-		last = r.LastExecutionID.UUID
-	}
-	return engine.Schedule{
-		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
-		Priority: r.Priority, RequiredCapabilities: caps, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
-		Payload: r.Payload, Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: last, TimeoutMs: r.TimeoutMs,
-	}, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) { return engine.ScheduleFromRow(rows[i], jsonArrays{}) })
 }
 
 func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {
