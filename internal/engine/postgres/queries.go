@@ -273,8 +273,8 @@ func workerFromRow(r pgdb.Worker, err error) (engine.Worker, error) {
 	return engine.WorkerFromRow(r, arrays{})
 }
 
-// text maps "" to NULL: optional identifiers are NULL when absent.
-func text(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+// text maps "" to NULL (engine.Text).
+func text(s string) pgtype.Text { return engine.Text[pgtype.Text](s) }
 
 // arrays is how PostgreSQL stores lists of strings: as text[].
 type arrays struct{}

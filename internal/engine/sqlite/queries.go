@@ -298,8 +298,8 @@ func sqliteBool(b bool) int64 {
 	return 0
 }
 
-// nullString maps "" to NULL: optional identifiers are NULL when absent.
-func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+// nullString maps "" to NULL (engine.Text).
+func nullString(s string) sql.NullString { return engine.Text[sql.NullString](s) }
 
 // Lanes, capabilities and visible namespaces are stored as JSON arrays of
 // strings, so that any identifier (commas included) round-trips.
