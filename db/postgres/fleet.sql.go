@@ -530,9 +530,7 @@ func (q *Queries) ScheduleDelete(ctx context.Context, arg ScheduleDeleteParams) 
 }
 
 const scheduleList = `-- name: ScheduleList :many
-SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities,
-       s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id,
-       s.payload, s.timeout_ms, coalesce(x.state, '')::text AS last_state
+SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities, s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id, s.updated_at_ms, s.payload, s.timeout_ms, coalesce(x.state, '')::text AS last_state
 FROM schedules AS s
 LEFT JOIN executions AS x ON x.id = s.last_execution_id
 WHERE $1::text = '' OR s.namespace = $1
@@ -540,21 +538,8 @@ ORDER BY s.namespace, s.name
 `
 
 type ScheduleListRow struct {
-	Namespace            string
-	Name                 string
-	EveryMs              pgtype.Int8
-	Cron                 pgtype.Text
-	Lane                 string
-	Priority             int64
-	RequiredCapabilities []string
-	MaxAttempts          int64
-	RetryBackoffMs       int64
-	Paused               bool
-	NextRunAtMs          int64
-	LastExecutionID      uuid.NullUUID
-	Payload              []byte
-	TimeoutMs            int64
-	LastState            string
+	Schedule  Schedule
+	LastState string
 }
 
 // ScheduleList reads the schedules of a namespace (” = every namespace) by
@@ -569,20 +554,21 @@ func (q *Queries) ScheduleList(ctx context.Context, namespace string) ([]Schedul
 	for rows.Next() {
 		var i ScheduleListRow
 		if err := rows.Scan(
-			&i.Namespace,
-			&i.Name,
-			&i.EveryMs,
-			&i.Cron,
-			&i.Lane,
-			&i.Priority,
-			&i.RequiredCapabilities,
-			&i.MaxAttempts,
-			&i.RetryBackoffMs,
-			&i.Paused,
-			&i.NextRunAtMs,
-			&i.LastExecutionID,
-			&i.Payload,
-			&i.TimeoutMs,
+			&i.Schedule.Namespace,
+			&i.Schedule.Name,
+			&i.Schedule.EveryMs,
+			&i.Schedule.Cron,
+			&i.Schedule.Lane,
+			&i.Schedule.Priority,
+			&i.Schedule.RequiredCapabilities,
+			&i.Schedule.MaxAttempts,
+			&i.Schedule.RetryBackoffMs,
+			&i.Schedule.Paused,
+			&i.Schedule.NextRunAtMs,
+			&i.Schedule.LastExecutionID,
+			&i.Schedule.UpdatedAtMs,
+			&i.Schedule.Payload,
+			&i.Schedule.TimeoutMs,
 			&i.LastState,
 		); err != nil {
 			return nil, err
@@ -596,9 +582,7 @@ func (q *Queries) ScheduleList(ctx context.Context, namespace string) ([]Schedul
 }
 
 const scheduleListDue = `-- name: ScheduleListDue :many
-SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload, timeout_ms
-FROM schedules
+SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts, retry_backoff_ms, paused, next_run_at_ms, last_execution_id, updated_at_ms, payload, timeout_ms FROM schedules
 WHERE NOT paused AND next_run_at_ms <= $1::bigint AND next_run_at_ms >= $2::bigint
   AND (next_run_at_ms, namespace, name) > ($2::bigint, $3::text, $4::text)
 ORDER BY next_run_at_ms, namespace, name
@@ -613,28 +597,11 @@ type ScheduleListDueParams struct {
 	MaxRows        int32
 }
 
-type ScheduleListDueRow struct {
-	Namespace            string
-	Name                 string
-	EveryMs              pgtype.Int8
-	Cron                 pgtype.Text
-	Lane                 string
-	Priority             int64
-	RequiredCapabilities []string
-	MaxAttempts          int64
-	RetryBackoffMs       int64
-	Paused               bool
-	NextRunAtMs          int64
-	LastExecutionID      uuid.NullUUID
-	Payload              []byte
-	TimeoutMs            int64
-}
-
 // ScheduleListDue reads up to @max_rows schedules not paused whose next
 // period has begun, in (next run, namespace, name) order after the given
 // one: a page of a walk that visits each due schedule once, whether or not
 // it could run.
-func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]ScheduleListDueRow, error) {
+func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]Schedule, error) {
 	rows, err := q.db.Query(ctx, scheduleListDue,
 		arg.Now,
 		arg.AfterMs,
@@ -646,9 +613,9 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ScheduleListDueRow{}
+	items := []Schedule{}
 	for rows.Next() {
-		var i ScheduleListDueRow
+		var i Schedule
 		if err := rows.Scan(
 			&i.Namespace,
 			&i.Name,
@@ -662,6 +629,7 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 			&i.Paused,
 			&i.NextRunAtMs,
 			&i.LastExecutionID,
+			&i.UpdatedAtMs,
 			&i.Payload,
 			&i.TimeoutMs,
 		); err != nil {

@@ -159,7 +159,7 @@ type ExecutionInsertParams struct {
 	CreatedAtMs          int64
 	RunAtMs              int64
 	RetryBackoffMs       int64
-	Ready                int64
+	Ready                bool
 	GroupKey             string
 	Metadata             sql.NullString
 	TimeoutMs            int64

@@ -54,7 +54,7 @@ type ExecutionInsertUniqueParams struct {
 	CreatedAtMs          int64
 	RunAtMs              int64
 	RetryBackoffMs       int64
-	Ready                int64
+	Ready                bool
 	UniqueKey            sql.NullString
 	GroupKey             string
 	Metadata             sql.NullString
@@ -102,9 +102,9 @@ type ExecutionKeyGetParams struct {
 
 // ExecutionKeyGet reads the execution a unique key is still held for (its
 // UniqueFor has not ended).
-func (q *Queries) ExecutionKeyGet(ctx context.Context, arg ExecutionKeyGetParams) (string, error) {
+func (q *Queries) ExecutionKeyGet(ctx context.Context, arg ExecutionKeyGetParams) (uuid.UUID, error) {
 	row := q.queryRow(ctx, q.executionKeyGetStmt, executionKeyGet, arg.Namespace, arg.UniqueKey, arg.Now)
-	var execution_id string
+	var execution_id uuid.UUID
 	err := row.Scan(&execution_id)
 	return execution_id, err
 }
@@ -148,7 +148,7 @@ ON CONFLICT (namespace, unique_key) DO UPDATE SET execution_id = excluded.execut
 type ExecutionKeyPutParams struct {
 	Namespace   string
 	UniqueKey   string
-	ExecutionID string
+	ExecutionID uuid.UUID
 	UntilMs     int64
 	Now         int64
 }
@@ -322,7 +322,7 @@ WHERE namespace = ?3 AND name = ?4 AND next_run_at_ms = ?5 AND paused = 0
 
 type ScheduleAdvanceParams struct {
 	NextRunAtMs     int64
-	LastExecutionID sql.NullString
+	LastExecutionID uuid.NullUUID
 	Namespace       string
 	Name            string
 	FromMs          int64
@@ -363,9 +363,7 @@ func (q *Queries) ScheduleDelete(ctx context.Context, arg ScheduleDeleteParams) 
 }
 
 const scheduleList = `-- name: ScheduleList :many
-SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities,
-       s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id,
-       s.payload, s.timeout_ms, CAST(coalesce(x.state, '') AS TEXT) AS last_state
+SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities, s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id, s.updated_at_ms, s.payload, s.timeout_ms, CAST(coalesce(x.state, '') AS TEXT) AS last_state
 FROM schedules AS s
 LEFT JOIN executions AS x ON x.id = s.last_execution_id
 WHERE CAST(?1 AS TEXT) = '' OR s.namespace = ?1
@@ -373,21 +371,8 @@ ORDER BY s.namespace, s.name
 `
 
 type ScheduleListRow struct {
-	Namespace            string
-	Name                 string
-	EveryMs              sql.NullInt64
-	Cron                 sql.NullString
-	Lane                 string
-	Priority             int64
-	RequiredCapabilities string
-	MaxAttempts          int64
-	RetryBackoffMs       int64
-	Paused               int64
-	NextRunAtMs          int64
-	LastExecutionID      sql.NullString
-	Payload              []byte
-	TimeoutMs            int64
-	LastState            string
+	Schedule  Schedule
+	LastState string
 }
 
 // ScheduleList reads the schedules of a namespace (” = every namespace) by
@@ -402,20 +387,21 @@ func (q *Queries) ScheduleList(ctx context.Context, namespace string) ([]Schedul
 	for rows.Next() {
 		var i ScheduleListRow
 		if err := rows.Scan(
-			&i.Namespace,
-			&i.Name,
-			&i.EveryMs,
-			&i.Cron,
-			&i.Lane,
-			&i.Priority,
-			&i.RequiredCapabilities,
-			&i.MaxAttempts,
-			&i.RetryBackoffMs,
-			&i.Paused,
-			&i.NextRunAtMs,
-			&i.LastExecutionID,
-			&i.Payload,
-			&i.TimeoutMs,
+			&i.Schedule.Namespace,
+			&i.Schedule.Name,
+			&i.Schedule.EveryMs,
+			&i.Schedule.Cron,
+			&i.Schedule.Lane,
+			&i.Schedule.Priority,
+			&i.Schedule.RequiredCapabilities,
+			&i.Schedule.MaxAttempts,
+			&i.Schedule.RetryBackoffMs,
+			&i.Schedule.Paused,
+			&i.Schedule.NextRunAtMs,
+			&i.Schedule.LastExecutionID,
+			&i.Schedule.UpdatedAtMs,
+			&i.Schedule.Payload,
+			&i.Schedule.TimeoutMs,
 			&i.LastState,
 		); err != nil {
 			return nil, err
@@ -432,9 +418,7 @@ func (q *Queries) ScheduleList(ctx context.Context, namespace string) ([]Schedul
 }
 
 const scheduleListDue = `-- name: ScheduleListDue :many
-SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload, timeout_ms
-FROM schedules
+SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts, retry_backoff_ms, paused, next_run_at_ms, last_execution_id, updated_at_ms, payload, timeout_ms FROM schedules
 WHERE paused = 0 AND next_run_at_ms <= CAST(?1 AS INTEGER) AND next_run_at_ms >= CAST(?2 AS INTEGER)
   AND (next_run_at_ms > CAST(?2 AS INTEGER)
        OR namespace > CAST(?3 AS TEXT)
@@ -451,28 +435,11 @@ type ScheduleListDueParams struct {
 	MaxRows        int64
 }
 
-type ScheduleListDueRow struct {
-	Namespace            string
-	Name                 string
-	EveryMs              sql.NullInt64
-	Cron                 sql.NullString
-	Lane                 string
-	Priority             int64
-	RequiredCapabilities string
-	MaxAttempts          int64
-	RetryBackoffMs       int64
-	Paused               int64
-	NextRunAtMs          int64
-	LastExecutionID      sql.NullString
-	Payload              []byte
-	TimeoutMs            int64
-}
-
 // ScheduleListDue reads up to @max_rows schedules not paused whose next
 // period has begun, in (next run, namespace, name) order after the given
 // one: a page of a walk that visits each due schedule once, whether or not
 // it could run.
-func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]ScheduleListDueRow, error) {
+func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]Schedule, error) {
 	rows, err := q.query(ctx, q.scheduleListDueStmt, scheduleListDue,
 		arg.Now,
 		arg.AfterMs,
@@ -484,9 +451,9 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ScheduleListDueRow{}
+	items := []Schedule{}
 	for rows.Next() {
-		var i ScheduleListDueRow
+		var i Schedule
 		if err := rows.Scan(
 			&i.Namespace,
 			&i.Name,
@@ -500,6 +467,7 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 			&i.Paused,
 			&i.NextRunAtMs,
 			&i.LastExecutionID,
+			&i.UpdatedAtMs,
 			&i.Payload,
 			&i.TimeoutMs,
 		); err != nil {
@@ -547,7 +515,7 @@ type SchedulePutParams struct {
 	RequiredCapabilities string
 	MaxAttempts          int64
 	RetryBackoffMs       int64
-	Paused               int64
+	Paused               bool
 	NextRunAtMs          int64
 	UpdatedAtMs          int64
 	Payload              []byte

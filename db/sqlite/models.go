@@ -71,7 +71,7 @@ type Execution struct {
 	CreatedAtMs          int64
 	RunAtMs              int64
 	RetryBackoffMs       int64
-	Ready                int64
+	Ready                bool
 	LeaseID              uuid.NullUUID
 	Holder               sql.NullString
 	ClaimedAtMs          sql.NullInt64
@@ -85,13 +85,13 @@ type Execution struct {
 	Metadata             sql.NullString
 	TimeoutMs            int64
 	DeadlineMs           sql.NullInt64
-	Bound                int64
+	Bound                bool
 }
 
 type ExecutionKey struct {
 	Namespace   string
 	UniqueKey   string
-	ExecutionID string
+	ExecutionID uuid.UUID
 	UntilMs     int64
 }
 
@@ -130,9 +130,9 @@ type Schedule struct {
 	RequiredCapabilities string
 	MaxAttempts          int64
 	RetryBackoffMs       int64
-	Paused               int64
+	Paused               bool
 	NextRunAtMs          int64
-	LastExecutionID      sql.NullString
+	LastExecutionID      uuid.NullUUID
 	UpdatedAtMs          int64
 	Payload              []byte
 	TimeoutMs            int64

@@ -35,6 +35,23 @@ type MigrationTx struct {
 	Commit func() error
 }
 
+// ExecFunc is a MigrationTx.Exec that runs a driver's exec and drops its
+// result.
+func ExecFunc[R any](exec func(ctx context.Context, query string, args ...any) (R, error)) func(ctx context.Context, query string, args ...any) error {
+	return func(ctx context.Context, query string, args ...any) error {
+		_, err := exec(ctx, query, args...)
+		return err
+	}
+}
+
+// ScanFunc is a MigrationTx.Scan that reads the one row of a driver's query
+// (without arguments).
+func ScanFunc[Row interface{ Scan(dest ...any) error }](queryRow func(ctx context.Context, query string, args ...any) Row) func(ctx context.Context, query string, dest ...any) error {
+	return func(ctx context.Context, query string, dest ...any) error {
+		return queryRow(ctx, query).Scan(dest...)
+	}
+}
+
 // Version reads the recorded version (database.NilVersion when none).
 func (t MigrationTx) Version(ctx context.Context) (version int, dirty bool, err error) {
 	var v int64

@@ -147,9 +147,7 @@ SELECT roster_wake(chr(29)) FROM gone;
 -- name: ScheduleList :many
 -- ScheduleList reads the schedules of a namespace ('' = every namespace) by
 -- (namespace, name), with the state of each one's last run.
-SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities,
-       s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id,
-       s.payload, s.timeout_ms, coalesce(x.state, '')::text AS last_state
+SELECT sqlc.embed(s), coalesce(x.state, '')::text AS last_state
 FROM schedules AS s
 LEFT JOIN executions AS x ON x.id = s.last_execution_id
 WHERE @namespace::text = '' OR s.namespace = @namespace
@@ -160,9 +158,7 @@ ORDER BY s.namespace, s.name;
 -- period has begun, in (next run, namespace, name) order after the given
 -- one: a page of a walk that visits each due schedule once, whether or not
 -- it could run.
-SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload, timeout_ms
-FROM schedules
+SELECT * FROM schedules
 WHERE NOT paused AND next_run_at_ms <= @now::bigint AND next_run_at_ms >= @after_ms::bigint
   AND (next_run_at_ms, namespace, name) > (@after_ms::bigint, @after_namespace::text, @after_name::text)
 ORDER BY next_run_at_ms, namespace, name

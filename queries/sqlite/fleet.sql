@@ -116,9 +116,7 @@ DELETE FROM schedules WHERE namespace = @namespace AND name = @name;
 -- name: ScheduleList :many
 -- ScheduleList reads the schedules of a namespace ('' = every namespace) by
 -- (namespace, name), with the state of each one's last run.
-SELECT s.namespace, s.name, s.every_ms, s.cron, s.lane, s.priority, s.required_capabilities,
-       s.max_attempts, s.retry_backoff_ms, s.paused, s.next_run_at_ms, s.last_execution_id,
-       s.payload, s.timeout_ms, CAST(coalesce(x.state, '') AS TEXT) AS last_state
+SELECT sqlc.embed(s), CAST(coalesce(x.state, '') AS TEXT) AS last_state
 FROM schedules AS s
 LEFT JOIN executions AS x ON x.id = s.last_execution_id
 WHERE CAST(@namespace AS TEXT) = '' OR s.namespace = @namespace
@@ -129,9 +127,7 @@ ORDER BY s.namespace, s.name;
 -- period has begun, in (next run, namespace, name) order after the given
 -- one: a page of a walk that visits each due schedule once, whether or not
 -- it could run.
-SELECT namespace, name, every_ms, cron, lane, priority, required_capabilities, max_attempts,
-       retry_backoff_ms, paused, next_run_at_ms, last_execution_id, payload, timeout_ms
-FROM schedules
+SELECT * FROM schedules
 WHERE paused = 0 AND next_run_at_ms <= CAST(@now AS INTEGER) AND next_run_at_ms >= CAST(@after_ms AS INTEGER)
   AND (next_run_at_ms > CAST(@after_ms AS INTEGER)
        OR namespace > CAST(@after_namespace AS TEXT)

@@ -10,40 +10,16 @@ import (
 // Agents.
 
 func (x queries) AgentInsert(ctx context.Context, a engine.Agent) error {
-	return translate(x.q.AgentInsert(ctx, pgdb.AgentInsertParams(agentParams(a))))
+	return translate(x.q.AgentInsert(ctx, engine.AgentParams[pgdb.AgentInsertParams](a, arrays{})))
 }
 
 func (x queries) AgentSpawn(ctx context.Context, a engine.Agent) (bool, error) {
-	n, err := x.q.AgentSpawn(ctx, agentParams(a))
+	n, err := x.q.AgentSpawn(ctx, engine.AgentParams[pgdb.AgentSpawnParams](a, arrays{}))
 	return n > 0, translate(err)
 }
 
-func agentParams(a engine.Agent) pgdb.AgentSpawnParams {
-	return pgdb.AgentSpawnParams{
-		ID:                     a.ID,
-		State:                  a.State,
-		TerminalReason:         text(a.TerminalReason),
-		Provider:               a.Provider,
-		ProviderSessionID:      text(a.ProviderSessionID),
-		CheckpointSessionID:    text(a.CheckpointSessionID),
-		CheckpointCursor:       a.CheckpointCursor,
-		OwnerActor:             a.OwnerActor,
-		OwnerPeerClass:         a.OwnerPeerClass,
-		OwnerWriteNamespace:    a.OwnerWriteNamespace,
-		OwnerVisibleNamespaces: array(a.OwnerVisibleNamespaces),
-		SpawnFingerprint:       a.SpawnFingerprint,
-		SpawnedAtMs:            a.SpawnedAtMs,
-		StateChangedAtMs:       a.StateChangedAtMs,
-		IdempotencyKey:         text(a.IdempotencyKey),
-		Host:                   text(a.Host),
-		HolderNamespace:        text(a.HolderNamespace),
-		HolderInstanceID:       text(a.HolderInstanceID),
-	}
-}
-
 func (x queries) AgentGet(ctx context.Context, id string) (engine.Agent, error) {
-	r, err := x.q.AgentGet(ctx, id)
-	return agentFromRow(r), translate(err)
+	return agentFromRow(x.q.AgentGet(ctx, id))
 }
 
 func (x queries) AgentSetState(ctx context.Context, id, fromState, state, reason string, atMs int64) (bool, error) {
@@ -61,13 +37,15 @@ func (x queries) AgentSetCheckpoint(ctx context.Context, id, sessionID string, c
 }
 
 func (x queries) AgentFindByIdempotencyKey(ctx context.Context, ownerActor, key string) (engine.Agent, error) {
-	r, err := x.q.AgentFindByIdempotencyKey(ctx, pgdb.AgentFindByIdempotencyKeyParams{OwnerActor: ownerActor, IdempotencyKey: text(key)})
-	return agentFromRow(r), translate(err)
+	return agentFromRow(x.q.AgentFindByIdempotencyKey(ctx, pgdb.AgentFindByIdempotencyKeyParams{
+		OwnerActor: ownerActor, IdempotencyKey: text(key),
+	}))
 }
 
 func (x queries) AgentFindLiveByProviderSession(ctx context.Context, provider, sessionID string) (engine.Agent, error) {
-	r, err := x.q.AgentFindLiveByProviderSession(ctx, pgdb.AgentFindLiveByProviderSessionParams{Provider: provider, ProviderSessionID: text(sessionID)})
-	return agentFromRow(r), translate(err)
+	return agentFromRow(x.q.AgentFindLiveByProviderSession(ctx, pgdb.AgentFindLiveByProviderSessionParams{
+		Provider: provider, ProviderSessionID: text(sessionID),
+	}))
 }
 
 func (x queries) AgentTerminateLive(ctx context.Context, atMs int64) (int, error) {
@@ -127,28 +105,13 @@ func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]eng
 			AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
 		})
 	}
-	return engine.Rows(len(rows), err, translate, func(i int) engine.Agent { return agentFromRow(rows[i]) })
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Agent, error) { return engine.AgentFromRow(rows[i], arrays{}) })
 }
 
-func agentFromRow(r pgdb.Agent) engine.Agent {
-	return engine.Agent{
-		ID:                     r.ID,
-		State:                  r.State,
-		TerminalReason:         r.TerminalReason.String,
-		Provider:               r.Provider,
-		ProviderSessionID:      r.ProviderSessionID.String,
-		CheckpointSessionID:    r.CheckpointSessionID.String,
-		CheckpointCursor:       r.CheckpointCursor,
-		OwnerActor:             r.OwnerActor,
-		OwnerPeerClass:         r.OwnerPeerClass,
-		OwnerWriteNamespace:    r.OwnerWriteNamespace,
-		OwnerVisibleNamespaces: list(r.OwnerVisibleNamespaces),
-		SpawnFingerprint:       r.SpawnFingerprint,
-		SpawnedAtMs:            r.SpawnedAtMs,
-		StateChangedAtMs:       r.StateChangedAtMs,
-		IdempotencyKey:         r.IdempotencyKey.String,
-		Host:                   r.Host.String,
-		HolderNamespace:        r.HolderNamespace.String,
-		HolderInstanceID:       r.HolderInstanceID.String,
+// agentFromRow maps a row (and the error of reading it) to an engine.Agent.
+func agentFromRow(r pgdb.Agent, err error) (engine.Agent, error) {
+	if err != nil {
+		return engine.Agent{}, translate(err)
 	}
+	return engine.AgentFromRow(r, arrays{})
 }

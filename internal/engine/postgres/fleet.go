@@ -14,7 +14,7 @@ import (
 
 func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) (bool, error) {
 	woken, err := x.q.ExecutionInsertUnique(ctx, pgdb.ExecutionInsertUniqueParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: engine.NonNilBytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: text(e.UniqueKey),
 		GroupKey: e.Group,
@@ -75,7 +75,7 @@ func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
 		Namespace: s.Namespace, Name: s.Name, EveryMs: pgtype.Int8{Int64: s.EveryMs, Valid: s.EveryMs != 0},
 		Cron: text(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: array(s.RequiredCapabilities),
 		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
-		UpdatedAtMs: s.UpdatedAtMs, Payload: bytes(s.Payload), TimeoutMs: s.TimeoutMs,
+		UpdatedAtMs: s.UpdatedAtMs, Payload: engine.NonNilBytes(s.Payload), TimeoutMs: s.TimeoutMs,
 	}))
 }
 
@@ -86,16 +86,10 @@ func (x queries) ScheduleDelete(ctx context.Context, namespace, name string) (bo
 
 func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.Schedule, error) {
 	rows, err := x.q.ScheduleList(ctx, namespace)
-	return engine.Rows(len(rows), err, translate, func(i int) engine.Schedule {
-		r := rows[i]
-		sc := scheduleFromRow(pgdb.ScheduleListDueRow{
-			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
-			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
-			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
-			TimeoutMs: r.TimeoutMs,
-		})
-		sc.LastState = r.LastState
-		return sc
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) {
+		s, err := engine.ScheduleFromRow(rows[i].Schedule, arrays{})
+		s.LastState = rows[i].LastState
+		return s, err
 	})
 }
 
@@ -103,20 +97,7 @@ func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.
 	rows, err := x.q.ScheduleListDue(ctx, pgdb.ScheduleListDueParams{
 		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int32(max),
 	})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.Schedule { return scheduleFromRow(rows[i]) })
-}
-
-func scheduleFromRow(r pgdb.ScheduleListDueRow) engine.Schedule {
-	var last uuid.UUID
-	if r.LastExecutionID.Valid {
-		last = r.LastExecutionID.UUID
-	}
-	return engine.Schedule{
-		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
-		Priority: r.Priority, RequiredCapabilities: list(r.RequiredCapabilities), MaxAttempts: r.MaxAttempts,
-		RetryBackoffMs: r.RetryBackoffMs, Payload: r.Payload, Paused: r.Paused, NextRunAtMs: r.NextRunAtMs,
-		LastExecutionID: last, TimeoutMs: r.TimeoutMs,
-	}
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) { return engine.ScheduleFromRow(rows[i], arrays{}) })
 }
 
 func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {
@@ -148,7 +129,7 @@ func (x queries) ExecutionInsertManyUnique(ctx context.Context, es []engine.Exec
 	}
 	for i, e := range es {
 		p.Ords[i], p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = int32(i), e.ID, e.Namespace, e.Lane, e.Priority
-		p.Payloads[i] = bytes(e.Payload)
+		p.Payloads[i] = engine.NonNilBytes(e.Payload)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
 		p.Ready[i], p.CreatedAtMs[i], p.UniqueKeys[i], p.GroupKeys[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.UniqueKey, e.Group

@@ -66,10 +66,7 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 		p.LeaseIds = append(p.LeaseIds, l.LeaseID)
 	}
 	rows, err := x.q.LeaseCompleteMany(ctx, p)
-	return engine.Rows(len(rows), err, translate, func(i int) engine.LeaseRef {
-		r := rows[i]
-		return engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
-	})
+	return engine.LeaseRefs(rows, err, translate)
 }
 
 func (x queries) LeaseRelease(ctx context.Context, l engine.LeaseRef, nowMs int64) error {
@@ -96,10 +93,7 @@ func (x queries) LeaseGetOutcome(ctx context.Context, l engine.LeaseRef) (string
 
 func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
 	rows, err := x.q.LeaseFindHeld(ctx, pgdb.LeaseFindHeldParams{Namespace: k.Namespace, Holder: k.InstanceID, LeaseIds: leaseIDs})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.LeaseRef {
-		r := rows[i]
-		return engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
-	})
+	return engine.LeaseRefs(rows, err, translate)
 }
 
 func (x queries) WorkerNextRunAt(ctx context.Context, k engine.WorkerKey, nowMs int64) (int64, error) {
@@ -122,13 +116,7 @@ func (x queries) LeaseListExpired(ctx context.Context, p engine.ExpiredLeaseList
 		AsOf: p.AsOfMs, Namespace: p.Namespace, AfterExpiresAtMs: p.AfterExpiresAtMs, AfterID: p.AfterExecutionID,
 		MaxRows: int32(p.Limit),
 	})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.ExpiredLease {
-		r := rows[i]
-		return engine.ExpiredLease{
-			ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
-			Namespace: r.Namespace, InstanceID: r.Holder.String, ExpiresAtMs: r.ExpiresAtMs.Int64,
-		}
-	})
+	return engine.ExpiredLeases(rows, err, translate)
 }
 
 func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) ([]uuid.UUID, error) {

@@ -50,13 +50,7 @@ func (e *Engine) withMigrator(ctx context.Context, fn func(g *engine.Migrator) e
 	return engine.Migrate(ctx, engine.MigrationTx{
 		// Without arguments pgx uses the simple protocol: a file may hold
 		// many statements.
-		Exec: func(ctx context.Context, query string, args ...any) error {
-			_, err := tx.Exec(ctx, query, args...)
-			return err
-		},
-		Scan: func(ctx context.Context, query string, dest ...any) error {
-			return tx.QueryRow(ctx, query).Scan(dest...)
-		},
+		Exec: engine.ExecFunc(tx.Exec), Scan: engine.ScanFunc(tx.QueryRow),
 		NoRows: pgx.ErrNoRows, Values: "($1, $2)", Commit: func() error { return translate(tx.Commit(ctx)) },
 	}, e.cfg.Migrations, fn)
 }

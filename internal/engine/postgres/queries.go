@@ -19,13 +19,11 @@ var _ engine.Queries = queries{}
 // Workers.
 
 func (x queries) WorkerGet(ctx context.Context, k engine.WorkerKey) (engine.Worker, error) {
-	r, err := x.q.WorkerGet(ctx, pgdb.WorkerGetParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
-	return workerFromRow(r), translate(err)
+	return workerFromRow(x.q.WorkerGet(ctx, pgdb.WorkerGetParams{Namespace: k.Namespace, InstanceID: k.InstanceID}))
 }
 
 func (x queries) WorkerGetAlive(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.Worker, error) {
-	r, err := x.q.WorkerGetAlive(ctx, pgdb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
-	return workerFromRow(r), translate(err)
+	return workerFromRow(x.q.WorkerGetAlive(ctx, pgdb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs}))
 }
 
 func (x queries) WorkerRefresh(ctx context.Context, w engine.Worker) (int64, error) {
@@ -71,7 +69,7 @@ func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]e
 			AfterNamespace: p.AfterNamespace, AfterInstanceID: p.AfterInstanceID, MaxRows: int32(p.Limit),
 		})
 	}
-	return engine.Rows(len(rows), err, translate, func(i int) engine.Worker { return workerFromRow(rows[i]) })
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Worker, error) { return engine.WorkerFromRow(rows[i], arrays{}) })
 }
 
 func (x queries) WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]engine.WorkerKey, error) {
@@ -132,7 +130,7 @@ func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batc
 
 func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error {
 	return translate(x.q.ExecutionInsert(ctx, pgdb.ExecutionInsertParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: bytes(e.Payload),
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: engine.NonNilBytes(e.Payload),
 		RequiredCapabilities: array(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
 		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), GroupKey: e.Group, Metadata: text(e.Metadata),
 		TimeoutMs: e.TimeoutMs,
@@ -152,7 +150,7 @@ func (x queries) ExecutionInsertMany(ctx context.Context, es []engine.Execution)
 	}
 	for i, e := range es {
 		p.Ids[i], p.Namespaces[i], p.Lanes[i], p.Priorities[i] = e.ID, e.Namespace, e.Lane, e.Priority
-		p.Payloads[i] = bytes(e.Payload)
+		p.Payloads[i] = engine.NonNilBytes(e.Payload)
 		p.Capabilities[i] = strings.Join(e.RequiredCapabilities, "\x1f")
 		p.MaxAttempts[i], p.RunAtMs[i], p.RetryBackoffMs[i] = e.MaxAttempts, e.RunAtMs, e.RetryBackoffMs
 		p.Ready[i], p.CreatedAtMs[i], p.GroupKeys[i], p.Metadata[i] = e.ReadyAtCreate(), e.CreatedAtMs, e.Group, e.Metadata
@@ -267,24 +265,27 @@ func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error
 
 // Row mapping.
 
-func workerFromRow(r pgdb.Worker) engine.Worker {
-	return engine.Worker{
-		Namespace: r.Namespace, InstanceID: r.InstanceID, WorkerID: r.WorkerID,
-		Lanes: list(r.Lanes), Capabilities: list(r.Capabilities),
-		LastHeartbeatMs: r.LastHeartbeatMs, TTLMs: r.TtlMs, RegisteredAtMs: r.RegisteredAtMs,
+// workerFromRow maps a row (and the error of reading it) to an engine.Worker.
+func workerFromRow(r pgdb.Worker, err error) (engine.Worker, error) {
+	if err != nil {
+		return engine.Worker{}, translate(err)
 	}
+	return engine.WorkerFromRow(r, arrays{})
 }
 
-// bytes returns a non-nil slice: a nil one would be NULL, not empty.
-func bytes(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
+// text maps "" to NULL (engine.Text).
+func text(s string) pgtype.Text { return engine.Text[pgtype.Text](s) }
 
-// text maps "" to NULL: optional identifiers are NULL when absent.
-func text(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+// arrays is how PostgreSQL stores lists of strings: as text[].
+type arrays struct{}
+
+var _ engine.Lists[[]string] = arrays{}
+
+// Store encodes a list for a text[] parameter (array).
+func (arrays) Store(vs []string) []string { return array(vs) }
+
+// Load decodes a stored text[] (list).
+func (arrays) Load(vs []string) ([]string, error) { return list(vs), nil }
 
 // array returns a non-nil slice: a nil one would be NULL, not '{}'.
 func array(vs []string) []string {

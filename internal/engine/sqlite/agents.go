@@ -10,35 +10,12 @@ import (
 // Agents.
 
 func (x queries) AgentInsert(ctx context.Context, a engine.Agent) error {
-	return translate(x.q.AgentInsert(ctx, sqlitedb.AgentInsertParams(agentParams(a))))
+	return translate(x.q.AgentInsert(ctx, engine.AgentParams[sqlitedb.AgentInsertParams](a, jsonArrays{})))
 }
 
 func (x queries) AgentSpawn(ctx context.Context, a engine.Agent) (bool, error) {
-	n, err := x.q.AgentSpawn(ctx, agentParams(a))
+	n, err := x.q.AgentSpawn(ctx, engine.AgentParams[sqlitedb.AgentSpawnParams](a, jsonArrays{}))
 	return n > 0, translate(err)
-}
-
-func agentParams(a engine.Agent) sqlitedb.AgentSpawnParams {
-	return sqlitedb.AgentSpawnParams{
-		ID:                     a.ID,
-		State:                  a.State,
-		TerminalReason:         nullString(a.TerminalReason),
-		Provider:               a.Provider,
-		ProviderSessionID:      nullString(a.ProviderSessionID),
-		CheckpointSessionID:    nullString(a.CheckpointSessionID),
-		CheckpointCursor:       a.CheckpointCursor,
-		OwnerActor:             a.OwnerActor,
-		OwnerPeerClass:         a.OwnerPeerClass,
-		OwnerWriteNamespace:    a.OwnerWriteNamespace,
-		OwnerVisibleNamespaces: jsonArray(a.OwnerVisibleNamespaces),
-		SpawnFingerprint:       a.SpawnFingerprint,
-		SpawnedAtMs:            a.SpawnedAtMs,
-		StateChangedAtMs:       a.StateChangedAtMs,
-		IdempotencyKey:         nullString(a.IdempotencyKey),
-		Host:                   nullString(a.Host),
-		HolderNamespace:        nullString(a.HolderNamespace),
-		HolderInstanceID:       nullString(a.HolderInstanceID),
-	}
 }
 
 func (x queries) AgentGet(ctx context.Context, id string) (engine.Agent, error) {
@@ -127,7 +104,7 @@ func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]eng
 			AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
 		})
 	}
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Agent, error) { return agentFromRow(rows[i], nil) })
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Agent, error) { return engine.AgentFromRow(rows[i], jsonArrays{}) })
 }
 
 // agentFromRow maps a row (and the error of reading it) to an engine.Agent.
@@ -135,28 +112,5 @@ func agentFromRow(r sqlitedb.Agent, err error) (engine.Agent, error) {
 	if err != nil {
 		return engine.Agent{}, translate(err)
 	}
-	visible, err := parseJSONArray(r.OwnerVisibleNamespaces)
-	if err != nil {
-		return engine.Agent{}, err
-	}
-	return engine.Agent{
-		ID:                     r.ID,
-		State:                  r.State,
-		TerminalReason:         r.TerminalReason.String,
-		Provider:               r.Provider,
-		ProviderSessionID:      r.ProviderSessionID.String,
-		CheckpointSessionID:    r.CheckpointSessionID.String,
-		CheckpointCursor:       r.CheckpointCursor,
-		OwnerActor:             r.OwnerActor,
-		OwnerPeerClass:         r.OwnerPeerClass,
-		OwnerWriteNamespace:    r.OwnerWriteNamespace,
-		OwnerVisibleNamespaces: visible,
-		SpawnFingerprint:       r.SpawnFingerprint,
-		SpawnedAtMs:            r.SpawnedAtMs,
-		StateChangedAtMs:       r.StateChangedAtMs,
-		IdempotencyKey:         r.IdempotencyKey.String,
-		Host:                   r.Host.String,
-		HolderNamespace:        r.HolderNamespace.String,
-		HolderInstanceID:       r.HolderInstanceID.String,
-	}, nil
+	return engine.AgentFromRow(r, jsonArrays{})
 }

@@ -191,7 +191,7 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 	id := uuid.New()
 	for name, call := range map[string]func(q *sqlitedb.Queries) error{
 		"ExecutionInsert": func(q *sqlitedb.Queries) error {
-			return q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{ID: id, Namespace: "n", Lane: "l", Payload: []byte{}, RequiredCapabilities: "[]", MaxAttempts: 1, Ready: 1})
+			return q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{ID: id, Namespace: "n", Lane: "l", Payload: []byte{}, RequiredCapabilities: "[]", MaxAttempts: 1, Ready: true})
 		},
 		"ExecutionDueExists": func(q *sqlitedb.Queries) error {
 			_, err := q.ExecutionDueExists(ctx, sqlitedb.ExecutionDueExistsParams{Namespace: "n", Now: 5})
@@ -597,7 +597,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 	for name, call := range map[string]func(q *sqlitedb.Queries) error{
 		"ExecutionInsertUnique": func(q *sqlitedb.Queries) error {
 			_, err := q.ExecutionInsertUnique(ctx, sqlitedb.ExecutionInsertUniqueParams{ID: id, Namespace: "n", Lane: "l", Payload: []byte{},
-				RequiredCapabilities: "[]", MaxAttempts: 1, Ready: 1, UniqueKey: sql.NullString{String: "k", Valid: true}})
+				RequiredCapabilities: "[]", MaxAttempts: 1, Ready: true, UniqueKey: sql.NullString{String: "k", Valid: true}})
 			return err
 		},
 		"ExecutionFindLiveByKey": func(q *sqlitedb.Queries) error {
@@ -609,7 +609,7 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionKeyPut": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{Namespace: "n", UniqueKey: "k", ExecutionID: id.String(), UntilMs: 5, Now: 5})
+			_, err := q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{Namespace: "n", UniqueKey: "k", ExecutionID: id, UntilMs: 5, Now: 5})
 			return err
 		},
 		"ExecutionKeyPruneBatch": func(q *sqlitedb.Queries) error {

@@ -12,14 +12,10 @@ import (
 )
 
 func (x queries) ExecutionInsertUnique(ctx context.Context, e engine.Execution) (bool, error) {
-	payload := e.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
 	n, err := x.q.ExecutionInsertUnique(ctx, sqlitedb.ExecutionInsertUniqueParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: engine.NonNilBytes(e.Payload),
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), UniqueKey: nullString(e.UniqueKey),
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), UniqueKey: nullString(e.UniqueKey),
 		GroupKey: e.Group,
 		Metadata: nullString(e.Metadata), TimeoutMs: e.TimeoutMs,
 	})
@@ -32,16 +28,13 @@ func (x queries) ExecutionFindLiveByKey(ctx context.Context, namespace, key stri
 }
 
 func (x queries) ExecutionKeyGet(ctx context.Context, namespace, key string, nowMs int64) (uuid.UUID, error) {
-	s, err := x.q.ExecutionKeyGet(ctx, sqlitedb.ExecutionKeyGetParams{Namespace: namespace, UniqueKey: key, Now: nowMs})
-	if err != nil {
-		return uuid.Nil, translate(err)
-	}
-	return uuid.Parse(s)
+	id, err := x.q.ExecutionKeyGet(ctx, sqlitedb.ExecutionKeyGetParams{Namespace: namespace, UniqueKey: key, Now: nowMs})
+	return id, translate(err)
 }
 
 func (x queries) ExecutionKeyPut(ctx context.Context, namespace, key string, id uuid.UUID, untilMs, nowMs int64) (bool, error) {
 	n, err := x.q.ExecutionKeyPut(ctx, sqlitedb.ExecutionKeyPutParams{
-		Namespace: namespace, UniqueKey: key, ExecutionID: id.String(), UntilMs: untilMs, Now: nowMs,
+		Namespace: namespace, UniqueKey: key, ExecutionID: id, UntilMs: untilMs, Now: nowMs,
 	})
 	return n == 1, translate(err)
 }
@@ -87,19 +80,11 @@ func (x queries) LeaderGet(ctx context.Context, name string) (string, int64, int
 }
 
 func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
-	payload := s.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
-	var paused int64
-	if s.Paused {
-		paused = 1
-	}
 	return translate(x.q.SchedulePut(ctx, sqlitedb.SchedulePutParams{
 		Namespace: s.Namespace, Name: s.Name, EveryMs: sql.NullInt64{Int64: s.EveryMs, Valid: s.EveryMs != 0},
 		Cron: nullString(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: jsonArray(s.RequiredCapabilities),
-		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: paused, NextRunAtMs: s.NextRunAtMs,
-		UpdatedAtMs: s.UpdatedAtMs, Payload: payload, TimeoutMs: s.TimeoutMs,
+		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
+		UpdatedAtMs: s.UpdatedAtMs, Payload: engine.NonNilBytes(s.Payload), TimeoutMs: s.TimeoutMs,
 	}))
 }
 
@@ -110,54 +95,23 @@ func (x queries) ScheduleDelete(ctx context.Context, namespace, name string) (bo
 
 func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.Schedule, error) {
 	rows, err := x.q.ScheduleList(ctx, namespace)
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]engine.Schedule, len(rows))
-	for i, r := range rows {
-		s, err := scheduleFromRow(sqlitedb.ScheduleListDueRow{
-			Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs, Cron: r.Cron, Lane: r.Lane, Priority: r.Priority,
-			RequiredCapabilities: r.RequiredCapabilities, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
-			Paused: r.Paused, NextRunAtMs: r.NextRunAtMs, LastExecutionID: r.LastExecutionID, Payload: r.Payload,
-			TimeoutMs: r.TimeoutMs,
-		})
-		if err != nil {
-			return nil, err
-		}
-		s.LastState = r.LastState
-		out[i] = s
-	}
-	return out, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) {
+		s, err := engine.ScheduleFromRow(rows[i].Schedule, jsonArrays{})
+		s.LastState = rows[i].LastState
+		return s, err
+	})
 }
 
 func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.Schedule, max int) ([]engine.Schedule, error) {
 	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{
 		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int64(max),
 	})
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) { return scheduleFromRow(rows[i]) })
-}
-
-func scheduleFromRow(r sqlitedb.ScheduleListDueRow) (engine.Schedule, error) {
-	caps, err := parseJSONArray(r.RequiredCapabilities)
-	if err != nil {
-		return engine.Schedule{}, err
-	}
-	var last uuid.UUID
-	if r.LastExecutionID.Valid {
-		if last, err = uuid.Parse(r.LastExecutionID.String); err != nil {
-			return engine.Schedule{}, err
-		}
-	}
-	return engine.Schedule{
-		Namespace: r.Namespace, Name: r.Name, EveryMs: r.EveryMs.Int64, Cron: r.Cron.String, Lane: r.Lane,
-		Priority: r.Priority, RequiredCapabilities: caps, MaxAttempts: r.MaxAttempts, RetryBackoffMs: r.RetryBackoffMs,
-		Payload: r.Payload, Paused: r.Paused != 0, NextRunAtMs: r.NextRunAtMs, LastExecutionID: last, TimeoutMs: r.TimeoutMs,
-	}, nil
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) { return engine.ScheduleFromRow(rows[i], jsonArrays{}) })
 }
 
 func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {
 	n, err := x.q.ScheduleAdvance(ctx, sqlitedb.ScheduleAdvanceParams{
-		NextRunAtMs: nextMs, LastExecutionID: sql.NullString{String: runID.String(), Valid: runID != uuid.Nil},
+		NextRunAtMs: nextMs, LastExecutionID: uuid.NullUUID{UUID: runID, Valid: runID != uuid.Nil},
 		Namespace: namespace, Name: name, FromMs: fromMs,
 	})
 	return n == 1, translate(err)

@@ -132,10 +132,7 @@ func (x queries) LeaseGetOutcome(ctx context.Context, l engine.LeaseRef) (string
 
 func (x queries) LeaseFindHeld(ctx context.Context, k engine.WorkerKey, leaseIDs []uuid.UUID) ([]engine.LeaseRef, error) {
 	rows, err := x.q.LeaseFindHeld(ctx, sqlitedb.LeaseFindHeldParams{Namespace: k.Namespace, Holder: k.InstanceID, LeaseIds: mustJSON(leaseIDs)})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.LeaseRef {
-		r := rows[i]
-		return engine.LeaseRef{ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, Epoch: r.Epoch}
-	})
+	return engine.LeaseRefs(rows, err, translate)
 }
 
 // LeaseRelease returns the execution to waiting, fenced in its UPDATE, then
@@ -195,13 +192,7 @@ func (x queries) LeaseListExpired(ctx context.Context, p engine.ExpiredLeaseList
 		AsOf: p.AsOfMs, Namespace: p.Namespace, AfterExpiresAtMs: p.AfterExpiresAtMs,
 		AfterID: p.AfterExecutionID.String(), Limit: int64(p.Limit),
 	})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.ExpiredLease {
-		r := rows[i]
-		return engine.ExpiredLease{
-			ExecutionID: r.ID, LeaseID: r.LeaseID.UUID, AttemptIndex: r.Attempts, Epoch: r.Epoch,
-			Namespace: r.Namespace, InstanceID: r.Holder.String, ExpiresAtMs: r.ExpiresAtMs.Int64,
-		}
-	})
+	return engine.ExpiredLeases(rows, err, translate)
 }
 
 // LeaseReclaimBatch ends the expired leases in one UPDATE, then records

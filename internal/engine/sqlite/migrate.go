@@ -34,13 +34,7 @@ func withMigrator(ctx context.Context, w *sql.DB, migrations fs.FS, fn func(g *e
 	// One BEGIN IMMEDIATE transaction holds SQLite's write lock across
 	// processes until it ends.
 	return engine.Migrate(ctx, engine.MigrationTx{
-		Exec: func(ctx context.Context, query string, args ...any) error {
-			_, err := tx.ExecContext(ctx, query, args...)
-			return err
-		},
-		Scan: func(ctx context.Context, query string, dest ...any) error {
-			return tx.QueryRowContext(ctx, query).Scan(dest...)
-		},
+		Exec: engine.ExecFunc(tx.ExecContext), Scan: engine.ScanFunc(tx.QueryRowContext),
 		NoRows: sql.ErrNoRows, Values: "(?, ?)", Commit: tx.Commit,
 	}, migrations, fn)
 }

@@ -20,19 +20,11 @@ var _ engine.Queries = queries{}
 // Workers.
 
 func (x queries) WorkerGet(ctx context.Context, k engine.WorkerKey) (engine.Worker, error) {
-	r, err := x.q.WorkerGet(ctx, sqlitedb.WorkerGetParams{Namespace: k.Namespace, InstanceID: k.InstanceID})
-	if err != nil {
-		return engine.Worker{}, translate(err)
-	}
-	return workerFromRow(r)
+	return workerFromRow(x.q.WorkerGet(ctx, sqlitedb.WorkerGetParams{Namespace: k.Namespace, InstanceID: k.InstanceID}))
 }
 
 func (x queries) WorkerGetAlive(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.Worker, error) {
-	r, err := x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs})
-	if err != nil {
-		return engine.Worker{}, translate(err)
-	}
-	return workerFromRow(r)
+	return workerFromRow(x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs}))
 }
 
 func (x queries) WorkerRefresh(ctx context.Context, w engine.Worker) (int64, error) {
@@ -78,7 +70,7 @@ func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]e
 			AfterNamespace: p.AfterNamespace, AfterInstanceID: p.AfterInstanceID, Limit: int64(p.Limit),
 		})
 	}
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Worker, error) { return workerFromRow(rows[i]) })
+	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Worker, error) { return engine.WorkerFromRow(rows[i], jsonArrays{}) })
 }
 
 func (x queries) WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]engine.WorkerKey, error) {
@@ -135,14 +127,10 @@ func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batc
 // Executions (claims and leases: leases.go; unique keys and schedules: fleet.go).
 
 func (x queries) ExecutionInsert(ctx context.Context, e engine.Execution) error {
-	payload := e.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
 	return translate(x.q.ExecutionInsert(ctx, sqlitedb.ExecutionInsertParams{
-		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: payload,
+		ID: e.ID, Namespace: e.Namespace, Lane: e.Lane, Priority: e.Priority, Payload: engine.NonNilBytes(e.Payload),
 		RequiredCapabilities: jsonArray(e.RequiredCapabilities), MaxAttempts: e.MaxAttempts, CreatedAtMs: e.CreatedAtMs,
-		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: sqliteBool(e.ReadyAtCreate()), GroupKey: e.Group,
+		RunAtMs: e.RunAtMs, RetryBackoffMs: e.RetryBackoffMs, Ready: e.ReadyAtCreate(), GroupKey: e.Group,
 		Metadata: nullString(e.Metadata), TimeoutMs: e.TimeoutMs,
 	}))
 }
@@ -178,7 +166,7 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 		LastError: r.LastError, CreatedAtMs: r.CreatedAtMs, RunAtMs: r.RunAtMs, RetryBackoffMs: r.RetryBackoffMs,
 		Holder: r.Holder.String, ClaimedAtMs: r.ClaimedAtMs.Int64, ExpiresAtMs: r.ExpiresAtMs.Int64,
 		FinishedAtMs: r.FinishedAtMs.Int64, UniqueKey: r.UniqueKey.String, Group: r.GroupKey, Metadata: r.Metadata.String,
-		TimeoutMs: r.TimeoutMs, DeadlineMs: r.DeadlineMs.Int64, Bound: r.Bound != 0,
+		TimeoutMs: r.TimeoutMs, DeadlineMs: r.DeadlineMs.Int64, Bound: r.Bound,
 	}, nil
 }
 
@@ -294,20 +282,12 @@ func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error
 
 // Row mapping.
 
-func workerFromRow(r sqlitedb.Worker) (engine.Worker, error) {
-	lanes, err := parseJSONArray(r.Lanes)
+// workerFromRow maps a row (and the error of reading it) to an engine.Worker.
+func workerFromRow(r sqlitedb.Worker, err error) (engine.Worker, error) {
 	if err != nil {
-		return engine.Worker{}, err
+		return engine.Worker{}, translate(err)
 	}
-	caps, err := parseJSONArray(r.Capabilities)
-	if err != nil {
-		return engine.Worker{}, err
-	}
-	return engine.Worker{
-		Namespace: r.Namespace, InstanceID: r.InstanceID, WorkerID: r.WorkerID,
-		Lanes: lanes, Capabilities: caps,
-		LastHeartbeatMs: r.LastHeartbeatMs, TTLMs: r.TtlMs, RegisteredAtMs: r.RegisteredAtMs,
-	}, nil
+	return engine.WorkerFromRow(r, jsonArrays{})
 }
 
 // sqliteBool is b as SQLite stores a boolean: 1 or 0.
@@ -318,11 +298,22 @@ func sqliteBool(b bool) int64 {
 	return 0
 }
 
-// nullString maps "" to NULL: optional identifiers are NULL when absent.
-func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+// nullString maps "" to NULL (engine.Text).
+func nullString(s string) sql.NullString { return engine.Text[sql.NullString](s) }
 
 // Lanes, capabilities and visible namespaces are stored as JSON arrays of
 // strings, so that any identifier (commas included) round-trips.
+
+// jsonArrays is how SQLite stores lists of strings: as JSON arrays.
+type jsonArrays struct{}
+
+var _ engine.Lists[string] = jsonArrays{}
+
+// Store encodes a list as a JSON array (jsonArray).
+func (jsonArrays) Store(vs []string) string { return jsonArray(vs) }
+
+// Load decodes a stored JSON array (parseJSONArray).
+func (jsonArrays) Load(s string) ([]string, error) { return parseJSONArray(s) }
 
 // jsonArray encodes a string list as a JSON array ("[]" when empty).
 func jsonArray(vs []string) string {
