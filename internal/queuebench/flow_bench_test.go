@@ -22,43 +22,62 @@ import (
 //     against the uncapped lane (goal: at least 0.9×), and on a lane capped
 //     at 4 with 64 handlers ready (4 run at once: about 4 / handler time;
 //     BenchmarkRunWorkerCapped).
+//
+// The claims compared take turns in one benchmark (claimsTakingTurns), so
+// that their ratio is measured at the same moments of a shared machine.
 
 // BenchmarkClaimFlow times ClaimExecution in a lane with limits and in one
-// without, in one database, the two claims taking turns (so that both meet
-// the same machine and the same state of the server), and reports each
-// claim's time and their ratio.
+// without, in one database.
 func BenchmarkClaimFlow(b *testing.B) {
 	for _, e := range engines {
 		b.Run(e.name, func(b *testing.B) {
 			s := e.open(b)
-			ctx := context.Background()
 			worker(b, s, "wp", []string{"plain"})
 			worker(b, s, "wl", []string{"limited"})
 			create(b, s, 1000+b.N, service.CreateExecutionArgs{Namespace: "ns", Lane: "plain", Now: t0.Add(-time.Second)})
 			createInGroups(b, s, "limited", 1000+b.N, 10)
-			must(b, s.PutLaneLimits(ctx, service.LaneLimits{
+			must(b, s.PutLaneLimits(context.Background(), service.LaneLimits{
 				Namespace: "ns", Lane: "limited", MaxRunning: 1_000_000, MaxRunningPerGroup: 1_000_000,
 				Rate: 1_000_000_000, RatePeriod: time.Second,
 			}))
 			analyze(b, s)
-			var took [2]time.Duration
-			b.ResetTimer()
-			for range b.N {
-				for i, inst := range []string{"wp", "wl"} {
-					start := time.Now()
-					l, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: inst, LeaseTTL: time.Hour, Now: t0})
-					took[i] += time.Since(start)
-					must(b, err)
-					b.StopTimer()
-					must(b, s.CompleteExecution(ctx, service.CompleteArgs{Lease: l, Now: t0}))
-					b.StartTimer()
-				}
-			}
-			b.ReportMetric(float64(took[0].Microseconds())/float64(b.N), "plain-µs/claim")
-			b.ReportMetric(float64(took[1].Microseconds())/float64(b.N), "limited-µs/claim")
-			b.ReportMetric(float64(took[1])/float64(took[0]), "limited/plain")
+			claimsTakingTurns(b, claimer{"plain", s, "wp"}, claimer{"limited", s, "wl"})
 		})
 	}
+}
+
+// claimer is a worker that claims in a benchmark, named for its metric.
+type claimer struct {
+	name string
+	s    db
+	inst string
+}
+
+// claimsTakingTurns times ClaimExecution of each claimer in turn, b.N times
+// each (the lease is completed with the timer stopped), so that every
+// claimer meets the same machine and the same moments of a shared one; it
+// reports each one's time per claim and the ratio of the last to the first.
+func claimsTakingTurns(b *testing.B, cs ...claimer) {
+	b.Helper()
+	ctx := context.Background()
+	took := make([]time.Duration, len(cs))
+	b.ResetTimer()
+	for range b.N {
+		for i, c := range cs {
+			start := time.Now()
+			l, err := c.s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: c.inst, LeaseTTL: time.Hour, Now: t0})
+			took[i] += time.Since(start)
+			must(b, err)
+			b.StopTimer()
+			must(b, c.s.CompleteExecution(ctx, service.CompleteArgs{Lease: l, Now: t0}))
+			b.StartTimer()
+		}
+	}
+	for i, c := range cs {
+		b.ReportMetric(float64(took[i].Microseconds())/float64(b.N), c.name+"-µs/claim")
+	}
+	last := cs[len(cs)-1].name
+	b.ReportMetric(float64(took[len(cs)-1])/float64(took[0]), last+"/"+cs[0].name)
 }
 
 // createInGroups creates n ready executions in lane of "ns", taking turns
@@ -80,11 +99,13 @@ func createInGroups(b *testing.B, s db, lane string, n, groups int) {
 }
 
 // BenchmarkClaimBesideLimitedLanes times ClaimExecution of a lane without
-// limits beside none or 1,000 limited lanes with 10 groups each.
+// limits in a database without other lanes and in one beside 1,000 limited
+// lanes with 10 groups each.
 func BenchmarkClaimBesideLimitedLanes(b *testing.B) {
 	for _, e := range engines {
-		for _, lanes := range []int{0, 1000} {
-			b.Run(fmt.Sprintf("%s/limited=%d", e.name, lanes), func(b *testing.B) {
+		b.Run(e.name, func(b *testing.B) {
+			var cs []claimer
+			for _, lanes := range []int{0, 1000} {
 				s := e.open(b)
 				ctx := context.Background()
 				worker(b, s, "w", []string{"default"})
@@ -107,21 +128,22 @@ func BenchmarkClaimBesideLimitedLanes(b *testing.B) {
 					must(b, err)
 				}
 				analyze(b, s)
-				b.ResetTimer()
-				claimOnly(b, s, "w")
-			})
-		}
+				cs = append(cs, claimer{fmt.Sprintf("limited=%d", lanes), s, "w"})
+			}
+			claimsTakingTurns(b, cs...)
+		})
 	}
 }
 
 // BenchmarkClaimBesideIdleGroups times ClaimExecution in a lane of 10
-// groups with ready work beside none or 1,000 groups that once had work and
-// have none now (their executions cancelled): a lane keeps every group it
-// ever had, and its claim reads each of them (goal, not met yet: unchanged).
+// groups with ready work, in a database where the lane had no other group
+// and in one where it had 1,000 more whose executions are all finished
+// (cancelled): a group without ready work costs a claim nothing.
 func BenchmarkClaimBesideIdleGroups(b *testing.B) {
 	for _, e := range engines {
-		for _, idle := range []int{0, 1000} {
-			b.Run(fmt.Sprintf("%s/idle=%d", e.name, idle), func(b *testing.B) {
+		b.Run(e.name, func(b *testing.B) {
+			var cs []claimer
+			for _, idle := range []int{0, 1000} {
 				s := e.open(b)
 				ctx := context.Background()
 				worker(b, s, "w", []string{"default"})
@@ -138,10 +160,10 @@ func BenchmarkClaimBesideIdleGroups(b *testing.B) {
 				}
 				createInGroups(b, s, "default", 1000+b.N, 10)
 				analyze(b, s)
-				b.ResetTimer()
-				claimOnly(b, s, "w")
-			})
-		}
+				cs = append(cs, claimer{fmt.Sprintf("idle=%d", idle), s, "w"})
+			}
+			claimsTakingTurns(b, cs...)
+		})
 	}
 }
 
