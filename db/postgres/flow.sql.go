@@ -197,7 +197,7 @@ type LaneLimitsPutParams struct {
 // Flow control: lane limits, the groups of lanes, and the claim of a lane
 // that has either (ExecutionClaimFlow: the function roster_flow_claim of
 // migration 18). A claim of such a lane first takes the lane's claim lock,
-// so that what it reads (running executions, the rate window, the group
+// so that what it reads (running executions, the rate window, the groups
 // the lane served last) holds until it commits: no other claim of that lane
 // runs meanwhile, and a settle only lowers the counts. The lock is held for
 // the one call, never longer.
@@ -218,9 +218,10 @@ func (q *Queries) LaneLimitsPut(ctx context.Context, arg LaneLimitsPutParams) er
 }
 
 const laneTurnsTouch = `-- name: LaneTurnsTouch :exec
-INSERT INTO lane_turns (namespace, lane)
-SELECT DISTINCT l.namespace, l.lane
+INSERT INTO lane_turns (namespace, lane, priority, capabilities)
+SELECT DISTINCT l.namespace, l.lane, 0, CAST('{}' AS text[])
 FROM (SELECT unnest($1::text[]) AS namespace, unnest($2::text[]) AS lane) AS l
+WHERE NOT EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = l.namespace AND t.lane = l.lane)
 ON CONFLICT DO NOTHING
 `
 
@@ -230,7 +231,9 @@ type LaneTurnsTouchParams struct {
 }
 
 // LaneTurnsTouch records the lanes executions are created in with a group:
-// from then on each such lane's groups take turns.
+// from then on each such lane's groups take turns. A lane recorded already
+// is only read (a caller's REPEATABLE READ transaction never meets the row
+// a claim has changed since its snapshot).
 func (q *Queries) LaneTurnsTouch(ctx context.Context, arg LaneTurnsTouchParams) error {
 	_, err := q.db.Exec(ctx, laneTurnsTouch, arg.Namespaces, arg.Lanes)
 	return err

@@ -12,26 +12,43 @@ import (
 )
 
 const executionFlowLevel = `-- name: ExecutionFlowLevel :one
-SELECT e.priority FROM executions AS e INDEXED BY executions_ready
-WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
-  AND e.priority <= ?3
+SELECT e.priority, CAST(coalesce((
+           SELECT t.last_group FROM lane_turns AS t
+           WHERE t.namespace = e.namespace AND t.lane = e.lane AND t.priority = e.priority
+             AND t.capabilities = CAST(?1 AS TEXT)
+       ), '') AS TEXT) AS last_group
+FROM executions AS e INDEXED BY executions_ready
+WHERE e.namespace = ?2 AND e.lane = ?3 AND e.state = 'waiting' AND e.ready = 1
+  AND e.priority <= ?4
 ORDER BY e.priority DESC
 LIMIT 1
 `
 
 type ExecutionFlowLevelParams struct {
-	Namespace string
-	Lane      string
-	Below     int64
+	Capabilities string
+	Namespace    string
+	Lane         string
+	Below        int64
+}
+
+type ExecutionFlowLevelRow struct {
+	Priority  int64
+	LastGroup string
 }
 
 // ExecutionFlowLevel reads the highest priority at or below @below of a
-// lane's ready executions (no row: none).
-func (q *Queries) ExecutionFlowLevel(ctx context.Context, arg ExecutionFlowLevelParams) (int64, error) {
-	row := q.queryRow(ctx, q.executionFlowLevelStmt, executionFlowLevel, arg.Namespace, arg.Lane, arg.Below)
-	var priority int64
-	err := row.Scan(&priority)
-	return priority, err
+// lane's ready executions (no row: none), with the group the lane served
+// last at it to workers of @capabilities (a JSON array; ” before).
+func (q *Queries) ExecutionFlowLevel(ctx context.Context, arg ExecutionFlowLevelParams) (ExecutionFlowLevelRow, error) {
+	row := q.queryRow(ctx, q.executionFlowLevelStmt, executionFlowLevel,
+		arg.Capabilities,
+		arg.Namespace,
+		arg.Lane,
+		arg.Below,
+	)
+	var i ExecutionFlowLevelRow
+	err := row.Scan(&i.Priority, &i.LastGroup)
+	return i, err
 }
 
 const executionFlowMore = `-- name: ExecutionFlowMore :many
@@ -230,11 +247,10 @@ SELECT CAST(m.lane IS NOT NULL AS INTEGER) AS limited,
                       WHERE c.namespace = CAST(?1 AS TEXT) AND c.lane = CAST(?2 AS TEXT))
            )
        ) ELSE 0 END AS INTEGER) AS running,
-       CAST(t.lane IS NOT NULL AS INTEGER) AS grouped,
-       CAST(coalesce(t.last_group, '') AS TEXT) AS last_group
+       CAST(EXISTS (SELECT 1 FROM lane_turns AS t
+                    WHERE t.namespace = CAST(?1 AS TEXT) AND t.lane = CAST(?2 AS TEXT)) AS INTEGER) AS grouped
 FROM (SELECT 1) AS one
 LEFT JOIN lane_limits AS m ON m.namespace = CAST(?1 AS TEXT) AND m.lane = CAST(?2 AS TEXT)
-LEFT JOIN lane_turns AS t ON t.namespace = CAST(?1 AS TEXT) AND t.lane = CAST(?2 AS TEXT)
 `
 
 type LaneFlowReadParams struct {
@@ -253,12 +269,11 @@ type LaneFlowReadRow struct {
 	WindowClaims       int64
 	Running            int64
 	Grouped            int64
-	LastGroup          string
 }
 
 // LaneFlowRead reads a lane's limits (limited: it has a row), how many of
 // its executions run (counted only under a cap, and only up to the larger
-// cap), whether it has groups, and the group it served last.
+// cap), and whether it has groups.
 func (q *Queries) LaneFlowRead(ctx context.Context, arg LaneFlowReadParams) (LaneFlowReadRow, error) {
 	row := q.queryRow(ctx, q.laneFlowReadStmt, laneFlowRead, arg.Namespace, arg.Lane)
 	var i LaneFlowReadRow
@@ -273,7 +288,6 @@ func (q *Queries) LaneFlowRead(ctx context.Context, arg LaneFlowReadParams) (Lan
 		&i.WindowClaims,
 		&i.Running,
 		&i.Grouped,
-		&i.LastGroup,
 	)
 	return i, err
 }
@@ -411,23 +425,36 @@ func (q *Queries) LaneRateCount(ctx context.Context, arg LaneRateCountParams) er
 }
 
 const laneTurnServe = `-- name: LaneTurnServe :exec
-UPDATE lane_turns SET last_group = ?1 WHERE namespace = ?2 AND lane = ?3
+INSERT INTO lane_turns (namespace, lane, priority, capabilities, last_group)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (namespace, lane, priority, capabilities) DO UPDATE SET last_group = excluded.last_group
 `
 
 type LaneTurnServeParams struct {
-	LastGroup string
-	Namespace string
-	Lane      string
+	Namespace    string
+	Lane         string
+	Priority     int64
+	Capabilities string
+	LastGroup    string
 }
 
-// LaneTurnServe records the group a lane served last.
+// LaneTurnServe records the group a lane served last at a priority to
+// workers of @capabilities (a JSON array).
 func (q *Queries) LaneTurnServe(ctx context.Context, arg LaneTurnServeParams) error {
-	_, err := q.exec(ctx, q.laneTurnServeStmt, laneTurnServe, arg.LastGroup, arg.Namespace, arg.Lane)
+	_, err := q.exec(ctx, q.laneTurnServeStmt, laneTurnServe,
+		arg.Namespace,
+		arg.Lane,
+		arg.Priority,
+		arg.Capabilities,
+		arg.LastGroup,
+	)
 	return err
 }
 
 const laneTurnTouch = `-- name: LaneTurnTouch :exec
-INSERT OR IGNORE INTO lane_turns (namespace, lane) VALUES (?1, ?2)
+INSERT OR IGNORE INTO lane_turns (namespace, lane, priority, capabilities)
+SELECT ?1, ?2, 0, '[]'
+WHERE NOT EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = ?1 AND t.lane = ?2)
 `
 
 type LaneTurnTouchParams struct {

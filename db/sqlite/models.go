@@ -108,9 +108,11 @@ type LaneLimit struct {
 }
 
 type LaneTurn struct {
-	Namespace string
-	Lane      string
-	LastGroup string
+	Namespace    string
+	Lane         string
+	Priority     int64
+	Capabilities string
+	LastGroup    string
 }
 
 type Leader struct {

@@ -27,16 +27,17 @@ import (
 //  4. a lane without groups gives its best ready executions, as many as its
 //     room and the cap of its one group allow; a lane with groups gives
 //     them in turns: at each priority, from the highest down, the groups in
-//     key order after the group it served last, then from the first group
-//     up to that one, each group's first execution before any group's
+//     key order (byte by byte) after the group it served last at that
+//     priority to workers of the same capabilities, then from the first
+//     group up to that one, each group's first execution before any group's
 //     second, a group at its cap (MaxRunningPerGroup) passed over. Each step
 //     of a turn is one probe of the ready index (the first entry after a
 //     group at a priority is the next group's best execution), so a lane's
 //     groups cost nothing until they have ready work;
 //  5. across lanes, the best of the lanes' next executions (the claim's
 //     order), until the claim has what it asked for;
-//  6. the start, then each grouped lane's last group served and each rated
-//     lane's count in its window.
+//  6. the start, then each grouped lane's last group served at each priority
+//     and each rated lane's count in its window.
 // The two are kept alike by the conformance suite, which both engines run.
 
 // LaneLimits are a lane's limits as stored (0: none).
@@ -76,9 +77,6 @@ type FlowLane struct {
 	// Running is what runs in the lane, counted up to the larger of its caps
 	// when it has one.
 	Running int64
-	// LastGroup is the group the lane served last ("" before its first
-	// claim): its groups' turns go on after it.
-	LastGroup string
 }
 
 // Flow tells whether the lane's claims go through FlowClaim.
@@ -129,8 +127,10 @@ type FlowQueries interface {
 	// groups that the capabilities allow, best first.
 	FlowPick(ctx context.Context, namespace, lane string, capabilities []string, n int64) ([]FlowCandidate, error)
 	// FlowLevel is the highest priority at or below below of a lane's ready
-	// executions (found: there is one).
-	FlowLevel(ctx context.Context, namespace, lane string, below int64) (priority int64, found bool, err error)
+	// executions (found: there is one), with the group the lane served last
+	// at that priority to workers of the capabilities ("" before): its turns
+	// go on after it.
+	FlowLevel(ctx context.Context, namespace, lane string, capabilities []string, below int64) (priority int64, lastGroup string, found bool, err error)
 	// FlowNext takes a step of a lane's turns: the best execution of the
 	// group it finds, with what runs in that group (found: a group).
 	FlowNext(ctx context.Context, s FlowStep) (c FlowCandidate, running int64, found bool, err error)
@@ -143,8 +143,9 @@ type FlowQueries interface {
 	// FlowStart starts the executions ids[i] under leases p.LeaseIDs[i] (one
 	// no longer waiting is left out), returning the leases in that order.
 	FlowStart(ctx context.Context, p ClaimParams, ids []uuid.UUID) ([]ClaimedLease, error)
-	// FlowServe records the group a lane served last.
-	FlowServe(ctx context.Context, namespace, lane, group string) error
+	// FlowServe records the group a lane served last at a priority to
+	// workers of the capabilities.
+	FlowServe(ctx context.Context, namespace, lane string, capabilities []string, priority int64, group string) error
 	// FlowCount adds claims to the lane's rate window beginning at windowStartMs.
 	FlowCount(ctx context.Context, namespace, lane string, windowStartMs, claims int64) error
 	// WorkerNextRunAt is the earliest RunAt after now among the worker's
@@ -240,7 +241,7 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 		if res.Leases, err = q.FlowStart(ctx, p, ids); err != nil {
 			return res, err
 		}
-		if err := flowRecord(ctx, q, p, lanes, taken, res.Leases); err != nil {
+		if err := flowRecord(ctx, q, p, w.Capabilities, lanes, taken, res.Leases); err != nil {
 			return res, err
 		}
 	}
@@ -261,10 +262,11 @@ func FlowClaim(ctx context.Context, q FlowQueries, p ClaimParams, dry bool) (Cla
 }
 
 // flowTurns gives up to need of a grouped lane's ready executions in turns:
-// at each priority, from the highest down, the groups after the lane's last
-// served in key order, then from the first group up to that one, each
-// group's first before any group's second. A group at its cap is passed
-// over; capped says a group's cap, not its work, bounded what it gave.
+// at each priority, from the highest down, the groups after the one the
+// lane served last there (to workers of these capabilities) in key order,
+// then from the first group up to that one, each group's first before any
+// group's second. A group at its cap is passed over; capped says a group's
+// cap, not its work, bounded what it gave.
 func flowTurns(ctx context.Context, q FlowQueries, namespace string, l FlowLane, caps []string, need int64) (out []FlowCandidate, capped bool, err error) {
 	type turn struct {
 		first     FlowCandidate
@@ -273,19 +275,19 @@ func flowTurns(ctx context.Context, q FlowQueries, namespace string, l FlowLane,
 	taken := make(map[string]int64) // each group's candidates of this claim, at higher priorities
 	below := int64(math.MaxInt64)
 	for int64(len(out)) < need {
-		level, found, err := q.FlowLevel(ctx, namespace, l.Lane, below)
+		level, last, found, err := q.FlowLevel(ctx, namespace, l.Lane, caps, below)
 		if err != nil || !found {
 			return out, capped, err
 		}
 		// Round one: each group's first, in turn.
 		var round []turn
-		s := FlowStep{Namespace: namespace, Lane: l.Lane, Capabilities: caps, Priority: level, After: l.LastGroup, PerGroup: l.MaxPerGroup}
+		s := FlowStep{Namespace: namespace, Lane: l.Lane, Capabilities: caps, Priority: level, After: last, PerGroup: l.MaxPerGroup}
 		for wrapped := false; int64(len(out)) < need; {
 			c, running, found, err := q.FlowNext(ctx, s)
 			if err != nil {
 				return out, capped, err
 			}
-			if !found || (wrapped && c.Group > l.LastGroup) {
+			if !found || (wrapped && c.Group > last) {
 				if wrapped {
 					break
 				}
@@ -423,23 +425,32 @@ func ClaimCompare(a, b FlowCandidate) int {
 }
 
 // flowRecord writes what the claim used: each grouped lane's last group
-// served and each rated lane's count, of what started.
-func flowRecord(ctx context.Context, q FlowQueries, p ClaimParams, lanes []FlowLane, taken []FlowCandidate, started []ClaimedLease) error {
+// served at each priority (to workers of these capabilities) and each rated
+// lane's count, of what started.
+func flowRecord(ctx context.Context, q FlowQueries, p ClaimParams, caps []string, lanes []FlowLane, taken []FlowCandidate, started []ClaimedLease) error {
 	ok := make(map[uuid.UUID]bool, len(started))
 	for _, l := range started {
 		ok[l.ExecutionID] = true
 	}
 	for _, l := range lanes {
-		last, claims := "", int64(0)
+		last := map[int64]string{} // by priority
+		var levels []int64
+		claims := int64(0)
 		for _, c := range taken {
-			if c.Lane == l.Lane && ok[c.ID] {
-				last = c.Group
-				claims++
+			if c.Lane != l.Lane || !ok[c.ID] {
+				continue
 			}
+			if _, seen := last[c.Priority]; !seen {
+				levels = append(levels, c.Priority)
+			}
+			last[c.Priority] = c.Group
+			claims++
 		}
-		if l.Grouped && claims > 0 {
-			if err := q.FlowServe(ctx, p.Namespace, l.Lane, last); err != nil {
-				return err
+		if l.Grouped {
+			for _, level := range levels {
+				if err := q.FlowServe(ctx, p.Namespace, l.Lane, caps, level, last[level]); err != nil {
+					return err
+				}
 			}
 		}
 		if l.Rate > 0 && claims > 0 {

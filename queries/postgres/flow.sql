@@ -1,7 +1,7 @@
 -- Flow control: lane limits, the groups of lanes, and the claim of a lane
 -- that has either (ExecutionClaimFlow: the function roster_flow_claim of
 -- migration 18). A claim of such a lane first takes the lane's claim lock,
--- so that what it reads (running executions, the rate window, the group
+-- so that what it reads (running executions, the rate window, the groups
 -- the lane served last) holds until it commits: no other claim of that lane
 -- runs meanwhile, and a settle only lowers the counts. The lock is held for
 -- the one call, never longer.
@@ -39,10 +39,13 @@ SELECT roster_wake(deleted.namespace) FROM deleted;
 
 -- name: LaneTurnsTouch :exec
 -- LaneTurnsTouch records the lanes executions are created in with a group:
--- from then on each such lane's groups take turns.
-INSERT INTO lane_turns (namespace, lane)
-SELECT DISTINCT l.namespace, l.lane
+-- from then on each such lane's groups take turns. A lane recorded already
+-- is only read (a caller's REPEATABLE READ transaction never meets the row
+-- a claim has changed since its snapshot).
+INSERT INTO lane_turns (namespace, lane, priority, capabilities)
+SELECT DISTINCT l.namespace, l.lane, 0, CAST('{}' AS text[])
 FROM (SELECT unnest(@namespaces::text[]) AS namespace, unnest(@lanes::text[]) AS lane) AS l
+WHERE NOT EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = l.namespace AND t.lane = l.lane)
 ON CONFLICT DO NOTHING;
 
 -- name: ExecutionClaimFlow :many

@@ -26,7 +26,9 @@ DELETE FROM lane_limits WHERE namespace = @namespace AND lane = @lane;
 -- name: LaneTurnTouch :exec
 -- LaneTurnTouch records a lane executions are created in with a group: from
 -- then on its groups take turns.
-INSERT OR IGNORE INTO lane_turns (namespace, lane) VALUES (@namespace, @lane);
+INSERT OR IGNORE INTO lane_turns (namespace, lane, priority, capabilities)
+SELECT @namespace, @lane, 0, '[]'
+WHERE NOT EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = @namespace AND t.lane = @lane);
 
 -- name: LaneFlowExists :one
 -- LaneFlowExists tells whether one of a worker's lanes has limits or groups
@@ -45,7 +47,7 @@ SELECT lane FROM worker_lanes WHERE namespace = @namespace AND instance_id = @in
 -- name: LaneFlowRead :one
 -- LaneFlowRead reads a lane's limits (limited: it has a row), how many of
 -- its executions run (counted only under a cap, and only up to the larger
--- cap), whether it has groups, and the group it served last.
+-- cap), and whether it has groups.
 SELECT CAST(m.lane IS NOT NULL AS INTEGER) AS limited,
        CAST(coalesce(m.max_running, 0) AS INTEGER) AS max_running,
        CAST(coalesce(m.max_running_per_group, 0) AS INTEGER) AS max_running_per_group,
@@ -62,16 +64,21 @@ SELECT CAST(m.lane IS NOT NULL AS INTEGER) AS limited,
                       WHERE c.namespace = CAST(@namespace AS TEXT) AND c.lane = CAST(@lane AS TEXT))
            )
        ) ELSE 0 END AS INTEGER) AS running,
-       CAST(t.lane IS NOT NULL AS INTEGER) AS grouped,
-       CAST(coalesce(t.last_group, '') AS TEXT) AS last_group
+       CAST(EXISTS (SELECT 1 FROM lane_turns AS t
+                    WHERE t.namespace = CAST(@namespace AS TEXT) AND t.lane = CAST(@lane AS TEXT)) AS INTEGER) AS grouped
 FROM (SELECT 1) AS one
-LEFT JOIN lane_limits AS m ON m.namespace = CAST(@namespace AS TEXT) AND m.lane = CAST(@lane AS TEXT)
-LEFT JOIN lane_turns AS t ON t.namespace = CAST(@namespace AS TEXT) AND t.lane = CAST(@lane AS TEXT);
+LEFT JOIN lane_limits AS m ON m.namespace = CAST(@namespace AS TEXT) AND m.lane = CAST(@lane AS TEXT);
 
 -- name: ExecutionFlowLevel :one
 -- ExecutionFlowLevel reads the highest priority at or below @below of a
--- lane's ready executions (no row: none).
-SELECT e.priority FROM executions AS e INDEXED BY executions_ready
+-- lane's ready executions (no row: none), with the group the lane served
+-- last at it to workers of @capabilities (a JSON array; '' before).
+SELECT e.priority, CAST(coalesce((
+           SELECT t.last_group FROM lane_turns AS t
+           WHERE t.namespace = e.namespace AND t.lane = e.lane AND t.priority = e.priority
+             AND t.capabilities = CAST(@capabilities AS TEXT)
+       ), '') AS TEXT) AS last_group
+FROM executions AS e INDEXED BY executions_ready
 WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
   AND e.priority <= @below
 ORDER BY e.priority DESC
@@ -132,8 +139,11 @@ SELECT EXISTS (
 ) AS ready;
 
 -- name: LaneTurnServe :exec
--- LaneTurnServe records the group a lane served last.
-UPDATE lane_turns SET last_group = @last_group WHERE namespace = @namespace AND lane = @lane;
+-- LaneTurnServe records the group a lane served last at a priority to
+-- workers of @capabilities (a JSON array).
+INSERT INTO lane_turns (namespace, lane, priority, capabilities, last_group)
+VALUES (@namespace, @lane, @priority, @capabilities, @last_group)
+ON CONFLICT (namespace, lane, priority, capabilities) DO UPDATE SET last_group = excluded.last_group;
 
 -- name: LaneRateCount :exec
 -- LaneRateCount counts @claims claims in the rate window that began at

@@ -1,7 +1,8 @@
--- Back to migration 17: a row per group in lane_groups (every group of a
--- live execution of a lane that has turns, and the group '' of each such
--- lane, none of them served yet), the ready index by group first, and the
--- flow claim of migration 17, which reads them.
+-- Back to migration 17: a row per group in lane_groups (every group that
+-- executions of a lane with turns were ever created in, and the group '' of
+-- each such lane, none of them served yet), the ready index by group first
+-- and groups in the database's collation, and the flow claim of migration
+-- 17, which reads them.
 CREATE TABLE lane_groups (
     namespace  TEXT   NOT NULL,
     lane       TEXT   NOT NULL,
@@ -11,16 +12,16 @@ CREATE TABLE lane_groups (
 );
 
 INSERT INTO lane_groups (namespace, lane, group_key)
-SELECT lt.namespace, lt.lane, '' FROM lane_turns AS lt
+SELECT DISTINCT lt.namespace, lt.lane, '' FROM lane_turns AS lt
 UNION
 SELECT DISTINCT e.namespace, e.lane, e.group_key
 FROM executions AS e
-JOIN lane_turns AS lt ON lt.namespace = e.namespace AND lt.lane = e.lane
-WHERE e.state IN ('waiting', 'running');
+WHERE EXISTS (SELECT 1 FROM lane_turns AS lt WHERE lt.namespace = e.namespace AND lt.lane = e.lane);
 
 DROP TABLE lane_turns;
 
 DROP INDEX executions_ready;
+ALTER TABLE executions ALTER COLUMN group_key TYPE TEXT COLLATE "default";
 CREATE INDEX executions_ready ON executions (namespace, lane, group_key, priority DESC, run_at_ms, id)
     WHERE state = 'waiting' AND ready;
 

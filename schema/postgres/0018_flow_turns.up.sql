@@ -1,38 +1,51 @@
--- Groups take turns in key order, from the group the lane served last, and a
--- flow claim finds the next group with ready work in the ready index itself:
--- it reads nothing per group, and a group without ready work costs nothing.
---   * lane_turns holds one row per lane whose executions have groups (it
---     replaces lane_groups, a row per group that every claim read): the
---     group the lane served last (last_group; '' before its first claim).
---     A lane with no row here and none in lane_limits is claimed as before,
---     at no extra cost;
+-- Groups take turns in key order, from the group last served, and a flow
+-- claim finds the next group with ready work in the ready index itself: it
+-- reads nothing per group, and a group without ready work costs nothing.
+--   * lane_turns holds the turns of each lane whose executions have groups
+--     (it replaces lane_groups, a row per group that every claim read): for
+--     each priority and each set of worker capabilities, the group served
+--     last ('' before the first claim). Turns are kept apart by priority, so
+--     that work of one priority does not move another's turn, and by the
+--     capabilities of the workers that claim, so that a worker that cannot
+--     run a group's work does not pass that group's turn by. A lane with no
+--     row here and none in lane_limits is claimed as before, at no extra
+--     cost;
 --   * the ready index orders a lane's executions by priority, then group,
 --     then RunAt and id: at a priority, the first entry after a group is the
 --     best execution of the next group that has ready work at that priority
 --     (one probe), and a lane without groups (one group, '') reads in the
---     claim's order, as before.
+--     claim's order, as before;
+--   * groups compare byte by byte (COLLATE "C"), as on SQLite, whatever the
+--     database's collation.
 -- The turns: at each priority, from the highest down, the groups after the
 -- last served in key order, then from the first group up to it (the last
 -- served ends the round); a group's first execution at a priority before any
 -- group's second. A group that gets ready work starts within as many claims
--- of its lane as there are groups with ready work, itself included.
+-- of its lane, by workers that can run it, as there are groups with ready
+-- work, itself included.
 CREATE TABLE lane_turns (
-    namespace  TEXT NOT NULL,
-    lane       TEXT NOT NULL,
-    last_group TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (namespace, lane),
+    namespace    TEXT              NOT NULL,
+    lane         TEXT              NOT NULL,
+    priority     BIGINT            NOT NULL,
+    -- The claiming workers' capabilities: a sorted, duplicate-free array.
+    capabilities TEXT[]            NOT NULL,
+    last_group   TEXT COLLATE "C"  NOT NULL DEFAULT '',
+    PRIMARY KEY (namespace, lane, priority, capabilities),
     CONSTRAINT lane_turns_valid CHECK (namespace <> '' AND lane <> '')
 );
 
 -- Each lane's turns go on from the group it served last.
-INSERT INTO lane_turns (namespace, lane, last_group)
-SELECT DISTINCT ON (namespace, lane) namespace, lane, group_key
+INSERT INTO lane_turns (namespace, lane, priority, capabilities, last_group)
+SELECT DISTINCT ON (namespace, lane) namespace, lane, 0, '{}', group_key
 FROM lane_groups
 ORDER BY namespace, lane, served_seq DESC, group_key;
 
 DROP TABLE lane_groups;
 
 DROP INDEX executions_ready;
+-- (A change of collation alone rewrites no row; it rebuilds the indexes of
+-- the column.)
+ALTER TABLE executions ALTER COLUMN group_key TYPE TEXT COLLATE "C";
 CREATE INDEX executions_ready ON executions (namespace, lane, priority DESC, group_key, run_at_ms, id)
     WHERE state = 'waiting' AND ready;
 
@@ -63,7 +76,8 @@ CREATE INDEX executions_ready ON executions (namespace, lane, priority DESC, gro
 -- Across lanes, the best of the lanes' next candidates (highest priority,
 -- earliest RunAt, lowest id) is taken until the claim has as many as it
 -- asked for or its payloads reach p_max_bytes (always one). The start then
--- records each grouped lane's last group served and each rated lane's count.
+-- records each grouped lane's last group served at each priority (for the
+-- worker's capabilities) and each rated lane's count.
 CREATE OR REPLACE FUNCTION roster_flow_claim(
     p_namespace TEXT, p_instance_id TEXT, p_now BIGINT, p_lease_ids UUID[],
     p_expires_at_ms BIGINT, p_bind BOOLEAN, p_max_bytes BIGINT
@@ -104,7 +118,7 @@ DECLARE
     l_claims    BIGINT;
     l_running   BIGINT;
     l_grouped   BOOLEAN;
-    l_last      TEXT;    -- the group the lane served last
+    l_last      TEXT COLLATE "C"; -- the group the lane served last at lvl (to workers of these capabilities)
     room        BIGINT;
     need        BIGINT;  -- what the lane may give this claim
     window_at   BIGINT;  -- the start of the lane's current rate window
@@ -115,7 +129,7 @@ DECLARE
     wrapped     BOOLEAN; -- past the last group: from the first group up to the last served
     stepping    BOOLEAN; -- the next step is to the first group after x_group
     x_id        UUID;
-    x_group     TEXT;
+    x_group     TEXT COLLATE "C";
     x_run       BIGINT;
     x_bytes     BIGINT;
     x_running   BIGINT;  -- what runs in x_group (counted under a cap per group)
@@ -130,7 +144,7 @@ DECLARE
     -- group (under a cap per group); priority and RunAt (several lanes)
     c_id        UUID[];
     c_bytes     BIGINT[];
-    c_group     TEXT[];
+    c_group     TEXT[] COLLATE "C";
     c_prio      BIGINT[];
     c_run       BIGINT[];
     n_cand      INTEGER := 0;
@@ -141,7 +155,7 @@ DECLARE
     n_seg       INTEGER := 0;
     -- a batch: the groups of a priority's first round, in turn, with their
     -- first candidate, their room and what they gave
-    r_group     TEXT[];
+    r_group     TEXT[] COLLATE "C";
     r_run       BIGINT[];
     r_id        UUID[];
     r_room      BIGINT[];
@@ -198,14 +212,15 @@ BEGIN
     END IF;
 
     FOREACH ln IN ARRAY w_lanes LOOP
-        -- The lane's limits, its turn and what runs in it (counted as far as
-        -- a cap needs), read under its lock; when it has groups, the first
-        -- step of its turns too: its highest priority with ready work, and
-        -- there the first group after the last served with an execution
-        -- the worker can run, that group's best such execution and what
-        -- runs in it. A lane that got limits or groups since the worker was
-        -- read is locked first (out of lane order: should that deadlock,
-        -- the call is retried).
+        -- The lane's limits, whether it has groups, and what runs in it
+        -- (counted as far as a cap needs), read under its lock; when it has
+        -- groups, the first step of its turns too: its highest priority with
+        -- ready work, the group served last there to workers of these
+        -- capabilities, and the first group after it with an execution the
+        -- worker can run, that group's best such execution and what runs in
+        -- it. A lane that got limits or groups since the worker was read is
+        -- locked first (out of lane order: should that deadlock, the call is
+        -- retried).
         LOOP
             SELECT m.lane IS NOT NULL, coalesce(m.max_running, 0), coalesce(m.max_running_per_group, 0),
                    coalesce(m.rate, 0), coalesce(m.rate_period_ms, 0), coalesce(m.paused, false),
@@ -217,20 +232,21 @@ BEGIN
                            LIMIT greatest(m.max_running, m.max_running_per_group)
                        ) AS r
                    ) ELSE 0 END,
-                   lt.lane IS NOT NULL, coalesce(lt.last_group, ''),
-                   lv.priority, nx.id, nx.group_key, nx.run_at_ms, nx.payload_bytes, nx.running
+                   g.grouped, lv.priority, coalesce(lt.last_group, ''),
+                   nx.id, nx.group_key, nx.run_at_ms, nx.payload_bytes, nx.running
             INTO l_limited, l_max, l_per_group, l_rate, l_period, l_paused, l_window, l_claims, l_running,
-                 l_grouped, l_last, lvl, x_id, x_group, x_run, x_bytes, x_running
-            FROM (SELECT 1) AS one
+                 l_grouped, lvl, l_last, x_id, x_group, x_run, x_bytes, x_running
+            FROM (SELECT EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = p_namespace AND t.lane = ln) AS grouped) AS g
             LEFT JOIN lane_limits AS m ON m.namespace = p_namespace AND m.lane = ln
-            LEFT JOIN lane_turns AS lt ON lt.namespace = p_namespace AND lt.lane = ln
             LEFT JOIN LATERAL (
                 SELECT x.priority FROM executions AS x
-                WHERE lt.lane IS NOT NULL
+                WHERE g.grouped
                   AND x.namespace = p_namespace AND x.lane = ln AND x.state = 'waiting' AND x.ready
                 ORDER BY x.priority DESC
                 LIMIT 1
             ) AS lv ON true
+            LEFT JOIN lane_turns AS lt
+                ON lt.namespace = p_namespace AND lt.lane = ln AND lt.priority = lv.priority AND lt.capabilities = w_caps
             LEFT JOIN LATERAL (
                 SELECT x.id, x.group_key, x.run_at_ms, CAST(octet_length(x.payload) AS bigint) AS payload_bytes,
                        CASE WHEN m.max_running_per_group > 0 THEN (
@@ -243,7 +259,7 @@ BEGIN
                        ) ELSE 0 END AS running
                 FROM executions AS x
                 WHERE x.namespace = p_namespace AND x.lane = ln AND x.state = 'waiting' AND x.ready
-                  AND x.priority = lv.priority AND x.group_key > lt.last_group
+                  AND x.priority = lv.priority AND x.group_key > coalesce(lt.last_group, '')
                   AND (x.required_capabilities = '{}' OR x.required_capabilities <@ w_caps)
                 ORDER BY x.group_key, x.run_at_ms, x.id
                 LIMIT 1
@@ -451,9 +467,15 @@ BEGIN
                     END IF;
                 END IF;
                 EXIT WHEN n_lane >= need OR lvl = -9223372036854775808;
-                -- The next priority down; its first step starts after the
-                -- last served group too.
-                SELECT x.priority INTO lvl FROM executions AS x
+                -- The next priority down, and the group served last there:
+                -- its first step starts after it.
+                SELECT x.priority, coalesce((
+                           SELECT lt.last_group FROM lane_turns AS lt
+                           WHERE lt.namespace = p_namespace AND lt.lane = ln AND lt.priority = x.priority
+                             AND lt.capabilities = w_caps
+                       ), '')
+                INTO lvl, l_last
+                FROM executions AS x
                 WHERE x.namespace = p_namespace AND x.lane = ln AND x.state = 'waiting' AND x.ready
                   AND x.priority < lvl
                 ORDER BY x.priority DESC
@@ -523,9 +545,10 @@ BEGIN
         -- (the walk locks nothing: another claim may have started it, or
         -- started and snoozed it, since; the row's newest version is checked
         -- again once its writer is done).
-        -- Then, of what started, each grouped lane's last group served (the
-        -- group of its last execution taken) and each rated lane's count in
-        -- its current window (a window older than the one counted is never
+        -- Then, of what started, each grouped lane's last group served at
+        -- each priority to workers of these capabilities (the group of the
+        -- last execution taken there) and each rated lane's count in its
+        -- current window (a window older than the one counted is never
         -- counted).
         FOR id, lease_id, attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms, run_at_ms,
             holder_expires_at_ms IN
@@ -547,19 +570,21 @@ BEGIN
                 FROM (SELECT * FROM unnest(t_id, p_lease_ids[1:n_taken]) WITH ORDINALITY AS u(id, lease_id, ord)
                       LIMIT n_taken) AS t
                 WHERE x.id = t.id AND x.state = 'waiting' AND x.ready AND EXISTS (SELECT 1 FROM holder)
-                RETURNING x.id, x.lease_id, x.attempts, x.epoch, x.lane, x.group_key, x.payload,
+                RETURNING x.id, x.lease_id, x.attempts, x.epoch, x.lane, x.priority, x.group_key, x.payload,
                           CAST(coalesce(x.metadata, '') AS text) AS metadata,
                           x.expires_at_ms, CAST(coalesce(x.deadline_ms, 0) AS bigint) AS deadline_ms, x.run_at_ms,
                           t.ord
             ), served AS (
-                UPDATE lane_turns AS lt
-                SET last_group = u.group_key
+                INSERT INTO lane_turns AS lt (namespace, lane, priority, capabilities, last_group)
+                SELECT p_namespace, u.lane, u.priority, w_caps, u.group_key
                 FROM (
-                    SELECT DISTINCT ON (st.lane) st.lane, st.group_key
+                    SELECT DISTINCT ON (st.lane, st.priority) st.lane, st.priority, st.group_key
                     FROM started AS st
-                    ORDER BY st.lane, st.ord DESC
+                    ORDER BY st.lane, st.priority, st.ord DESC
                 ) AS u
-                WHERE lt.namespace = p_namespace AND lt.lane = u.lane
+                WHERE EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = p_namespace AND t.lane = u.lane)
+                ON CONFLICT (namespace, lane, priority, capabilities) DO UPDATE SET last_group = excluded.last_group
+                WHERE lt.last_group <> excluded.last_group
             ), counted AS (
                 UPDATE lane_limits AS m
                 SET window_claims = CASE WHEN m.window_start_ms = p_now - p_now % m.rate_period_ms

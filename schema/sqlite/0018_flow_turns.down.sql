@@ -1,6 +1,7 @@
--- Back to migration 17: a row per group in lane_groups (every group of a
--- live execution of a lane that has turns, and the group '' of each such
--- lane, none of them served yet) and the ready index by group first.
+-- Back to migration 17: a row per group in lane_groups (every group that
+-- executions of a lane with turns were ever created in, and the group '' of
+-- each such lane, none of them served yet) and the ready index by group
+-- first.
 CREATE TABLE lane_groups (
     namespace  TEXT   NOT NULL,
     lane       TEXT   NOT NULL,
@@ -10,12 +11,11 @@ CREATE TABLE lane_groups (
 ) STRICT;
 
 INSERT INTO lane_groups (namespace, lane, group_key)
-SELECT lt.namespace, lt.lane, '' FROM lane_turns AS lt
+SELECT DISTINCT lt.namespace, lt.lane, '' FROM lane_turns AS lt
 UNION
 SELECT DISTINCT e.namespace, e.lane, e.group_key
 FROM executions AS e
-JOIN lane_turns AS lt ON lt.namespace = e.namespace AND lt.lane = e.lane
-WHERE e.state IN ('waiting', 'running');
+WHERE EXISTS (SELECT 1 FROM lane_turns AS lt WHERE lt.namespace = e.namespace AND lt.lane = e.lane);
 
 DROP TABLE lane_turns;
 

@@ -19,15 +19,16 @@ import (
 // 1 and 2, and checks every claim's executions, in their order, against a
 // model of the turns written plainly below: at each priority, from the
 // highest down, the groups with ready work in key order after the group the
-// lane served last, then from the first up to it; each group's first before
-// any group's second; a group at its cap passed over.
+// lane served last at that priority, then from the first up to it; each
+// group's first before any group's second; a group at its cap passed over
+// (counting what the claim took of it at a higher priority).
 func testTurnsFollowTheModel(t *testing.T, h Harness) {
 	for seed := range 6 {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			v := setup(t, h)
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
 			v.register("ns", "i", []string{"l"}, nil, 1, 1_000_000)
-			m := turnModel{perGroup: int64(seed % 3), running: map[string]int64{}}
+			m := turnModel{perGroup: int64(seed % 3), running: map[string]int64{}, last: map[int64]string{}}
 			if m.perGroup > 0 {
 				v.putLimits(engine.LaneLimits{Namespace: "ns", Lane: "l", MaxPerGroup: m.perGroup})
 			}
@@ -77,7 +78,7 @@ type turnModel struct {
 	perGroup int64
 	ready    []engine.Execution
 	running  map[string]int64
-	last     string // the group served last
+	last     map[int64]string // the group served last, by priority
 }
 
 // claim takes up to n of the ready executions in turns and says which, in
@@ -96,7 +97,7 @@ func (m *turnModel) claim(n int) []uuid.UUID {
 			}
 		}
 		keys := slices.Sorted(maps.Keys(byGroup))
-		after := slices.IndexFunc(keys, func(k string) bool { return k > m.last })
+		after := slices.IndexFunc(keys, func(k string) bool { return k > m.last[p] })
 		if after < 0 {
 			after = len(keys)
 		}
@@ -126,7 +127,7 @@ func (m *turnModel) claim(n int) []uuid.UUID {
 	for i, e := range taken {
 		ids[i] = e.ID
 		m.ready = slices.DeleteFunc(m.ready, func(r engine.Execution) bool { return r.ID == e.ID })
-		m.last = e.Group
+		m.last[e.Priority] = e.Group
 	}
 	return ids
 }

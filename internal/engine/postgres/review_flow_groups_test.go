@@ -23,7 +23,7 @@ func TestReviewGroupedLaneWithoutLimitsIdleClaim(t *testing.T) {
 	ctx := context.Background()
 	_, err := e.pool.Exec(ctx, `
 		INSERT INTO workers VALUES ('ns', 'i', 'w', '{default}', '{}', 1, 1000000, 1);
-		INSERT INTO lane_turns (namespace, lane) VALUES ('ns', 'default')`)
+		INSERT INTO lane_turns (namespace, lane, priority, capabilities) VALUES ('ns', 'default', 0, '{}')`)
 	must(t, err)
 	p := engine.ClaimParams{Namespace: "ns", InstanceID: "i", NowMs: 100, ExpiresAtMs: 1100, LeaseIDs: []uuid.UUID{uuid.New()}}
 	tx, err := e.pool.Begin(ctx)

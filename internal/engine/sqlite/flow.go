@@ -78,7 +78,7 @@ func (x queries) FlowLanes(ctx context.Context, namespace string, lanes []string
 		out = append(out, engine.FlowLane{
 			Lane: lane, Limited: r.Limited != 0, Grouped: r.Grouped != 0, Paused: r.Paused != 0,
 			MaxRunning: r.MaxRunning, MaxPerGroup: r.MaxRunningPerGroup, Rate: r.Rate, RatePeriodMs: r.RatePeriodMs,
-			WindowStartMs: r.WindowStartMs, WindowCount: r.WindowClaims, Running: r.Running, LastGroup: r.LastGroup,
+			WindowStartMs: r.WindowStartMs, WindowCount: r.WindowClaims, Running: r.Running,
 		})
 	}
 	return out, nil
@@ -98,10 +98,12 @@ func (x queries) FlowPick(ctx context.Context, namespace, lane string, capabilit
 	})
 }
 
-func (x queries) FlowLevel(ctx context.Context, namespace, lane string, below int64) (int64, bool, error) {
-	p, err := x.q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Namespace: namespace, Lane: lane, Below: below})
+func (x queries) FlowLevel(ctx context.Context, namespace, lane string, capabilities []string, below int64) (int64, string, bool, error) {
+	r, err := x.q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{
+		Capabilities: jsonArray(capabilities), Namespace: namespace, Lane: lane, Below: below,
+	})
 	found, err := engine.Found(translate(err))
-	return p, found, err
+	return r.Priority, r.LastGroup, found, err
 }
 
 // FlowNext reads the step's range of groups from an inclusive bound: the
@@ -163,8 +165,10 @@ func (x queries) FlowStart(ctx context.Context, p engine.ClaimParams, ids []uuid
 	return leases, nil
 }
 
-func (x queries) FlowServe(ctx context.Context, namespace, lane, group string) error {
-	return translate(x.q.LaneTurnServe(ctx, sqlitedb.LaneTurnServeParams{LastGroup: group, Namespace: namespace, Lane: lane}))
+func (x queries) FlowServe(ctx context.Context, namespace, lane string, capabilities []string, priority int64, group string) error {
+	return translate(x.q.LaneTurnServe(ctx, sqlitedb.LaneTurnServeParams{
+		Namespace: namespace, Lane: lane, Priority: priority, Capabilities: jsonArray(capabilities), LastGroup: group,
+	}))
 }
 
 func (x queries) FlowCount(ctx context.Context, namespace, lane string, windowStartMs, claims int64) error {

@@ -40,7 +40,7 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"ExecutionFlowLevel": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Namespace: "n", Lane: "l", Below: 5})
+			_, err := q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Capabilities: "[]", Namespace: "n", Lane: "l", Below: 5})
 			return err
 		},
 		"ExecutionFlowNext": func(q *sqlitedb.Queries) error {
@@ -58,7 +58,7 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 			return err
 		},
 		"LaneTurnServe": func(q *sqlitedb.Queries) error {
-			return q.LaneTurnServe(ctx, sqlitedb.LaneTurnServeParams{LastGroup: "g", Namespace: "n", Lane: "l"})
+			return q.LaneTurnServe(ctx, sqlitedb.LaneTurnServeParams{Namespace: "n", Lane: "l", Priority: 0, Capabilities: "[]", LastGroup: "g"})
 		},
 		"LaneRateCount": func(q *sqlitedb.Queries) error {
 			return q.LaneRateCount(ctx, sqlitedb.LaneRateCountParams{WindowStartMs: 1000, Claims: 2, Namespace: "n", Lane: "l"})
@@ -72,7 +72,8 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 }
 
 // A lane's turns, step by step: FlowLevel finds each priority from the
-// highest down; FlowNext, at a priority, the first group after a key (from
+// highest down, with the group served last there to workers of the
+// capabilities (FlowServe records it); FlowNext, at a priority, the first group after a key (from
 // the first group when FromStart) with its best execution and what runs in
 // it; FlowMore, a group's next ones; FlowReady, any ready work.
 func TestFlowStepsReadTheTurns(t *testing.T) {
@@ -96,12 +97,20 @@ func TestFlowStepsReadTheTurns(t *testing.T) {
 	}))
 	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
 		x := q.(queries)
-		for below, want := range map[int64]int64{math.MaxInt64: 5, 4: 0, -1: -3} {
-			if got, found, err := x.FlowLevel(ctx, "n", "l", below); err != nil || !found || got != want {
-				t.Errorf("FlowLevel(%d) = %d, %v, %v; want %d", below, got, found, err, want)
+		must(t, x.FlowServe(ctx, "n", "l", nil, 0, "a"))
+		must(t, x.FlowServe(ctx, "n", "l", []string{"gpu"}, 0, "b"))
+		for below, want := range map[int64]struct {
+			priority int64
+			last     string
+		}{math.MaxInt64: {5, ""}, 4: {0, "a"}, -1: {-3, ""}} {
+			if got, last, found, err := x.FlowLevel(ctx, "n", "l", nil, below); err != nil || !found || got != want.priority || last != want.last {
+				t.Errorf("FlowLevel(%d) = %d, %q, %v, %v; want %d, %q", below, got, last, found, err, want.priority, want.last)
 			}
 		}
-		if _, found, err := x.FlowLevel(ctx, "n", "l", -4); err != nil || found {
+		if _, last, _, err := x.FlowLevel(ctx, "n", "l", []string{"gpu"}, 0); err != nil || last != "b" {
+			t.Errorf("FlowLevel for the workers of another set of capabilities: last group %q, %v; want b", last, err)
+		}
+		if _, _, found, err := x.FlowLevel(ctx, "n", "l", nil, -4); err != nil || found {
 			t.Errorf("FlowLevel below every priority found one (%v)", err)
 		}
 		step := func(after string, fromStart bool) (string, bool) {
@@ -167,7 +176,7 @@ func TestClaimOfOneLaneReadsItsLane(t *testing.T) {
 			return err
 		},
 		"ExecutionFlowLevel": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Namespace: "n", Lane: "l", Below: math.MaxInt64})
+			_, err := q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Capabilities: "[]", Namespace: "n", Lane: "l", Below: math.MaxInt64})
 			return err
 		},
 		"ExecutionFlowNext": func(q *sqlitedb.Queries) error {
