@@ -200,6 +200,42 @@ func TestLaneCapPerGroupIsASequence(t *testing.T) {
 	})
 }
 
+// A sequence per group survives a crashed holder: while the holder's
+// execution is still running (its worker marked dead, its lease not yet
+// reclaimed) the group starts nothing else; once reclaimed it waits again
+// (RunAt now, so after the group's earlier ones) and the group goes on one
+// at a time, in RunAt order.
+func TestLaneCapPerGroupSequenceAfterACrashedHolder(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := b.newStore(t)
+		worker(t, s, "ns", "a", []string{"default"}, nil)
+		worker(t, s, "ns", "b", []string{"default"}, nil)
+		putLimits(t, s, LaneLimits{MaxRunningPerGroup: 1})
+		var seq []uuid.UUID
+		for i := range 3 {
+			seq = append(seq, create(t, s, CreateExecutionArgs{Group: "g", RunAt: t0.Add(time.Duration(i-10) * time.Second), MaxAttempts: 3}))
+		}
+		if l := claim(t, s, "a", t0); l.ExecutionID != seq[0] {
+			t.Fatalf("first claim took %s, want the group's first %s", l.ExecutionID, seq[0])
+		}
+		must(t, s.MarkWorkerDead(ctx, MarkWorkerDeadArgs{Namespace: "ns", InstanceID: "a", Reason: "crashed", Now: t0}))
+		if got := claimAll(t, s, "b", t0, 10); len(got) != 0 {
+			t.Fatalf("the group ran another while its crashed holder's execution was not reclaimed: %d claimed", len(got))
+		}
+		if n, err := s.ReclaimExpiredLeases(ctx, t0, 0); err != nil || n != 1 {
+			t.Fatalf("reclaimed %d, %v; want 1", n, err)
+		}
+		for i, want := range []uuid.UUID{seq[1], seq[2], seq[0]} {
+			got := claimAll(t, s, "b", t0, 10)
+			if len(got) != 1 || got[0].ExecutionID != want {
+				t.Fatalf("claim %d of the sequence took %d (%v), want %s alone", i, len(got), got, want)
+			}
+			complete(t, s, got[0], t0)
+		}
+	})
+}
+
 func TestLaneRate(t *testing.T) {
 	conformance(t, func(t *testing.T, b backend) {
 		s, clock := b.newStore(t)
