@@ -111,8 +111,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionFlowMoreStmt, err = db.PrepareContext(ctx, executionFlowMore); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionFlowMore: %w", err)
 	}
-	if q.executionFlowNextStmt, err = db.PrepareContext(ctx, executionFlowNext); err != nil {
-		return nil, fmt.Errorf("error preparing query ExecutionFlowNext: %w", err)
+	if q.executionFlowWalkStmt, err = db.PrepareContext(ctx, executionFlowWalk); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionFlowWalk: %w", err)
 	}
 	if q.executionGetStmt, err = db.PrepareContext(ctx, executionGet); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionGet: %w", err)
@@ -522,9 +522,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionFlowMoreStmt: %w", cerr)
 		}
 	}
-	if q.executionFlowNextStmt != nil {
-		if cerr := q.executionFlowNextStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing executionFlowNextStmt: %w", cerr)
+	if q.executionFlowWalkStmt != nil {
+		if cerr := q.executionFlowWalkStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionFlowWalkStmt: %w", cerr)
 		}
 	}
 	if q.executionGetStmt != nil {
@@ -1025,7 +1025,7 @@ type Queries struct {
 	executionFinishedPerMinuteStmt       *sql.Stmt
 	executionFlowLevelStmt               *sql.Stmt
 	executionFlowMoreStmt                *sql.Stmt
-	executionFlowNextStmt                *sql.Stmt
+	executionFlowWalkStmt                *sql.Stmt
 	executionGetStmt                     *sql.Stmt
 	executionGetStateStmt                *sql.Stmt
 	executionInsertStmt                  *sql.Stmt
@@ -1147,7 +1147,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionFinishedPerMinuteStmt:       q.executionFinishedPerMinuteStmt,
 		executionFlowLevelStmt:               q.executionFlowLevelStmt,
 		executionFlowMoreStmt:                q.executionFlowMoreStmt,
-		executionFlowNextStmt:                q.executionFlowNextStmt,
+		executionFlowWalkStmt:                q.executionFlowWalkStmt,
 		executionGetStmt:                     q.executionGetStmt,
 		executionGetStateStmt:                q.executionGetStateStmt,
 		executionInsertStmt:                  q.executionInsertStmt,

@@ -52,6 +52,7 @@ func (q *Queries) ExecutionFlowLevel(ctx context.Context, arg ExecutionFlowLevel
 }
 
 const executionFlowMore = `-- name: ExecutionFlowMore :many
+
 SELECT e.id, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes
 FROM executions AS e INDEXED BY executions_ready
 WHERE e.namespace = ?1 AND e.lane = ?2 AND e.state = 'waiting' AND e.ready = 1
@@ -82,6 +83,7 @@ type ExecutionFlowMoreRow struct {
 	PayloadBytes int64
 }
 
+// (CROSS JOIN: the steps first, each execution by its key)
 // ExecutionFlowMore reads up to @limit more of a group's ready executions
 // at @priority after (@run_at_ms, @id) whose required capabilities are all
 // in @capabilities (a JSON array), best first, with the size of each
@@ -118,7 +120,35 @@ func (q *Queries) ExecutionFlowMore(ctx context.Context, arg ExecutionFlowMorePa
 	return items, nil
 }
 
-const executionFlowNext = `-- name: ExecutionFlowNext :one
+const executionFlowWalk = `-- name: ExecutionFlowWalk :many
+WITH RECURSIVE step(id) AS (
+    SELECT (
+        SELECT x.id FROM executions AS x INDEXED BY executions_ready
+        WHERE x.namespace = ?3 AND x.lane = ?4 AND x.state = 'waiting' AND x.ready = 1
+          AND x.priority = ?5 AND x.group_key >= CAST(?6 AS TEXT)
+          AND (x.required_capabilities = '[]' OR NOT EXISTS (
+              SELECT 1 FROM json_each(x.required_capabilities) AS r
+              WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?7 AS TEXT)) AS c)
+          ))
+        ORDER BY x.group_key, x.run_at_ms, x.id
+        LIMIT 1
+    )
+    UNION ALL
+    SELECT (
+        SELECT x.id FROM executions AS x INDEXED BY executions_ready
+        WHERE x.namespace = ?3 AND x.lane = ?4 AND x.state = 'waiting' AND x.ready = 1
+          AND x.priority = ?5 AND x.group_key > (SELECT p.group_key FROM executions AS p WHERE p.id = step.id)
+          AND (x.required_capabilities = '[]' OR NOT EXISTS (
+              SELECT 1 FROM json_each(x.required_capabilities) AS r
+              WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?7 AS TEXT)) AS c)
+          ))
+        ORDER BY x.group_key, x.run_at_ms, x.id
+        LIMIT 1
+    )
+    FROM step
+    WHERE step.id IS NOT NULL
+    LIMIT CAST(?2 AS INTEGER)
+)
 SELECT e.id, e.group_key, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes,
        CAST(CASE WHEN CAST(?1 AS INTEGER) > 0 THEN (
            SELECT count(*) FROM (
@@ -127,19 +157,13 @@ SELECT e.id, e.group_key, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS pay
                LIMIT CAST(?1 AS INTEGER)
            )
        ) ELSE 0 END AS INTEGER) AS running
-FROM executions AS e INDEXED BY executions_ready
-WHERE e.namespace = ?2 AND e.lane = ?3 AND e.state = 'waiting' AND e.ready = 1
-  AND e.priority = ?4 AND e.group_key >= CAST(?5 AS TEXT)
-  AND (e.required_capabilities = '[]' OR NOT EXISTS (
-      SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(?6 AS TEXT)) AS c)
-  ))
-ORDER BY e.group_key, e.run_at_ms, e.id
-LIMIT 1
+FROM step
+CROSS JOIN executions AS e ON e.id = step.id
 `
 
-type ExecutionFlowNextParams struct {
+type ExecutionFlowWalkParams struct {
 	PerGroup     int64
+	Steps        int64
 	Namespace    string
 	Lane         string
 	Priority     int64
@@ -147,7 +171,7 @@ type ExecutionFlowNextParams struct {
 	Capabilities string
 }
 
-type ExecutionFlowNextRow struct {
+type ExecutionFlowWalkRow struct {
 	ID           uuid.UUID
 	GroupKey     string
 	RunAtMs      int64
@@ -155,30 +179,49 @@ type ExecutionFlowNextRow struct {
 	Running      int64
 }
 
-// ExecutionFlowNext takes a step of a lane's turns: at @priority, the first
-// group from @from_group on in key order with a ready execution whose
-// required capabilities are all in @capabilities (a JSON array), that
-// execution (the group's best: earliest RunAt, lowest id), the size of its
-// payload, and how many of the group's executions run, counted up to
-// @per_group (0: not counted). No row: no group.
-func (q *Queries) ExecutionFlowNext(ctx context.Context, arg ExecutionFlowNextParams) (ExecutionFlowNextRow, error) {
-	row := q.queryRow(ctx, q.executionFlowNextStmt, executionFlowNext,
+// ExecutionFlowWalk takes up to @steps steps of a lane's turns at
+// @priority, from the first group from @from_group on in key order: for each
+// group with a ready execution whose required capabilities are all in
+// @capabilities (a JSON array), in key order, that execution (the group's
+// best: earliest RunAt, lowest id), the size of its payload, and how many of
+// the group's executions run, counted up to @per_group (0: not counted).
+// Each step is one probe of the ready index, in one statement; the steps
+// come in the order taken (the caller orders them by group all the same).
+func (q *Queries) ExecutionFlowWalk(ctx context.Context, arg ExecutionFlowWalkParams) ([]ExecutionFlowWalkRow, error) {
+	rows, err := q.query(ctx, q.executionFlowWalkStmt, executionFlowWalk,
 		arg.PerGroup,
+		arg.Steps,
 		arg.Namespace,
 		arg.Lane,
 		arg.Priority,
 		arg.FromGroup,
 		arg.Capabilities,
 	)
-	var i ExecutionFlowNextRow
-	err := row.Scan(
-		&i.ID,
-		&i.GroupKey,
-		&i.RunAtMs,
-		&i.PayloadBytes,
-		&i.Running,
-	)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExecutionFlowWalkRow{}
+	for rows.Next() {
+		var i ExecutionFlowWalkRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.GroupKey,
+			&i.RunAtMs,
+			&i.PayloadBytes,
+			&i.Running,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const executionReadyInLane = `-- name: ExecutionReadyInLane :one

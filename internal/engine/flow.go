@@ -99,18 +99,25 @@ type FlowWorker struct {
 	Due bool
 }
 
-// FlowStep is one step of a lane's turns: at a priority, the first group
-// after After in key order (from the first group when FromStart) with a
-// ready execution the capabilities allow.
+// FlowStep says where steps of a lane's turns start: at a priority, from
+// the first group after After in key order (from the first group when
+// FromStart) with a ready execution the capabilities allow.
 type FlowStep struct {
 	Namespace, Lane string
 	Capabilities    []string
 	Priority        int64
 	After           string
 	FromStart       bool
-	// PerGroup is the lane's cap per group: the step counts what runs in
+	// PerGroup is the lane's cap per group: each step counts what runs in
 	// the group it finds up to it (0: counts nothing).
 	PerGroup int64
+}
+
+// FlowTurn is a step of a lane's turns: a group's best ready execution that
+// the capabilities allow, and what runs in the group.
+type FlowTurn struct {
+	FlowCandidate
+	Running int64
 }
 
 // FlowQueries are the statements of a flow claim (FlowClaim), run in one
@@ -131,9 +138,9 @@ type FlowQueries interface {
 	// at that priority to workers of the capabilities ("" before): its turns
 	// go on after it.
 	FlowLevel(ctx context.Context, namespace, lane string, capabilities []string, below int64) (priority int64, lastGroup string, found bool, err error)
-	// FlowNext takes a step of a lane's turns: the best execution of the
-	// group it finds, with what runs in that group (found: a group).
-	FlowNext(ctx context.Context, s FlowStep) (c FlowCandidate, running int64, found bool, err error)
+	// FlowWalk takes up to steps steps of a lane's turns from s, one group
+	// each, in key order (fewer: there are no more groups).
+	FlowWalk(ctx context.Context, s FlowStep, steps int64) ([]FlowTurn, error)
 	// FlowMore reads up to n more of a group's ready executions at the
 	// priority of after that the capabilities allow, the best after it first.
 	FlowMore(ctx context.Context, namespace string, capabilities []string, after FlowCandidate, n int64) ([]FlowCandidate, error)
@@ -279,33 +286,46 @@ func flowTurns(ctx context.Context, q FlowQueries, namespace string, l FlowLane,
 		if err != nil || !found {
 			return out, capped, err
 		}
-		// Round one: each group's first, in turn.
+		// Round one: each group's first, in turn, taken a few steps at a
+		// time (as many as are still needed, then twice as many each time
+		// groups at their cap are passed over).
 		var round []turn
 		s := FlowStep{Namespace: namespace, Lane: l.Lane, Capabilities: caps, Priority: level, After: last, PerGroup: l.MaxPerGroup}
-		for wrapped := false; int64(len(out)) < need; {
-			c, running, found, err := q.FlowNext(ctx, s)
+		steps := need - int64(len(out))
+	walk:
+		for wrapped := false; int64(len(out)) < need; steps = min(2*steps, 256) {
+			turns, err := q.FlowWalk(ctx, s, steps)
 			if err != nil {
 				return out, capped, err
 			}
-			if !found || (wrapped && c.Group > last) {
+			for _, t := range turns {
+				if wrapped && t.Group > last {
+					break walk // round one is done: back to the last served
+				}
+				s.After, s.FromStart = t.Group, false
+				running := t.Running + taken[t.Group]
+				if l.MaxPerGroup > 0 && running >= l.MaxPerGroup {
+					capped = true // at its cap: passed over
+					continue
+				}
+				room := need
+				if l.MaxPerGroup > 0 {
+					room = min(need, l.MaxPerGroup-running)
+				}
+				out = append(out, t.FlowCandidate)
+				round = append(round, turn{first: t.FlowCandidate, room: room, got: 1})
+				if int64(len(out)) >= need {
+					break walk
+				}
+			}
+			if int64(len(turns)) < steps { // no more groups after the last
 				if wrapped {
 					break
 				}
+				// Past the last group: from the first, up to the last served.
 				wrapped, s.After, s.FromStart = true, "", true
-				continue
+				steps = need - int64(len(out))
 			}
-			s.After, s.FromStart = c.Group, false
-			running += taken[c.Group]
-			if l.MaxPerGroup > 0 && running >= l.MaxPerGroup {
-				capped = true // at its cap: passed over
-				continue
-			}
-			room := need
-			if l.MaxPerGroup > 0 {
-				room = min(need, l.MaxPerGroup-running)
-			}
-			out = append(out, c)
-			round = append(round, turn{first: c, room: room, got: 1})
 		}
 		// Rounds two and on: each group's second, then third..., in the same
 		// turn, as far as each group's room allows.

@@ -2,6 +2,7 @@ package queuebench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -252,4 +253,41 @@ func runCapped(b *testing.B, s db, lane string, concurrency int, handlerTime tim
 	cancel()
 	<-stopped
 	return took, most.Load()
+}
+
+// BenchmarkClaimEveryGroupCapped times a claim that finds nothing in a lane
+// of 400 groups, each with ready work at 11 priorities and each at its cap
+// of one running: the claim passes over every group at every priority.
+func BenchmarkClaimEveryGroupCapped(b *testing.B) {
+	const groups, priorities = 400, 11
+	for _, e := range engines {
+		b.Run(e.name, func(b *testing.B) {
+			s := e.open(b)
+			ctx := context.Background()
+			worker(b, s, "w", []string{"default"})
+			must(b, s.PutLaneLimits(ctx, service.LaneLimits{Namespace: "ns", Lane: "default", MaxRunningPerGroup: 1}))
+			var batch []service.CreateExecutionArgs
+			for g := range groups {
+				for p := range priorities + 1 { // one more at the top priority: the one that runs
+					batch = append(batch, service.CreateExecutionArgs{
+						Namespace: "ns", Lane: "default", Group: fmt.Sprintf("g%03d", g), Priority: min(p, priorities-1), Now: t0.Add(-time.Second),
+					})
+				}
+			}
+			_, err := s.CreateExecutions(ctx, batch)
+			must(b, err)
+			for range groups {
+				_, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "w", LeaseTTL: time.Hour, Now: t0})
+				must(b, err)
+			}
+			analyze(b, s)
+			b.ResetTimer()
+			for range b.N {
+				_, err := s.ClaimExecution(ctx, service.ClaimArgs{Namespace: "ns", InstanceID: "w", LeaseTTL: time.Hour, Now: t0})
+				if !errors.Is(err, service.ErrNoWork) {
+					b.Fatalf("a claim with every group at its cap: %v", err)
+				}
+			}
+		})
+	}
 }

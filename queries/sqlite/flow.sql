@@ -84,13 +84,43 @@ WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.
 ORDER BY e.priority DESC
 LIMIT 1;
 
--- name: ExecutionFlowNext :one
--- ExecutionFlowNext takes a step of a lane's turns: at @priority, the first
--- group from @from_group on in key order with a ready execution whose
--- required capabilities are all in @capabilities (a JSON array), that
--- execution (the group's best: earliest RunAt, lowest id), the size of its
--- payload, and how many of the group's executions run, counted up to
--- @per_group (0: not counted). No row: no group.
+-- name: ExecutionFlowWalk :many
+-- ExecutionFlowWalk takes up to @steps steps of a lane's turns at
+-- @priority, from the first group from @from_group on in key order: for each
+-- group with a ready execution whose required capabilities are all in
+-- @capabilities (a JSON array), in key order, that execution (the group's
+-- best: earliest RunAt, lowest id), the size of its payload, and how many of
+-- the group's executions run, counted up to @per_group (0: not counted).
+-- Each step is one probe of the ready index, in one statement; the steps
+-- come in the order taken (the caller orders them by group all the same).
+WITH RECURSIVE step(id) AS (
+    SELECT (
+        SELECT x.id FROM executions AS x INDEXED BY executions_ready
+        WHERE x.namespace = @namespace AND x.lane = @lane AND x.state = 'waiting' AND x.ready = 1
+          AND x.priority = @priority AND x.group_key >= CAST(@from_group AS TEXT)
+          AND (x.required_capabilities = '[]' OR NOT EXISTS (
+              SELECT 1 FROM json_each(x.required_capabilities) AS r
+              WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
+          ))
+        ORDER BY x.group_key, x.run_at_ms, x.id
+        LIMIT 1
+    )
+    UNION ALL
+    SELECT (
+        SELECT x.id FROM executions AS x INDEXED BY executions_ready
+        WHERE x.namespace = @namespace AND x.lane = @lane AND x.state = 'waiting' AND x.ready = 1
+          AND x.priority = @priority AND x.group_key > (SELECT p.group_key FROM executions AS p WHERE p.id = step.id)
+          AND (x.required_capabilities = '[]' OR NOT EXISTS (
+              SELECT 1 FROM json_each(x.required_capabilities) AS r
+              WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
+          ))
+        ORDER BY x.group_key, x.run_at_ms, x.id
+        LIMIT 1
+    )
+    FROM step
+    WHERE step.id IS NOT NULL
+    LIMIT CAST(@steps AS INTEGER)
+)
 SELECT e.id, e.group_key, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS payload_bytes,
        CAST(CASE WHEN CAST(@per_group AS INTEGER) > 0 THEN (
            SELECT count(*) FROM (
@@ -99,15 +129,8 @@ SELECT e.id, e.group_key, e.run_at_ms, CAST(length(e.payload) AS INTEGER) AS pay
                LIMIT CAST(@per_group AS INTEGER)
            )
        ) ELSE 0 END AS INTEGER) AS running
-FROM executions AS e INDEXED BY executions_ready
-WHERE e.namespace = @namespace AND e.lane = @lane AND e.state = 'waiting' AND e.ready = 1
-  AND e.priority = @priority AND e.group_key >= CAST(@from_group AS TEXT)
-  AND (e.required_capabilities = '[]' OR NOT EXISTS (
-      SELECT 1 FROM json_each(e.required_capabilities) AS r
-      WHERE r.value NOT IN (SELECT c.value FROM json_each(CAST(@capabilities AS TEXT)) AS c)
-  ))
-ORDER BY e.group_key, e.run_at_ms, e.id
-LIMIT 1;
+FROM step
+CROSS JOIN executions AS e ON e.id = step.id; -- (CROSS JOIN: the steps first, each execution by its key)
 
 -- name: ExecutionFlowMore :many
 -- ExecutionFlowMore reads up to @limit more of a group's ready executions

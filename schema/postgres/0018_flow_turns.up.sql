@@ -128,6 +128,8 @@ DECLARE
     lvl         BIGINT;  -- the priority walked
     wrapped     BOOLEAN; -- past the last group: from the first group up to the last served
     stepping    BOOLEAN; -- the next step is to the first group after x_group
+    walk        REFCURSOR; -- the steps of a turn, when more than the lane's first is needed
+    walking     BOOLEAN := false;
     x_id        UUID;
     x_group     TEXT COLLATE "C";
     x_run       BIGINT;
@@ -351,46 +353,62 @@ BEGIN
                 n_round := 0;
                 LOOP
                     IF stepping THEN
-                        -- The next group: the first after x_group.
-                        SELECT x.id, x.group_key, x.run_at_ms, CAST(octet_length(x.payload) AS bigint),
-                           CASE WHEN l_per_group > 0 THEN (
-                               SELECT count(*) FROM (
-                                   SELECT 1 FROM executions AS r
-                                   WHERE r.namespace = p_namespace AND r.lane = ln AND r.group_key = x.group_key
-                                     AND r.state = 'running'
-                                   LIMIT l_per_group
-                               ) AS r
-                           ) ELSE 0 END
-                        INTO x_id, x_group, x_run, x_bytes, x_running
-                        FROM executions AS x
-                        WHERE x.namespace = p_namespace AND x.lane = ln AND x.state = 'waiting' AND x.ready
-                          AND x.priority = lvl AND x.group_key > x_group
-                          AND (x.required_capabilities = '{}' OR x.required_capabilities <@ w_caps)
-                        ORDER BY x.group_key, x.run_at_ms, x.id
-                        LIMIT 1;
+                        IF NOT walking THEN
+                            -- The groups from the first after x_group on
+                            -- (from the first group when x_group is NULL),
+                            -- one step at a time: each fetch is one probe.
+                            -- (Keys hold no control character, so the least
+                            -- key above x_group is x_group || chr(1) in the
+                            -- groups' byte order.)
+                            OPEN walk FOR
+                                WITH RECURSIVE step AS (
+                                    (SELECT x.id, x.group_key, x.run_at_ms, CAST(octet_length(x.payload) AS bigint) AS payload_bytes
+                                     FROM executions AS x
+                                     WHERE x.namespace = p_namespace AND x.lane = ln AND x.state = 'waiting' AND x.ready
+                                       AND x.priority = lvl AND x.group_key >= coalesce(x_group || chr(1), '')
+                                       AND (x.required_capabilities = '{}' OR x.required_capabilities <@ w_caps)
+                                     ORDER BY x.group_key, x.run_at_ms, x.id
+                                     LIMIT 1)
+                                    UNION ALL
+                                    SELECT n.id, n.group_key, n.run_at_ms, n.payload_bytes
+                                    FROM step AS w
+                                    CROSS JOIN LATERAL (
+                                        SELECT x.id, x.group_key, x.run_at_ms, CAST(octet_length(x.payload) AS bigint) AS payload_bytes
+                                        FROM executions AS x
+                                        WHERE x.namespace = p_namespace AND x.lane = ln AND x.state = 'waiting' AND x.ready
+                                          AND x.priority = lvl AND x.group_key > w.group_key
+                                          AND (x.required_capabilities = '{}' OR x.required_capabilities <@ w_caps)
+                                        ORDER BY x.group_key, x.run_at_ms, x.id
+                                        LIMIT 1
+                                    ) AS n
+                                )
+                                SELECT st.id, st.group_key, st.run_at_ms, st.payload_bytes,
+                                       CASE WHEN l_per_group > 0 THEN (
+                                           SELECT count(*) FROM (
+                                               SELECT 1 FROM executions AS r
+                                               WHERE r.namespace = p_namespace AND r.lane = ln AND r.group_key = st.group_key
+                                                 AND r.state = 'running'
+                                               LIMIT l_per_group
+                                           ) AS r
+                                       ) ELSE 0 END
+                                FROM step AS st;
+                            walking := true;
+                        END IF;
+                        FETCH walk INTO x_id, x_group, x_run, x_bytes, x_running;
+                        IF NOT FOUND THEN
+                            x_id := NULL;
+                        END IF;
                     END IF;
                     stepping := true;
                     IF x_id IS NULL OR (wrapped AND x_group > l_last) THEN
+                        IF walking THEN
+                            CLOSE walk;
+                            walking := false;
+                        END IF;
                         EXIT WHEN wrapped;
                         -- Past the last group: from the first, up to the last served.
                         wrapped := true;
-                        SELECT x.id, x.group_key, x.run_at_ms, CAST(octet_length(x.payload) AS bigint),
-                           CASE WHEN l_per_group > 0 THEN (
-                               SELECT count(*) FROM (
-                                   SELECT 1 FROM executions AS r
-                                   WHERE r.namespace = p_namespace AND r.lane = ln AND r.group_key = x.group_key
-                                     AND r.state = 'running'
-                                   LIMIT l_per_group
-                               ) AS r
-                           ) ELSE 0 END
-                        INTO x_id, x_group, x_run, x_bytes, x_running
-                        FROM executions AS x
-                        WHERE x.namespace = p_namespace AND x.lane = ln AND x.state = 'waiting' AND x.ready
-                          AND x.priority = lvl
-                          AND (x.required_capabilities = '{}' OR x.required_capabilities <@ w_caps)
-                        ORDER BY x.group_key, x.run_at_ms, x.id
-                        LIMIT 1;
-                        stepping := false;
+                        x_group := NULL;
                         CONTINUE;
                     END IF;
                     IF l_per_group > 0 THEN
@@ -421,6 +439,10 @@ BEGIN
                     r_room[n_round] := CASE WHEN l_per_group > 0 THEN least(need, l_per_group - x_running) ELSE need END;
                     r_got[n_round] := 1;
                 END LOOP;
+                IF walking THEN
+                    CLOSE walk;
+                    walking := false;
+                END IF;
 
                 -- Rounds two and on: each group's second, then third...,
                 -- in the same turn, as far as each group's room allows.

@@ -71,7 +71,7 @@ func TestFlowClaimStatementsUseIndexes(t *testing.T) {
 	if n != 6 { // the cap's four of lane1 (one made ready first), other's one, and what held the claim back
 		t.Fatalf("the claim returned %d rows, want 6", n)
 	}
-	for _, want := range []string{"UPDATE executions SET ready = true", "x.group_key > coalesce(lt.last_group", "x.group_key > x_group", "INSERT INTO lane_turns", "UPDATE lane_limits", "sc.run_at_ms > p_now"} {
+	for _, want := range []string{"UPDATE executions SET ready = true", "x.group_key > coalesce(lt.last_group", "x.group_key > w.group_key", "INSERT INTO lane_turns", "UPDATE lane_limits", "sc.run_at_ms > p_now"} {
 		found := false
 		for _, p := range plans {
 			found = found || strings.Contains(p, want)

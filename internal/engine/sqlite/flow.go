@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	sqlitedb "github.com/rosterdb/roster/db/sqlite"
@@ -106,21 +108,27 @@ func (x queries) FlowLevel(ctx context.Context, namespace, lane string, capabili
 	return r.Priority, r.LastGroup, found, err
 }
 
-// FlowNext reads the step's range of groups from an inclusive bound: the
-// least key after s.After is s.After followed by a NUL byte, since keys
-// hold no control character and SQLite compares text byte by byte.
-func (x queries) FlowNext(ctx context.Context, s engine.FlowStep) (engine.FlowCandidate, int64, bool, error) {
+// FlowWalk reads the steps from an inclusive bound: the least key after
+// s.After is s.After followed by a NUL byte, since keys hold no control
+// character and SQLite compares text byte by byte.
+func (x queries) FlowWalk(ctx context.Context, s engine.FlowStep, steps int64) ([]engine.FlowTurn, error) {
 	from := ""
 	if !s.FromStart {
 		from = s.After + "\x00"
 	}
-	r, err := x.q.ExecutionFlowNext(ctx, sqlitedb.ExecutionFlowNextParams{
-		PerGroup: s.PerGroup, Namespace: s.Namespace, Lane: s.Lane, Priority: s.Priority, FromGroup: from,
-		Capabilities: jsonArray(s.Capabilities),
+	rows, err := x.q.ExecutionFlowWalk(ctx, sqlitedb.ExecutionFlowWalkParams{
+		PerGroup: s.PerGroup, Steps: steps, Namespace: s.Namespace, Lane: s.Lane, Priority: s.Priority,
+		FromGroup: from, Capabilities: jsonArray(s.Capabilities),
 	})
-	found, err := engine.Found(translate(err))
-	c := engine.FlowCandidate{ID: r.ID, Lane: s.Lane, Group: r.GroupKey, Priority: s.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes}
-	return c, r.Running, found, err
+	turns, err := engine.Rows(len(rows), err, translate, func(i int) engine.FlowTurn {
+		r := rows[i]
+		return engine.FlowTurn{
+			FlowCandidate: engine.FlowCandidate{ID: r.ID, Lane: s.Lane, Group: r.GroupKey, Priority: s.Priority, RunAtMs: r.RunAtMs, Bytes: r.PayloadBytes},
+			Running:       r.Running,
+		}
+	})
+	slices.SortFunc(turns, func(a, b engine.FlowTurn) int { return strings.Compare(a.Group, b.Group) })
+	return turns, err
 }
 
 func (x queries) FlowMore(ctx context.Context, namespace string, capabilities []string, after engine.FlowCandidate, n int64) ([]engine.FlowCandidate, error) {

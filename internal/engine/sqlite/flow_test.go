@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,8 +44,8 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 			_, err := q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Capabilities: "[]", Namespace: "n", Lane: "l", Below: 5})
 			return err
 		},
-		"ExecutionFlowNext": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionFlowNext(ctx, sqlitedb.ExecutionFlowNextParams{PerGroup: 2, Namespace: "n", Lane: "l", Priority: 0, FromGroup: "g\x00", Capabilities: "[]"})
+		"ExecutionFlowWalk": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFlowWalk(ctx, sqlitedb.ExecutionFlowWalkParams{PerGroup: 2, Steps: 4, Namespace: "n", Lane: "l", Priority: 0, FromGroup: "g\x00", Capabilities: "[]"})
 			return err
 		},
 		"ExecutionFlowMore": func(q *sqlitedb.Queries) error {
@@ -73,9 +74,9 @@ func TestFlowQueriesUseIndexes(t *testing.T) {
 
 // A lane's turns, step by step: FlowLevel finds each priority from the
 // highest down, with the group served last there to workers of the
-// capabilities (FlowServe records it); FlowNext, at a priority, the first group after a key (from
-// the first group when FromStart) with its best execution and what runs in
-// it; FlowMore, a group's next ones; FlowReady, any ready work.
+// capabilities (FlowServe records it); FlowWalk, at a priority, the groups
+// after a key (from the first group when FromStart), each with its best
+// execution; FlowMore, a group's next ones; FlowReady, any ready work.
 func TestFlowStepsReadTheTurns(t *testing.T) {
 	e := openMemory(t)
 	ctx := context.Background()
@@ -113,27 +114,35 @@ func TestFlowStepsReadTheTurns(t *testing.T) {
 		if _, _, found, err := x.FlowLevel(ctx, "n", "l", nil, -4); err != nil || found {
 			t.Errorf("FlowLevel below every priority found one (%v)", err)
 		}
-		step := func(after string, fromStart bool) (string, bool) {
-			c, _, found, err := x.FlowNext(ctx, engine.FlowStep{Namespace: "n", Lane: "l", Priority: 0, After: after, FromStart: fromStart})
+		walk := func(after string, fromStart bool, steps int64) []string {
+			turns, err := x.FlowWalk(ctx, engine.FlowStep{Namespace: "n", Lane: "l", Priority: 0, After: after, FromStart: fromStart}, steps)
 			must(t, err)
-			for name, id := range ids {
-				if id == c.ID {
-					return name, found
+			var names []string
+			for _, c := range turns {
+				for name, id := range ids {
+					if id == c.ID {
+						names = append(names, name)
+					}
 				}
 			}
-			return "", found
+			return names
 		}
 		for _, tc := range []struct {
 			after     string
 			fromStart bool
-			want      string
-		}{{"", true, "e0"}, {"", false, "a1"}, {"a", false, "b0"}, {"b", false, ""}, {"a\x00", false, "b0"}} {
-			if got, found := step(tc.after, tc.fromStart); got != tc.want || found != (tc.want != "") {
-				t.Errorf("FlowNext after %q (from the start: %v) = %q, want %q", tc.after, tc.fromStart, got, tc.want)
+			steps     int64
+			want      []string
+		}{
+			{"", true, 1, []string{"e0"}}, {"", true, 5, []string{"e0", "a1", "b0"}}, {"", false, 1, []string{"a1"}},
+			{"", false, 5, []string{"a1", "b0"}}, {"a", false, 2, []string{"b0"}}, {"b", false, 3, nil},
+		} {
+			if got := walk(tc.after, tc.fromStart, tc.steps); !slices.Equal(got, tc.want) {
+				t.Errorf("FlowWalk of %d steps after %q (from the start: %v) = %q, want %q", tc.steps, tc.after, tc.fromStart, got, tc.want)
 			}
 		}
-		first, _, _, err := x.FlowNext(ctx, engine.FlowStep{Namespace: "n", Lane: "l", Priority: 0, After: "", PerGroup: 2})
+		turns, err := x.FlowWalk(ctx, engine.FlowStep{Namespace: "n", Lane: "l", Priority: 0, After: "", PerGroup: 2}, 1)
 		must(t, err)
+		first := turns[0].FlowCandidate
 		more, err := x.FlowMore(ctx, "n", nil, first, 5)
 		must(t, err)
 		if len(more) != 1 || more[0].ID != ids["a2"] || more[0].Group != "a" {
@@ -179,8 +188,8 @@ func TestClaimOfOneLaneReadsItsLane(t *testing.T) {
 			_, err := q.ExecutionFlowLevel(ctx, sqlitedb.ExecutionFlowLevelParams{Capabilities: "[]", Namespace: "n", Lane: "l", Below: math.MaxInt64})
 			return err
 		},
-		"ExecutionFlowNext": func(q *sqlitedb.Queries) error {
-			_, err := q.ExecutionFlowNext(ctx, sqlitedb.ExecutionFlowNextParams{Namespace: "n", Lane: "l", FromGroup: "", Capabilities: "[]"})
+		"ExecutionFlowWalk": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionFlowWalk(ctx, sqlitedb.ExecutionFlowWalkParams{Steps: 4, Namespace: "n", Lane: "l", FromGroup: "", Capabilities: "[]"})
 			return err
 		},
 		"ExecutionReadyInLane": func(q *sqlitedb.Queries) error {
