@@ -146,11 +146,24 @@ func (s *Store) DeleteLaneLimits(ctx context.Context, namespace, lane string) er
 
 // touchTurns records the lanes of the rows that have a group before the
 // rows are written (a claim that sees the rows sees that their lanes take
-// turns). It is a write of its own: a lane recorded for rows that then fail
-// to be written costs nothing but a row.
+// turns), once per lane and Store: a lane's record is never removed. It is
+// a write of its own: a lane recorded for rows that then fail to be written
+// costs nothing but a row.
 func (s *Store) touchTurns(ctx context.Context, rows []engine.Execution) error {
-	if len(engine.GroupedLanes(rows)) == 0 {
+	var fresh []engine.Execution
+	for _, r := range rows {
+		if r.Group != "" && !s.turned.Has(engine.LaneKey{Namespace: r.Namespace, Lane: r.Lane}) {
+			fresh = append(fresh, r)
+		}
+	}
+	if len(fresh) == 0 {
 		return nil
 	}
-	return s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error { return q.LaneTurnsTouch(ctx, rows) })
+	err := s.writeOne(ctx, func(ctx context.Context, q engine.Queries) error { return q.LaneTurnsTouch(ctx, fresh) })
+	if err == nil {
+		for _, k := range engine.GroupedLanes(fresh) {
+			s.turned.Set(k, true)
+		}
+	}
+	return err
 }

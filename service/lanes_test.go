@@ -549,3 +549,37 @@ func TestRunWorkerCappedLane(t *testing.T) {
 		must(t, stop())
 	})
 }
+
+// writeCounter counts the writes a Store commits.
+type writeCounter struct {
+	nopObserver
+	writes atomic.Int64
+}
+
+func (c *writeCounter) Committed(_ time.Duration, writes int) { c.writes.Add(int64(writes)) }
+
+// A Store records a lane's turns with the first execution created in it with
+// a group, and writes nothing more for that on the next ones: one write per
+// create, as without groups.
+func TestGroupedCreateRecordsItsLaneOnce(t *testing.T) {
+	conformance(t, func(t *testing.T, b backend) {
+		obs := &writeCounter{}
+		s, _ := b.newStore(t, WithObserver(obs))
+		writes := func(a CreateExecutionArgs) int64 {
+			before := obs.writes.Load()
+			create(t, s, a)
+			return obs.writes.Load() - before
+		}
+		if n := writes(CreateExecutionArgs{Group: "a"}); n != 2 {
+			t.Fatalf("the first grouped create of a lane wrote %d times, want 2 (its lane's turns, then it)", n)
+		}
+		for _, g := range []string{"a", "b", ""} {
+			if n := writes(CreateExecutionArgs{Group: g}); n != 1 {
+				t.Fatalf("a create of group %q in a lane with turns wrote %d times, want 1", g, n)
+			}
+		}
+		if n := writes(CreateExecutionArgs{Lane: "other", Group: "a"}); n != 2 {
+			t.Fatalf("the first grouped create of another lane wrote %d times, want 2", n)
+		}
+	})
+}

@@ -237,6 +237,10 @@ type Store struct {
 	// held says a claim found ready work that a lane's cap, rate or pause
 	// held back: the next end of a run signals work (it may free room).
 	held atomic.Bool
+	// turned holds lanes whose turns this Store recorded (touchTurns): a
+	// lane's record is never removed, so its next grouped creates need not
+	// write it again.
+	turned engine.KeySet[engine.LaneKey]
 }
 
 // notifier wakes every waiter once per signal: waiters take the current

@@ -2,21 +2,21 @@ package engine
 
 import "sync"
 
-// WorkerSet is a bounded set of workers an engine remembers something of
-// (SQLite: whose last claim took something; PostgreSQL: whose last claim
-// was a flow claim). Instances come and go, so past WorkerSetMax it forgets
-// them all and keeps only the newest (putting in one it holds changes
-// nothing): forgetting costs a worker one claim the slower way. The zero value is empty and ready to use.
-type WorkerSet struct {
+// KeySet is a bounded set of keys an engine or a Store remembers something
+// of. Past KeySetMax it forgets them all and keeps only the newest (putting
+// in one it holds changes nothing): what it holds is a hint, and forgetting
+// costs one operation the slower way. The zero value is empty and ready to
+// use.
+type KeySet[K comparable] struct {
 	mu sync.Mutex
-	m  map[WorkerKey]struct{}
+	m  map[K]struct{}
 }
 
-// WorkerSetMax bounds the workers a WorkerSet remembers.
-const WorkerSetMax = 4096
+// KeySetMax bounds the keys a KeySet remembers.
+const KeySetMax = 4096
 
 // Has tells whether k is in the set.
-func (s *WorkerSet) Has(k WorkerKey) bool {
+func (s *KeySet[K]) Has(k K) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.m[k]
@@ -24,7 +24,7 @@ func (s *WorkerSet) Has(k WorkerKey) bool {
 }
 
 // Set puts k in the set (in) or takes it out.
-func (s *WorkerSet) Set(k WorkerKey, in bool) {
+func (s *KeySet[K]) Set(k K, in bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, has := s.m[k]
@@ -32,16 +32,21 @@ func (s *WorkerSet) Set(k WorkerKey, in bool) {
 	case !in:
 		delete(s.m, k)
 	case has:
-	case s.m == nil || len(s.m) >= WorkerSetMax:
-		s.m = map[WorkerKey]struct{}{k: {}}
+	case s.m == nil || len(s.m) >= KeySetMax:
+		s.m = map[K]struct{}{k: {}}
 	default:
 		s.m[k] = struct{}{}
 	}
 }
 
-// Len is how many workers the set holds.
-func (s *WorkerSet) Len() int {
+// Len is how many keys the set holds.
+func (s *KeySet[K]) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.m)
 }
+
+// WorkerSet is a bounded set of workers (SQLite: whose last claim took
+// something; PostgreSQL: whose last claim was a flow claim). Instances come
+// and go: it forgets past KeySetMax.
+type WorkerSet = KeySet[WorkerKey]
