@@ -116,3 +116,21 @@ func (p WorkerEventListParams) Route() WorkerEventRoute {
 	}
 	return WorkerEventList
 }
+
+// WorkerRoute is the query that serves a WorkerList page.
+type WorkerRoute int
+
+// The routes of WorkerList, by leading filter.
+const (
+	WorkerListAll WorkerRoute = iota
+	WorkerListByNamespace
+)
+
+// Route is the query of p's leading filter: the namespace, else none (the
+// workers in (namespace, instance) order).
+func (p WorkerListParams) Route() WorkerRoute {
+	if p.Namespace != "" {
+		return WorkerListByNamespace
+	}
+	return WorkerListAll
+}

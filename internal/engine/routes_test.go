@@ -57,6 +57,12 @@ func TestExecutionListRoute(t *testing.T) {
 			t.Errorf("agents %+v: route %d, want %d", c.p, got, c.want)
 		}
 	}
+	if r := (WorkerListParams{Namespace: "a", AfterNamespace: "b"}).Route(); r != WorkerListByNamespace {
+		t.Errorf("workers: route %d, want ByNamespace", r)
+	}
+	if r := (WorkerListParams{AfterNamespace: "b"}).Route(); r != WorkerListAll {
+		t.Errorf("workers: route %d, want all", r)
+	}
 	if r := (WorkerEventListParams{Namespace: "a", InstanceID: "i"}).Route(); r != WorkerEventListByInstance {
 		t.Errorf("events: route %d, want ByInstance", r)
 	}

@@ -72,39 +72,7 @@ func (x queries) AgentAbandonHeldBy(ctx context.Context, holders []engine.Worker
 }
 
 func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]engine.Agent, error) {
-	var rows []pgdb.Agent
-	var err error
-	n := int32(p.Limit)
-	holderID := text(p.HolderInstanceID)
-	switch p.Route() {
-	case engine.AgentListVisibleIn:
-		rows, err = x.q.AgentListVisibleIn(ctx, pgdb.AgentListVisibleInParams{
-			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor,
-			Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
-		})
-	case engine.AgentListByOwner:
-		rows, err = x.q.AgentListByOwner(ctx, pgdb.AgentListByOwnerParams{
-			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State,
-			Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
-		})
-	case engine.AgentListLiveOnHost:
-		rows, err = x.q.AgentListLiveOnHost(ctx, pgdb.AgentListLiveOnHostParams{
-			Host: text(p.Host), AfterID: p.AfterID, State: p.State,
-			HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
-		})
-	case engine.AgentListLiveByHolder:
-		rows, err = x.q.AgentListLiveByHolder(ctx, pgdb.AgentListLiveByHolderParams{
-			HolderNamespace: text(p.HolderNamespace), HolderInstanceID: holderID, AfterID: p.AfterID, State: p.State, MaxRows: n,
-		})
-	case engine.AgentListByState:
-		rows, err = x.q.AgentListByState(ctx, pgdb.AgentListByStateParams{
-			State: p.State, AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
-		})
-	default:
-		rows, err = x.q.AgentList(ctx, pgdb.AgentListParams{
-			AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, MaxRows: n,
-		})
-	}
+	rows, err := agentLists.List(ctx, x.q, int(p.Route()), p)
 	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Agent, error) { return engine.AgentFromRow(rows[i], arrays{}) })
 }
 

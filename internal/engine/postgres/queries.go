@@ -16,6 +16,14 @@ type queries struct{ q *pgdb.Queries }
 
 var _ engine.Queries = queries{}
 
+// The list operations' queries, found by their routes' names.
+var (
+	executionLists   = engine.NewLister[*pgdb.Queries, pgdb.Execution](engine.ExecutionLists)
+	agentLists       = engine.NewLister[*pgdb.Queries, pgdb.Agent](engine.AgentLists)
+	workerLists      = engine.NewLister[*pgdb.Queries, pgdb.Worker](engine.WorkerLists)
+	workerEventLists = engine.NewLister[*pgdb.Queries, pgdb.WorkerEvent](engine.WorkerEventLists)
+)
+
 // Workers.
 
 func (x queries) WorkerGet(ctx context.Context, k engine.WorkerKey) (engine.Worker, error) {
@@ -58,17 +66,7 @@ func (x queries) WorkerDelete(ctx context.Context, k engine.WorkerKey) (bool, er
 }
 
 func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]engine.Worker, error) {
-	var rows []pgdb.Worker
-	var err error
-	if p.Namespace != "" {
-		rows, err = x.q.WorkerListByNamespace(ctx, pgdb.WorkerListByNamespaceParams{
-			Namespace: p.Namespace, AfterInstanceID: p.AfterInstanceID, MaxRows: int32(p.Limit),
-		})
-	} else {
-		rows, err = x.q.WorkerListAll(ctx, pgdb.WorkerListAllParams{
-			AfterNamespace: p.AfterNamespace, AfterInstanceID: p.AfterInstanceID, MaxRows: int32(p.Limit),
-		})
-	}
+	rows, err := workerLists.List(ctx, x.q, int(p.Route()), p)
 	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Worker, error) { return engine.WorkerFromRow(rows[i], arrays{}) })
 }
 
@@ -94,19 +92,7 @@ func (x queries) WorkerEventAppendSwept(ctx context.Context, keys []engine.Worke
 }
 
 func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListParams) ([]engine.WorkerEvent, error) {
-	n := int32(p.Limit)
-	var rows []pgdb.WorkerEvent
-	var err error
-	switch p.Route() {
-	case engine.WorkerEventListByInstance:
-		rows, err = x.q.WorkerEventListByInstance(ctx, pgdb.WorkerEventListByInstanceParams{
-			InstanceID: p.InstanceID, Namespace: p.Namespace, AfterSeq: p.AfterSeq, MaxRows: n,
-		})
-	case engine.WorkerEventListByNamespace:
-		rows, err = x.q.WorkerEventListByNamespace(ctx, pgdb.WorkerEventListByNamespaceParams{Namespace: p.Namespace, AfterSeq: p.AfterSeq, MaxRows: n})
-	default:
-		rows, err = x.q.WorkerEventList(ctx, pgdb.WorkerEventListParams{AfterSeq: p.AfterSeq, MaxRows: n})
-	}
+	rows, err := workerEventLists.List(ctx, x.q, int(p.Route()), p)
 	return engine.WorkerEvents(rows, err, translate)
 }
 
@@ -179,57 +165,10 @@ func executionFromRow(r pgdb.Execution) engine.Execution {
 	}
 }
 
-// ExecutionList runs the query of p's route (engine.ExecutionListParams.Route).
+// ExecutionList runs the query of p's route (engine.ExecutionLists).
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
-	rows, err := x.executionList(ctx, p)
+	rows, err := executionLists.List(ctx, x.q, int(p.Route()), p)
 	return engine.Rows(len(rows), err, translate, func(i int) engine.Execution { return executionFromRow(rows[i]) })
-}
-
-// executionList maps a route to its query: oldest first after p.AfterID,
-// newest first below it.
-func (x queries) executionList(ctx context.Context, p engine.ExecutionListParams) ([]pgdb.Execution, error) {
-	n := int32(p.Limit)
-	switch p.Route() {
-	case engine.ExecutionListByNamespace:
-		return x.q.ExecutionListByNamespace(ctx, pgdb.ExecutionListByNamespaceParams{
-			Namespace: p.Namespace, AfterID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
-		})
-	case engine.ExecutionListRunning:
-		return x.q.ExecutionListRunning(ctx, pgdb.ExecutionListRunningParams{AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
-	case engine.ExecutionListByState:
-		return x.q.ExecutionListByState(ctx, pgdb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, MaxRows: n})
-	case engine.ExecutionListByLane:
-		return x.q.ExecutionListByLane(ctx, pgdb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, MaxRows: n})
-	case engine.ExecutionListByUniqueKey:
-		return x.q.ExecutionListByUniqueKey(ctx, pgdb.ExecutionListByUniqueKeyParams{
-			Namespace: p.Namespace, UniqueKey: p.UniqueKey, AfterID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
-		})
-	case engine.ExecutionListByGroup:
-		return x.q.ExecutionListByGroup(ctx, pgdb.ExecutionListByGroupParams{
-			Namespace: p.Namespace, GroupKey: p.Group, AfterID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
-		})
-	case engine.ExecutionListByUniqueKeyNewest:
-		return x.q.ExecutionListByUniqueKeyNewest(ctx, pgdb.ExecutionListByUniqueKeyNewestParams{
-			Namespace: p.Namespace, UniqueKey: p.UniqueKey, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
-		})
-	case engine.ExecutionListByGroupNewest:
-		return x.q.ExecutionListByGroupNewest(ctx, pgdb.ExecutionListByGroupNewestParams{
-			Namespace: p.Namespace, GroupKey: p.Group, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
-		})
-	case engine.ExecutionListNewest:
-		return x.q.ExecutionListNewest(ctx, pgdb.ExecutionListNewestParams{BeforeID: p.AfterID, MaxRows: n})
-	case engine.ExecutionListByNamespaceNewest:
-		return x.q.ExecutionListByNamespaceNewest(ctx, pgdb.ExecutionListByNamespaceNewestParams{
-			Namespace: p.Namespace, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, MaxRows: n,
-		})
-	case engine.ExecutionListRunningNewest:
-		return x.q.ExecutionListRunningNewest(ctx, pgdb.ExecutionListRunningNewestParams{BeforeID: p.AfterID, Lane: p.Lane, MaxRows: n})
-	case engine.ExecutionListByStateNewest:
-		return x.q.ExecutionListByStateNewest(ctx, pgdb.ExecutionListByStateNewestParams{State: p.State, BeforeID: p.AfterID, Lane: p.Lane, MaxRows: n})
-	case engine.ExecutionListByLaneNewest:
-		return x.q.ExecutionListByLaneNewest(ctx, pgdb.ExecutionListByLaneNewestParams{Lane: p.Lane, BeforeID: p.AfterID, MaxRows: n})
-	}
-	return x.q.ExecutionList(ctx, pgdb.ExecutionListParams{AfterID: p.AfterID, MaxRows: n})
 }
 
 func (x queries) ExecutionCancel(ctx context.Context, id uuid.UUID, reason string, nowMs int64) (bool, error) {

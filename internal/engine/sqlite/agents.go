@@ -71,39 +71,7 @@ func (x queries) AgentAbandonHeldBy(ctx context.Context, holders []engine.Worker
 }
 
 func (x queries) AgentList(ctx context.Context, p engine.AgentListParams) ([]engine.Agent, error) {
-	var rows []sqlitedb.Agent
-	var err error
-	n := int64(p.Limit)
-	holderID := nullString(p.HolderInstanceID)
-	switch p.Route() {
-	case engine.AgentListVisibleIn:
-		rows, err = x.q.AgentListVisibleIn(ctx, sqlitedb.AgentListVisibleInParams{
-			Namespace: p.VisibleIn, AfterID: p.AfterID, State: p.State, OwnerActor: p.OwnerActor,
-			Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
-		})
-	case engine.AgentListByOwner:
-		rows, err = x.q.AgentListByOwner(ctx, sqlitedb.AgentListByOwnerParams{
-			OwnerActor: p.OwnerActor, AfterID: p.AfterID, State: p.State,
-			Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
-		})
-	case engine.AgentListLiveOnHost:
-		rows, err = x.q.AgentListLiveOnHost(ctx, sqlitedb.AgentListLiveOnHostParams{
-			Host: nullString(p.Host), AfterID: p.AfterID, State: p.State,
-			HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
-		})
-	case engine.AgentListLiveByHolder:
-		rows, err = x.q.AgentListLiveByHolder(ctx, sqlitedb.AgentListLiveByHolderParams{
-			HolderNamespace: nullString(p.HolderNamespace), HolderInstanceID: holderID, AfterID: p.AfterID, State: p.State, Limit: n,
-		})
-	case engine.AgentListByState:
-		rows, err = x.q.AgentListByState(ctx, sqlitedb.AgentListByStateParams{
-			State: p.State, AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
-		})
-	default:
-		rows, err = x.q.AgentList(ctx, sqlitedb.AgentListParams{
-			AfterID: p.AfterID, Host: p.Host, HolderNamespace: p.HolderNamespace, HolderInstanceID: holderID, Limit: n,
-		})
-	}
+	rows, err := agentLists.List(ctx, x.q, int(p.Route()), p)
 	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Agent, error) { return engine.AgentFromRow(rows[i], jsonArrays{}) })
 }
 

@@ -17,6 +17,14 @@ type queries struct{ q *sqlitedb.Queries }
 
 var _ engine.Queries = queries{}
 
+// The list operations' queries, found by their routes' names.
+var (
+	executionLists   = engine.NewLister[*sqlitedb.Queries, sqlitedb.Execution](engine.ExecutionLists)
+	agentLists       = engine.NewLister[*sqlitedb.Queries, sqlitedb.Agent](engine.AgentLists)
+	workerLists      = engine.NewLister[*sqlitedb.Queries, sqlitedb.Worker](engine.WorkerLists)
+	workerEventLists = engine.NewLister[*sqlitedb.Queries, sqlitedb.WorkerEvent](engine.WorkerEventLists)
+)
+
 // Workers.
 
 func (x queries) WorkerGet(ctx context.Context, k engine.WorkerKey) (engine.Worker, error) {
@@ -59,17 +67,7 @@ func (x queries) WorkerDelete(ctx context.Context, k engine.WorkerKey) (bool, er
 }
 
 func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]engine.Worker, error) {
-	var rows []sqlitedb.Worker
-	var err error
-	if p.Namespace != "" {
-		rows, err = x.q.WorkerListByNamespace(ctx, sqlitedb.WorkerListByNamespaceParams{
-			Namespace: p.Namespace, AfterInstanceID: p.AfterInstanceID, Limit: int64(p.Limit),
-		})
-	} else {
-		rows, err = x.q.WorkerListAll(ctx, sqlitedb.WorkerListAllParams{
-			AfterNamespace: p.AfterNamespace, AfterInstanceID: p.AfterInstanceID, Limit: int64(p.Limit),
-		})
-	}
+	rows, err := workerLists.List(ctx, x.q, int(p.Route()), p)
 	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Worker, error) { return engine.WorkerFromRow(rows[i], jsonArrays{}) })
 }
 
@@ -92,19 +90,7 @@ func (x queries) WorkerEventAppendSwept(ctx context.Context, keys []engine.Worke
 }
 
 func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListParams) ([]engine.WorkerEvent, error) {
-	n := int64(p.Limit)
-	var rows []sqlitedb.WorkerEvent
-	var err error
-	switch p.Route() {
-	case engine.WorkerEventListByInstance:
-		rows, err = x.q.WorkerEventListByInstance(ctx, sqlitedb.WorkerEventListByInstanceParams{
-			InstanceID: p.InstanceID, Namespace: p.Namespace, AfterSeq: p.AfterSeq, Limit: n,
-		})
-	case engine.WorkerEventListByNamespace:
-		rows, err = x.q.WorkerEventListByNamespace(ctx, sqlitedb.WorkerEventListByNamespaceParams{Namespace: p.Namespace, AfterSeq: p.AfterSeq, Limit: n})
-	default:
-		rows, err = x.q.WorkerEventList(ctx, sqlitedb.WorkerEventListParams{AfterSeq: p.AfterSeq, Limit: n})
-	}
+	rows, err := workerEventLists.List(ctx, x.q, int(p.Route()), p)
 	return engine.WorkerEvents(rows, err, translate)
 }
 
@@ -170,57 +156,10 @@ func executionFromRow(r sqlitedb.Execution) (engine.Execution, error) {
 	}, nil
 }
 
-// ExecutionList runs the query of p's route (engine.ExecutionListParams.Route).
+// ExecutionList runs the query of p's route (engine.ExecutionLists).
 func (x queries) ExecutionList(ctx context.Context, p engine.ExecutionListParams) ([]engine.Execution, error) {
-	rows, err := x.executionList(ctx, p)
+	rows, err := executionLists.List(ctx, x.q, int(p.Route()), p)
 	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Execution, error) { return executionFromRow(rows[i]) })
-}
-
-// executionList maps a route to its query: oldest first after p.AfterID,
-// newest first below it.
-func (x queries) executionList(ctx context.Context, p engine.ExecutionListParams) ([]sqlitedb.Execution, error) {
-	n := int64(p.Limit)
-	switch p.Route() {
-	case engine.ExecutionListByNamespace:
-		return x.q.ExecutionListByNamespace(ctx, sqlitedb.ExecutionListByNamespaceParams{
-			Namespace: p.Namespace, AfterID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
-		})
-	case engine.ExecutionListRunning:
-		return x.q.ExecutionListRunning(ctx, sqlitedb.ExecutionListRunningParams{AfterID: p.AfterID, Lane: p.Lane, Limit: n})
-	case engine.ExecutionListByState:
-		return x.q.ExecutionListByState(ctx, sqlitedb.ExecutionListByStateParams{State: p.State, AfterID: p.AfterID, Lane: p.Lane, Limit: n})
-	case engine.ExecutionListByLane:
-		return x.q.ExecutionListByLane(ctx, sqlitedb.ExecutionListByLaneParams{Lane: p.Lane, AfterID: p.AfterID, Limit: n})
-	case engine.ExecutionListByUniqueKey:
-		return x.q.ExecutionListByUniqueKey(ctx, sqlitedb.ExecutionListByUniqueKeyParams{
-			Namespace: p.Namespace, UniqueKey: p.UniqueKey, AfterID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
-		})
-	case engine.ExecutionListByGroup:
-		return x.q.ExecutionListByGroup(ctx, sqlitedb.ExecutionListByGroupParams{
-			Namespace: p.Namespace, GroupKey: p.Group, AfterID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
-		})
-	case engine.ExecutionListByUniqueKeyNewest:
-		return x.q.ExecutionListByUniqueKeyNewest(ctx, sqlitedb.ExecutionListByUniqueKeyNewestParams{
-			Namespace: p.Namespace, UniqueKey: p.UniqueKey, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
-		})
-	case engine.ExecutionListByGroupNewest:
-		return x.q.ExecutionListByGroupNewest(ctx, sqlitedb.ExecutionListByGroupNewestParams{
-			Namespace: p.Namespace, GroupKey: p.Group, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
-		})
-	case engine.ExecutionListNewest:
-		return x.q.ExecutionListNewest(ctx, sqlitedb.ExecutionListNewestParams{BeforeID: p.AfterID, Limit: n})
-	case engine.ExecutionListByNamespaceNewest:
-		return x.q.ExecutionListByNamespaceNewest(ctx, sqlitedb.ExecutionListByNamespaceNewestParams{
-			Namespace: p.Namespace, BeforeID: p.AfterID, Lane: p.Lane, State: p.State, Limit: n,
-		})
-	case engine.ExecutionListRunningNewest:
-		return x.q.ExecutionListRunningNewest(ctx, sqlitedb.ExecutionListRunningNewestParams{BeforeID: p.AfterID, Lane: p.Lane, Limit: n})
-	case engine.ExecutionListByStateNewest:
-		return x.q.ExecutionListByStateNewest(ctx, sqlitedb.ExecutionListByStateNewestParams{State: p.State, BeforeID: p.AfterID, Lane: p.Lane, Limit: n})
-	case engine.ExecutionListByLaneNewest:
-		return x.q.ExecutionListByLaneNewest(ctx, sqlitedb.ExecutionListByLaneNewestParams{Lane: p.Lane, BeforeID: p.AfterID, Limit: n})
-	}
-	return x.q.ExecutionList(ctx, sqlitedb.ExecutionListParams{AfterID: p.AfterID, Limit: n})
 }
 
 // ExecutionCancel records a running execution's attempt as cancelled, then
