@@ -133,7 +133,11 @@ WITH w AS (
             ELSE $8::bigint END,
         revoked_at_ms = NULL
     FROM candidates
-    WHERE x.id = candidates.id AND x.state = 'waiting' AND EXISTS (SELECT 1 FROM holder)
+    -- Found by id. The state is checked in a CASE: as a plain condition the
+    -- planner could walk the state index's every waiting entry instead,
+    -- comparing ids, which it did on a table not yet analyzed.
+    WHERE x.id = candidates.id AND CASE WHEN x.state = 'waiting' THEN true ELSE false END
+      AND EXISTS (SELECT 1 FROM holder)
     RETURNING x.id, x.attempts, x.epoch, x.lane, x.payload, x.lease_id, x.metadata, x.expires_at_ms,
               coalesce(x.deadline_ms, 0) AS deadline_ms, x.run_at_ms, candidates.n
 ), short AS (

@@ -1043,3 +1043,29 @@ func TestFleetQueriesUseIndexes(t *testing.T) {
 		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call) })
 	}
 }
+
+// TestClaimStartsItsPicksByID: the claim starts the executions it picked by
+// primary key, whatever the statistics say. On a table not yet analyzed (a
+// new schema's first burst, before autovacuum looks) the planner, given the
+// state as a plain condition, walked the state index's every waiting entry
+// comparing ids: each claim read the whole backlog.
+func TestClaimStartsItsPicksByID(t *testing.T) {
+	e := openAt(t, pgtest.Fresh(t))
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		INSERT INTO workers VALUES ('ns', 'i', 'w', '{default}', '{}', 0, 60000, 0);
+		INSERT INTO executions (id, namespace, lane, priority, payload, max_attempts, created_at_ms, run_at_ms, ready)
+			SELECT gen_random_uuid(), 'ns', 'default', 0, '', 1, i, i, true FROM generate_series(1, 2000) AS i;`)
+	must(t, err)
+	plans := plansOf(t, e, func(q *pgdb.Queries) error {
+		_, err := q.ExecutionClaim(ctx, pgdb.ExecutionClaimParams{
+			Namespace: "ns", InstanceID: "i", Now: 5, LeaseIds: []uuid.UUID{uuid.New()}, ExpiresAtMs: 9, Promote: true,
+		})
+		return err
+	})
+	for _, plan := range plans {
+		if strings.Contains(plan, "on executions x") && !strings.Contains(plan, "Index Scan using executions_pkey on executions x") {
+			t.Fatalf("the claim does not start its picks by primary key:\n%s", plan)
+		}
+	}
+}
