@@ -41,6 +41,8 @@ type Engine struct {
 	wq, rq *sqlitedb.Queries
 
 	queue      chan *writeOp
+	kick       chan struct{} // buffered 1: writes were queued
+	committing sync.Mutex    // held while a batch of writes is committed
 	quit       chan struct{}
 	writerDone chan struct{}
 	closed     atomic.Bool
@@ -69,6 +71,7 @@ func Open(ctx context.Context, path string, cfg engine.Config) (*Engine, error) 
 	e := &Engine{
 		cfg:        cfg,
 		queue:      make(chan *writeOp, max(cfg.QueueCapacity, 1)),
+		kick:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		logs:       engine.NewLogLimiter(10 * time.Second),

@@ -35,13 +35,27 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, tx *sql
 		return err
 	}
 	op := &writeOp{ctx: ctx, queued: time.Now(), fn: fn, done: make(chan error, 1)}
+	if len(e.queue) == 0 && e.committing.TryLock() {
+		// No write waits and none is being committed: commit this one here.
+		// Handing it to the writer goroutine and its answer back would only
+		// add two hand-offs to a lone write's way.
+		if e.closed.Load() {
+			e.committing.Unlock()
+			return engine.ErrClosed
+		}
+		e.commit([]*writeOp{op})
+		e.committing.Unlock() // writes queued meanwhile kicked the writer, which waited for this
+		return <-op.done
+	}
 	select {
 	case e.queue <- op:
+		e.kickWriter()
 	default:
 		t := time.NewTimer(e.cfg.Admission)
 		select {
 		case e.queue <- op:
 			t.Stop()
+			e.kickWriter()
 		case <-t.C:
 			return fmt.Errorf("%w: the write queue (%d) stayed full for %v", engine.ErrOverloaded, cap(e.queue), e.cfg.Admission)
 		case <-ctx.Done():
@@ -68,18 +82,36 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, tx *sql
 // QueueLen reports how many writes wait for the writer (tests).
 func (e *Engine) QueueLen() int { return len(e.queue) }
 
-// runWriter is the single writer goroutine: it takes every write queued at the
-// moment (up to maxBatch) and commits them in one transaction.
+// kickWriter tells the writer goroutine that writes are queued.
+func (e *Engine) kickWriter() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// runWriter is the writer goroutine: when kicked, it takes every write
+// queued at the moment (up to maxBatch at a time) and commits them in one
+// transaction. It dequeues only while it holds the commit lock, so a write
+// counts as queued (QueueLen, the admission bound) until its commit begins.
+// A lone write that finds no write queued and none being committed is
+// committed by its caller instead (write).
 func (e *Engine) runWriter() {
 	defer close(e.writerDone)
 	batch := make([]*writeOp, 0, maxBatch)
 	for {
 		select {
 		case <-e.quit:
+			// Wait for a caller's commit, then fail what is queued; the
+			// lock stays held: every later write queues and is failed.
+			e.committing.Lock()
 			e.failQueued()
 			return
-		case op := <-e.queue:
-			batch = append(batch[:0], op)
+		case <-e.kick:
+		}
+		e.committing.Lock()
+		for {
+			batch = batch[:0]
 		fill:
 			for len(batch) < maxBatch {
 				select {
@@ -89,9 +121,13 @@ func (e *Engine) runWriter() {
 					break fill
 				}
 			}
+			if len(batch) == 0 {
+				break
+			}
 			e.commit(batch)
 			clear(batch)
 		}
+		e.committing.Unlock()
 	}
 }
 
