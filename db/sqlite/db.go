@@ -204,6 +204,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.executionStartStmt, err = db.PrepareContext(ctx, executionStart); err != nil {
 		return nil, fmt.Errorf("error preparing query ExecutionStart: %w", err)
 	}
+	if q.executionStartManyStmt, err = db.PrepareContext(ctx, executionStartMany); err != nil {
+		return nil, fmt.Errorf("error preparing query ExecutionStartMany: %w", err)
+	}
 	if q.laneFlowExistsStmt, err = db.PrepareContext(ctx, laneFlowExists); err != nil {
 		return nil, fmt.Errorf("error preparing query LaneFlowExists: %w", err)
 	}
@@ -245,6 +248,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.leaseCompleteStmt, err = db.PrepareContext(ctx, leaseComplete); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseComplete: %w", err)
+	}
+	if q.leaseCompleteBatchStmt, err = db.PrepareContext(ctx, leaseCompleteBatch); err != nil {
+		return nil, fmt.Errorf("error preparing query LeaseCompleteBatch: %w", err)
 	}
 	if q.leaseFailStmt, err = db.PrepareContext(ctx, leaseFail); err != nil {
 		return nil, fmt.Errorf("error preparing query LeaseFail: %w", err)
@@ -677,6 +683,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing executionStartStmt: %w", cerr)
 		}
 	}
+	if q.executionStartManyStmt != nil {
+		if cerr := q.executionStartManyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing executionStartManyStmt: %w", cerr)
+		}
+	}
 	if q.laneFlowExistsStmt != nil {
 		if cerr := q.laneFlowExistsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing laneFlowExistsStmt: %w", cerr)
@@ -745,6 +756,11 @@ func (q *Queries) Close() error {
 	if q.leaseCompleteStmt != nil {
 		if cerr := q.leaseCompleteStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing leaseCompleteStmt: %w", cerr)
+		}
+	}
+	if q.leaseCompleteBatchStmt != nil {
+		if cerr := q.leaseCompleteBatchStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing leaseCompleteBatchStmt: %w", cerr)
 		}
 	}
 	if q.leaseFailStmt != nil {
@@ -1056,6 +1072,7 @@ type Queries struct {
 	executionReadyInLaneStmt             *sql.Stmt
 	executionRetryStmt                   *sql.Stmt
 	executionStartStmt                   *sql.Stmt
+	executionStartManyStmt               *sql.Stmt
 	laneFlowExistsStmt                   *sql.Stmt
 	laneFlowReadStmt                     *sql.Stmt
 	laneLimitsDeleteStmt                 *sql.Stmt
@@ -1070,6 +1087,7 @@ type Queries struct {
 	leaderResignStmt                     *sql.Stmt
 	leaderTakeStmt                       *sql.Stmt
 	leaseCompleteStmt                    *sql.Stmt
+	leaseCompleteBatchStmt               *sql.Stmt
 	leaseFailStmt                        *sql.Stmt
 	leaseFindHeldStmt                    *sql.Stmt
 	leaseGetOutcomeStmt                  *sql.Stmt
@@ -1178,6 +1196,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		executionReadyInLaneStmt:             q.executionReadyInLaneStmt,
 		executionRetryStmt:                   q.executionRetryStmt,
 		executionStartStmt:                   q.executionStartStmt,
+		executionStartManyStmt:               q.executionStartManyStmt,
 		laneFlowExistsStmt:                   q.laneFlowExistsStmt,
 		laneFlowReadStmt:                     q.laneFlowReadStmt,
 		laneLimitsDeleteStmt:                 q.laneLimitsDeleteStmt,
@@ -1192,6 +1211,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		leaderResignStmt:                     q.leaderResignStmt,
 		leaderTakeStmt:                       q.leaderTakeStmt,
 		leaseCompleteStmt:                    q.leaseCompleteStmt,
+		leaseCompleteBatchStmt:               q.leaseCompleteBatchStmt,
 		leaseFailStmt:                        q.leaseFailStmt,
 		leaseFindHeldStmt:                    q.leaseFindHeldStmt,
 		leaseGetOutcomeStmt:                  q.leaseGetOutcomeStmt,

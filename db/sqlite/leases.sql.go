@@ -444,6 +444,85 @@ func (q *Queries) ExecutionStart(ctx context.Context, arg ExecutionStartParams) 
 	return i, err
 }
 
+const executionStartMany = `-- name: ExecutionStartMany :many
+UPDATE executions
+SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
+    lease_id = json_extract(CAST(?1 AS TEXT), '$."' || id || '"'),
+    holder = CAST(?2 AS TEXT), claimed_at_ms = CAST(?3 AS INTEGER),
+    bound = CAST(?4 AS INTEGER),
+    deadline_ms = CASE WHEN timeout_ms > 0 THEN CAST(?3 AS INTEGER) + timeout_ms END,
+    expires_at_ms = CASE WHEN timeout_ms > 0
+        THEN min(CAST(?5 AS INTEGER), CAST(?3 AS INTEGER) + timeout_ms)
+        ELSE CAST(?5 AS INTEGER) END,
+    revoked_at_ms = NULL
+WHERE id IN (SELECT j.key FROM json_each(CAST(?1 AS TEXT)) AS j) AND state = 'waiting'
+RETURNING id, lease_id, attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms, run_at_ms
+`
+
+type ExecutionStartManyParams struct {
+	Leases      string
+	Holder      string
+	Now         int64
+	Bound       int64
+	ExpiresAtMs int64
+}
+
+type ExecutionStartManyRow struct {
+	ID          uuid.UUID
+	LeaseID     uuid.NullUUID
+	Attempts    int64
+	Epoch       int64
+	Lane        string
+	Payload     []byte
+	Metadata    sql.NullString
+	ExpiresAtMs sql.NullInt64
+	DeadlineMs  sql.NullInt64
+	RunAtMs     int64
+}
+
+// ExecutionStartMany is ExecutionStart for several executions in one
+// statement: @leases is a JSON object of the new lease id by execution id.
+// It returns each execution started, with its lease id, in no order.
+func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartManyParams) ([]ExecutionStartManyRow, error) {
+	rows, err := q.query(ctx, q.executionStartManyStmt, executionStartMany,
+		arg.Leases,
+		arg.Holder,
+		arg.Now,
+		arg.Bound,
+		arg.ExpiresAtMs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExecutionStartManyRow{}
+	for rows.Next() {
+		var i ExecutionStartManyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.LeaseID,
+			&i.Attempts,
+			&i.Epoch,
+			&i.Lane,
+			&i.Payload,
+			&i.Metadata,
+			&i.ExpiresAtMs,
+			&i.DeadlineMs,
+			&i.RunAtMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseComplete = `-- name: LeaseComplete :one
 UPDATE executions SET state = 'completed', result = ?1, finished_at_ms = CAST(?2 AS INTEGER)
 WHERE id = ?3 AND epoch = ?4 AND lease_id = CAST(?5 AS TEXT) AND state = 'running'
@@ -478,6 +557,62 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) (u
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const leaseCompleteBatch = `-- name: LeaseCompleteBatch :many
+UPDATE executions SET state = 'completed', finished_at_ms = CAST(?1 AS INTEGER),
+    result = unhex(json_extract(CAST(?2 AS TEXT), '$."' || id || ':' || epoch || ':' || lease_id || '"'))
+WHERE id IN (SELECT json_extract(j.value, '$[0]') FROM json_each(CAST(?3 AS TEXT)) AS j)
+  AND (id, epoch, lease_id) IN (
+      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]')
+      FROM json_each(CAST(?3 AS TEXT)) AS j
+  )
+  AND state = 'running' AND expires_at_ms > CAST(?1 AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(?1 AS INTEGER)
+  ))
+RETURNING id, epoch, lease_id
+`
+
+type LeaseCompleteBatchParams struct {
+	Now     int64
+	Results string
+	Leases  string
+}
+
+type LeaseCompleteBatchRow struct {
+	ID      uuid.UUID
+	Epoch   int64
+	LeaseID uuid.NullUUID
+}
+
+// LeaseCompleteBatch is LeaseComplete for several leases in one statement:
+// @leases is a JSON array of [execution id, epoch, lease id], @results a
+// JSON object of each result in hex by "execution id:epoch:lease id"
+// (absent: none). It returns the leases it completed, in no order.
+func (q *Queries) LeaseCompleteBatch(ctx context.Context, arg LeaseCompleteBatchParams) ([]LeaseCompleteBatchRow, error) {
+	rows, err := q.query(ctx, q.leaseCompleteBatchStmt, leaseCompleteBatch, arg.Now, arg.Results, arg.Leases)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LeaseCompleteBatchRow{}
+	for rows.Next() {
+		var i LeaseCompleteBatchRow
+		if err := rows.Scan(&i.ID, &i.Epoch, &i.LeaseID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const leaseFail = `-- name: LeaseFail :one

@@ -93,6 +93,23 @@ SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
 WHERE id = @id AND state = 'waiting'
 RETURNING attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms, run_at_ms;
 
+-- name: ExecutionStartMany :many
+-- ExecutionStartMany is ExecutionStart for several executions in one
+-- statement: @leases is a JSON object of the new lease id by execution id.
+-- It returns each execution started, with its lease id, in no order.
+UPDATE executions
+SET state = 'running', attempts = attempts + 1, epoch = epoch + 1,
+    lease_id = json_extract(CAST(@leases AS TEXT), '$."' || id || '"'),
+    holder = CAST(@holder AS TEXT), claimed_at_ms = CAST(@now AS INTEGER),
+    bound = CAST(@bound AS INTEGER),
+    deadline_ms = CASE WHEN timeout_ms > 0 THEN CAST(@now AS INTEGER) + timeout_ms END,
+    expires_at_ms = CASE WHEN timeout_ms > 0
+        THEN min(CAST(@expires_at_ms AS INTEGER), CAST(@now AS INTEGER) + timeout_ms)
+        ELSE CAST(@expires_at_ms AS INTEGER) END,
+    revoked_at_ms = NULL
+WHERE id IN (SELECT j.key FROM json_each(CAST(@leases AS TEXT)) AS j) AND state = 'waiting'
+RETURNING id, lease_id, attempts, epoch, lane, payload, metadata, expires_at_ms, deadline_ms, run_at_ms;
+
 -- name: ExecutionNextRunAtOneLane :one
 -- ExecutionNextRunAtOneLane finds the earliest RunAt after @now among one
 -- lane's scheduled executions (0: none).
@@ -148,6 +165,26 @@ WHERE id = @id AND epoch = @epoch AND lease_id = CAST(@lease_id AS TEXT) AND sta
         AND w.last_heartbeat_ms + w.ttl_ms > CAST(@now AS INTEGER)
   ))
 RETURNING id;
+
+-- name: LeaseCompleteBatch :many
+-- LeaseCompleteBatch is LeaseComplete for several leases in one statement:
+-- @leases is a JSON array of [execution id, epoch, lease id], @results a
+-- JSON object of each result in hex by "execution id:epoch:lease id"
+-- (absent: none). It returns the leases it completed, in no order.
+UPDATE executions SET state = 'completed', finished_at_ms = CAST(@now AS INTEGER),
+    result = unhex(json_extract(CAST(@results AS TEXT), '$."' || id || ':' || epoch || ':' || lease_id || '"'))
+WHERE id IN (SELECT json_extract(j.value, '$[0]') FROM json_each(CAST(@leases AS TEXT)) AS j)
+  AND (id, epoch, lease_id) IN (
+      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]')
+      FROM json_each(CAST(@leases AS TEXT)) AS j
+  )
+  AND state = 'running' AND expires_at_ms > CAST(@now AS INTEGER) AND revoked_at_ms IS NULL
+  AND (bound = 0 OR EXISTS (
+      SELECT 1 FROM workers AS w
+      WHERE w.namespace = executions.namespace AND w.instance_id = executions.holder
+        AND w.last_heartbeat_ms + w.ttl_ms > CAST(@now AS INTEGER)
+  ))
+RETURNING id, epoch, lease_id;
 
 -- name: LeaseFail :one
 -- LeaseFail ends the current, unexpired, unrevoked lease as failed: the

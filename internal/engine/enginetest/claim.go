@@ -260,6 +260,31 @@ func testSettle(t *testing.T, h Harness) {
 		}
 		v.sound()
 	})
+	t.Run("SeveralCompletionsOneLost", func(t *testing.T) {
+		// Completions written together are each fenced on their own lease:
+		// a lost one writes nothing and fails nothing else.
+		v, ls := leased(t, h, 3, 2, 0)
+		lost := ref(ls[1])
+		lost.LeaseID = uuid.New()
+		res := v.e.Settle(v.ctx, 10, []engine.Outcome{
+			{Lease: ref(ls[0]), Result: []byte("a")},
+			{Lease: lost, Result: []byte("never")},
+			{Lease: ref(ls[2])},
+		}, nil)
+		if len(res.Errs) != 3 || res.Errs[0] != nil || !errors.Is(res.Errs[1], engine.ErrNoRows) || res.Errs[2] != nil {
+			t.Fatalf("Errs %v, want nil, ErrNoRows, nil", res.Errs)
+		}
+		if x := v.get(ls[0].ExecutionID); x.State != "completed" || string(x.Result) != "a" {
+			t.Errorf("first: %+v", x)
+		}
+		if x := v.get(ls[1].ExecutionID); x.State != "running" || x.Result != nil {
+			t.Errorf("lost: %+v", x)
+		}
+		if x := v.get(ls[2].ExecutionID); x.State != "completed" || x.Result != nil {
+			t.Errorf("third (no result): %+v", x)
+		}
+		v.sound()
+	})
 	t.Run("LostLease", func(t *testing.T) {
 		v, ls := leased(t, h, 1, 1, 0)
 		res := v.e.Settle(v.ctx, 1000, []engine.Outcome{{Lease: ref(ls[0]), Result: []byte("late")}}, nil)

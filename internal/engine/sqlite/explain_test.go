@@ -225,6 +225,14 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 			_, err := q.LeaseRenew(ctx, sqlitedb.LeaseRenewParams{ExpiresAtMs: 2, ID: id, Epoch: 1, Now: 1})
 			return err
 		},
+		"ExecutionStartMany": func(q *sqlitedb.Queries) error {
+			_, err := q.ExecutionStartMany(ctx, sqlitedb.ExecutionStartManyParams{Leases: `{"` + id.String() + `":"` + id.String() + `"}`, Holder: "i", Now: 1, ExpiresAtMs: 2})
+			return err
+		},
+		"LeaseCompleteBatch": func(q *sqlitedb.Queries) error {
+			_, err := q.LeaseCompleteBatch(ctx, sqlitedb.LeaseCompleteBatchParams{Now: 1, Leases: `[["` + id.String() + `",1,"` + id.String() + `"]]`, Results: "{}"})
+			return err
+		},
 		"LeaseComplete": func(q *sqlitedb.Queries) error {
 			_, err := q.LeaseComplete(ctx, sqlitedb.LeaseCompleteParams{Result: []byte("x"), Now: 1, ID: id, Epoch: 1})
 			return err

@@ -50,7 +50,15 @@ func (e *Engine) settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 		return nil, errIsolate
 	}
 	err := e.write(ctx, func(ctx context.Context, tx *sql.Tx, q queries) error {
+		// Without savepoints, two or more completions go in one statement;
+		// the fails and snoozes, one each.
+		batched := !isolated && len(outcomes) > 1
+		var completes []int
 		for i, o := range outcomes {
+			if batched && !o.Fail && !o.Snooze {
+				completes = append(completes, i)
+				continue
+			}
 			itemErr, fatal := part(ctx, tx, func() error {
 				switch {
 				case o.Fail:
@@ -64,6 +72,31 @@ func (e *Engine) settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 				return fatal
 			}
 			res.Errs[i] = itemErr
+		}
+		if len(completes) > 0 {
+			leases := make([]engine.LeaseRef, len(completes))
+			results := make([][]byte, len(completes))
+			for k, i := range completes {
+				leases[k], results[k] = outcomes[i].Lease, outcomes[i].Result
+			}
+			var done []engine.LeaseRef
+			_, fatal := part(ctx, tx, func() error {
+				var err error
+				done, err = q.LeaseCompleteMany(ctx, leases, results, nowMs)
+				return err
+			})
+			if fatal != nil {
+				return fatal
+			}
+			completed := make(map[engine.LeaseRef]bool, len(done))
+			for _, l := range done {
+				completed[l] = true
+			}
+			for k, i := range completes {
+				if !completed[leases[k]] {
+					res.Errs[i] = engine.ErrNoRows // its lease was lost
+				}
+			}
 		}
 		if claim == nil {
 			return nil
