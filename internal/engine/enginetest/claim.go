@@ -285,6 +285,26 @@ func testSettle(t *testing.T, h Harness) {
 		}
 		v.sound()
 	})
+	t.Run("SameLeaseTwice", func(t *testing.T) {
+		// Two outcomes of one lease: the completion, given first, ends it;
+		// the fail after it finds the lease ended, and the other execution
+		// completes.
+		v, ls := leased(t, h, 2, 2, 0)
+		res := v.e.Settle(v.ctx, 10, []engine.Outcome{
+			{Lease: ref(ls[0]), Result: []byte("done")},
+			{Lease: ref(ls[0]), Fail: true, Reason: "late"},
+			{Lease: ref(ls[1]), Result: []byte("other")},
+		}, nil)
+		if res.Errs[0] != nil || !errors.Is(res.Errs[1], engine.ErrNoRows) || res.Errs[2] != nil {
+			t.Fatalf("Errs %v, want nil, ErrNoRows, nil", res.Errs)
+		}
+		if x := v.get(ls[0].ExecutionID); x.State != "completed" || string(x.Result) != "done" || x.LastError != "" {
+			t.Errorf("the lease given twice: %+v", x)
+		}
+		if x := v.get(ls[1].ExecutionID); x.State != "completed" || string(x.Result) != "other" {
+			t.Errorf("the other: %+v", x)
+		}
+	})
 	t.Run("LostLease", func(t *testing.T) {
 		v, ls := leased(t, h, 1, 1, 0)
 		res := v.e.Settle(v.ctx, 1000, []engine.Outcome{{Lease: ref(ls[0]), Result: []byte("late")}}, nil)

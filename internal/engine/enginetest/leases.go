@@ -190,6 +190,19 @@ func testLeaseCompleteManyMethod(t *testing.T, h Harness) {
 			t.Fatalf("completed %v", done)
 		}
 	})
+	t.Run("LeaseGivenTwice", func(t *testing.T) {
+		// A lease given twice is completed (and reported) once.
+		v, ls := leased(t, h, 2, 1, 0)
+		done := writeGet(v, func(ctx context.Context, q engine.Queries) ([]engine.LeaseRef, error) {
+			return q.LeaseCompleteMany(ctx, []engine.LeaseRef{ref(ls[0]), ref(ls[0]), ref(ls[1])}, [][]byte{[]byte("a"), []byte("a"), nil}, 10)
+		})
+		if len(done) != 2 || !slices.Contains(done, ref(ls[0])) || !slices.Contains(done, ref(ls[1])) {
+			t.Fatalf("completed %v, want each lease once", done)
+		}
+		if x := v.get(ls[0].ExecutionID); x.State != "completed" || string(x.Result) != "a" {
+			t.Errorf("the lease given twice: %+v", x)
+		}
+	})
 	t.Run("FencesEachLease", func(t *testing.T) { testLeaseCompleteMany(t, h.Open(t, h.Fresh(t))) })
 	t.Run("OldAndCurrentLease", func(t *testing.T) { testCompleteOldAndCurrent(t, h.Open(t, h.Fresh(t))) })
 }

@@ -176,6 +176,7 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 		}
 	}
 	var ls, rs strings.Builder
+	keyed := make(map[engine.LeaseRef]bool, len(leases))
 	ls.WriteByte('[')
 	rs.WriteByte('{')
 	for i, l := range leases {
@@ -183,7 +184,8 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 			ls.WriteByte(',')
 		}
 		fmt.Fprintf(&ls, "[%q,%d,%q]", l.ExecutionID.String(), l.Epoch, l.LeaseID.String())
-		if results[i] != nil {
+		if results[i] != nil && !keyed[l] {
+			keyed[l] = true // a lease given twice completes with its first result
 			if rs.Len() > 1 {
 				rs.WriteByte(',')
 			}
@@ -204,6 +206,7 @@ func (x queries) LeaseCompleteMany(ctx context.Context, leases []engine.LeaseRef
 	for _, l := range leases {
 		if completed[l] {
 			done = append(done, l)
+			delete(completed, l) // a lease given twice is completed once
 		}
 	}
 	return done, nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/google/uuid"
 	"github.com/rosterdb/roster/internal/engine"
 )
 
@@ -51,8 +52,10 @@ func (e *Engine) settle(ctx context.Context, nowMs int64, outcomes []engine.Outc
 	}
 	err := e.write(ctx, func(ctx context.Context, tx *sql.Tx, q queries) error {
 		// Without savepoints, two or more completions go in one statement;
-		// the fails and snoozes, one each.
-		batched := !isolated && len(outcomes) > 1
+		// the fails and snoozes, one each. Outcomes for the same execution
+		// are written one by one, in their order: the first that holds the
+		// lease ends it.
+		batched := !isolated && len(outcomes) > 1 && distinctExecutions(outcomes)
 		var completes []int
 		for i, o := range outcomes {
 			if batched && !o.Fail && !o.Snooze {
@@ -148,4 +151,17 @@ func savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (itemErr, fatal
 		return nil, translate(err)
 	}
 	return itemErr, nil
+}
+
+// distinctExecutions reports whether no two outcomes are of the same
+// execution.
+func distinctExecutions(outcomes []engine.Outcome) bool {
+	seen := make(map[uuid.UUID]bool, len(outcomes))
+	for _, o := range outcomes {
+		if seen[o.Lease.ExecutionID] {
+			return false
+		}
+		seen[o.Lease.ExecutionID] = true
+	}
+	return true
 }

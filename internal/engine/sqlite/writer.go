@@ -39,13 +39,7 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, tx *sql
 		// No write waits and none is being committed: commit this one here.
 		// Handing it to the writer goroutine and its answer back would only
 		// add two hand-offs to a lone write's way.
-		if e.closed.Load() {
-			e.committing.Unlock()
-			return engine.ErrClosed
-		}
-		e.commit([]*writeOp{op})
-		e.committing.Unlock() // writes queued meanwhile kicked the writer, which waited for this
-		return <-op.done
+		return e.commitHere(op)
 	}
 	select {
 	case e.queue <- op:
@@ -77,6 +71,19 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, tx *sql
 			return engine.ErrClosed
 		}
 	}
+}
+
+// commitHere commits op on the caller's goroutine, under the commit lock the
+// caller took; it lets the lock go however the commit ends, a panic of op's
+// fn included (the transaction is rolled back first: see commit). Writes
+// queued meanwhile kicked the writer goroutine, which waits for the lock.
+func (e *Engine) commitHere(op *writeOp) error {
+	defer e.committing.Unlock()
+	if e.closed.Load() {
+		return engine.ErrClosed
+	}
+	e.commit([]*writeOp{op})
+	return <-op.done
 }
 
 // QueueLen reports how many writes wait for the writer (tests).
@@ -181,6 +188,14 @@ func (e *Engine) commit(batch []*writeOp) {
 		reply(e.driverError("begin", err))
 		return
 	}
+	defer func() {
+		// A write's fn panicked: roll back, so that the write lock is not
+		// held for good by a caller that recovers, and go on panicking.
+		if r := recover(); r != nil {
+			_ = tx.Rollback()
+			panic(r)
+		}
+	}()
 	q := queries{e.wq.WithTx(tx)}
 	// A lone write needs no savepoint: rolling back the transaction undoes it.
 	savepoints := live > 1

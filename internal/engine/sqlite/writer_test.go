@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rosterdb/roster/internal/engine"
 )
@@ -104,5 +105,33 @@ func TestCloseDuringWrites(t *testing.T) {
 		}
 		_ = e.Close()
 		wg.Wait()
+	}
+}
+
+// A lone write whose fn panics, recovered by its caller (as net/http
+// does), leaves the engine writable: the transaction is rolled back and the
+// commit lock let go.
+func TestPanickingWriteLeavesTheEngineWritable(t *testing.T) {
+	e := openAt(t, filepath.Join(t.TempDir(), "p.db"))
+	ctx := context.Background()
+	func() {
+		defer func() {
+			if r := recover(); r != "bug" {
+				t.Errorf("recovered %v, want the write's own panic", r)
+			}
+		}()
+		_ = e.Write(ctx, func(context.Context, engine.Queries) error { panic("bug") })
+	}()
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+			return q.WorkerEventAppend(ctx, engine.WorkerEvent{Namespace: "ns", InstanceID: "i", Kind: "registered", AtMs: 1})
+		})
+	}()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a write after a recovered panic hangs (queue length %d)", e.QueueLen())
 	}
 }
