@@ -55,11 +55,12 @@ type Engine struct {
 	hub     engine.Hub
 	watcher engine.Loop
 	// Kept across watches by the watch goroutine (one at a time).
-	watchDB   *sql.DB
-	watchStmt *sql.Stmt
-	watchLast int64
-	wal       *walWatcher
-	walFailed bool
+	watchDB    *sql.DB
+	watchStmt  *sql.Stmt
+	watchLast  int64
+	watchLooks atomic.Int64 // how many times the change check looked (tests)
+	wal        *walWatcher
+	walFailed  bool
 }
 
 var _ engine.Engine = (*Engine)(nil)

@@ -16,11 +16,13 @@ import (
 // process takes to notice new work.
 const watchInterval = 4 * time.Millisecond
 
-// After a write to the WAL file whose commit does not show yet (its frames
-// are written, then synced, and only then the commit is published), the
-// change check looks again every watchRecheck for watchRecheckFast (a sync
-// takes a few milliseconds), then backing off to watchRecheckMax, until it
-// sees the change or watchRecheckFor has passed.
+// After a write to the WAL file is heard, the change check looks again every
+// watchRecheck for watchRecheckFast, whatever it sees: the system merges the
+// reports of writes that follow each other unread, so one report may stand
+// for two commits, the second still syncing when the first shows (its frames
+// are written, then synced, and only then is the commit published, unheard).
+// Then, until it has seen a change, it backs off to watchRecheckMax, for at
+// most watchRecheckFor.
 const (
 	watchRecheck     = time.Millisecond
 	watchRecheckFast = 20 * time.Millisecond
@@ -70,7 +72,6 @@ func (e *Engine) watch(stop <-chan struct{}) {
 			writes = e.wal.writes
 		}
 	}
-	e.checkChange()
 	var tick <-chan time.Time
 	if writes == nil {
 		t := time.NewTicker(watchInterval)
@@ -79,19 +80,35 @@ func (e *Engine) watch(stop <-chan struct{}) {
 	}
 	recheck := time.NewTimer(time.Hour)
 	recheck.Stop()
-	var written time.Time // a write whose commit has not shown yet
+	var written time.Time // the last write heard, or the watch's start
+	seen := false         // a change was seen since
 	delay := watchRecheck
 	look := func() {
 		if e.checkChange() {
-			written = time.Time{}
-			return
+			seen = true
 		}
-		if since := time.Since(written); !written.IsZero() && since < watchRecheckFor {
+		switch since := time.Since(written); {
+		case written.IsZero():
+		case since < watchRecheckFast:
+			recheck.Reset(watchRecheck)
+		case !seen && since < watchRecheckFor:
 			recheck.Reset(delay)
-			if since >= watchRecheckFast {
-				delay = min(2*delay, watchRecheckMax)
-			}
+			delay = min(2*delay, watchRecheckMax)
+		default:
+			written = time.Time{}
 		}
+	}
+	heard := func() {
+		written, seen, delay = time.Now(), false, watchRecheck
+		look()
+	}
+	// Look at once; where writes are heard, as after a write: a commit whose
+	// frames were written before this watch began (unheard) shows only when
+	// its sync ends, and nothing is heard then.
+	if writes != nil {
+		heard()
+	} else {
+		e.checkChange()
 	}
 	for {
 		select {
@@ -107,10 +124,7 @@ func (e *Engine) watch(stop <-chan struct{}) {
 				tick = t.C
 				continue
 			}
-			if written.IsZero() {
-				written, delay = time.Now(), watchRecheck
-			}
-			look()
+			heard()
 		case <-recheck.C:
 			look()
 		}
@@ -132,6 +146,7 @@ func (e *Engine) checkChange() bool {
 		}
 		e.watchLast = -1
 	}
+	e.watchLooks.Add(1)
 	var v int64
 	if err := e.watchStmt.QueryRow().Scan(&v); err != nil {
 		e.logs.Log(e.cfg.Logger, slog.LevelWarn, "roster: the change check failed; polling", "err", translate(err))
