@@ -8,7 +8,6 @@ package river
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -25,9 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/rosterdb/roster/internal/pgtest"
 	"github.com/rosterdb/roster/service"
 	_ "modernc.org/sqlite"
@@ -283,49 +280,17 @@ func (c *serverCPU) report(b *testing.B) {
 func BenchmarkPostgres(b *testing.B) {
 	for _, workers := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("river/workers=%d", workers), func(b *testing.B) {
-			ctx := context.Background()
 			u := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
-			pool, err := pgxpool.New(ctx, u)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pool.Close()
-			driver := riverpgxv5.New(pool)
-			m, err := rivermigrate.New(driver, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-				b.Fatal(err)
-			}
-			w := &noopWorker{left: new(atomic.Int64), done: make(chan struct{})}
-			w.left.Store(int64(b.N))
-			c, err := river.NewClient(driver, riverConfig(workers, w))
-			if err != nil {
-				b.Fatal(err)
-			}
-			insertRiver(b, c, b.N)
-			drainRiver(b, c, w, newServerCPU(b, u))
-			report(b)
+			benchRiver(b, riverPostgres(b, u), workers, newServerCPU(b, u))
 		})
 		b.Run(fmt.Sprintf("roster-api/workers=%d", workers), func(b *testing.B) {
 			u := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
-			s, err := service.Open(context.Background(), u)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			drainRoster(b, s, workers, b.N, newServerCPU(b, u))
+			drainRoster(b, openRoster(b, u), workers, b.N, newServerCPU(b, u))
 			report(b)
 		})
 		b.Run(fmt.Sprintf("roster-runtime/workers=%d", workers), func(b *testing.B) {
 			u := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
-			s, err := service.Open(context.Background(), u)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			drainRosterRuntime(b, s, workers, b.N, newServerCPU(b, u))
+			drainRosterRuntime(b, openRoster(b, u), workers, b.N, newServerCPU(b, u))
 			report(b)
 		})
 	}
@@ -336,51 +301,31 @@ func BenchmarkPostgres(b *testing.B) {
 func BenchmarkSQLite(b *testing.B) {
 	for _, workers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("river/workers=%d", workers), func(b *testing.B) {
-			ctx := context.Background()
-			path := filepath.Join(b.TempDir(), "river.db")
-			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
-			if err != nil {
-				b.Fatal(err)
-			}
-			db.SetMaxOpenConns(1) // River's advice for SQLite: one connection
-			defer db.Close()
-			driver := riversqlite.New(db)
-			m, err := rivermigrate.New(driver, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-				b.Fatal(err)
-			}
-			w := &noopWorker{left: new(atomic.Int64), done: make(chan struct{})}
-			w.left.Store(int64(b.N))
-			c, err := river.NewClient(driver, riverConfig(workers, w))
-			if err != nil {
-				b.Fatal(err)
-			}
-			insertRiver(b, c, b.N)
-			drainRiver(b, c, w, nil)
-			report(b)
+			benchRiver(b, riverSQLite(b), workers, nil)
 		})
 		b.Run(fmt.Sprintf("roster-api/workers=%d", workers), func(b *testing.B) {
-			s, err := service.Open(context.Background(), filepath.Join(b.TempDir(), "roster.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			drainRoster(b, s, workers, b.N, nil)
+			drainRoster(b, openRoster(b, filepath.Join(b.TempDir(), "roster.db")), workers, b.N, nil)
 			report(b)
 		})
 		b.Run(fmt.Sprintf("roster-runtime/workers=%d", workers), func(b *testing.B) {
-			s, err := service.Open(context.Background(), filepath.Join(b.TempDir(), "roster.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			drainRosterRuntime(b, s, workers, b.N, nil)
+			drainRosterRuntime(b, openRoster(b, filepath.Join(b.TempDir(), "roster.db")), workers, b.N, nil)
 			report(b)
 		})
 	}
+}
+
+// benchRiver inserts b.N jobs, then times River's client draining them
+// with the given number of workers.
+func benchRiver[TTx any](b *testing.B, driver riverdriver.Driver[TTx], workers int, cpu *serverCPU) {
+	w := &noopWorker{left: new(atomic.Int64), done: make(chan struct{})}
+	w.left.Store(int64(b.N))
+	c, err := river.NewClient(driver, riverConfig(workers, w))
+	if err != nil {
+		b.Fatal(err)
+	}
+	insertRiver(b, c, b.N)
+	drainRiver(b, c, w, cpu)
+	report(b)
 }
 
 // insertRoster creates n executions with CreateExecutions, 5,000 per call as
@@ -404,21 +349,7 @@ func insertRoster(b *testing.B, s *service.Store, n int) {
 // roster's CreateExecutions, 5,000 jobs per call, b.N jobs per run.
 func BenchmarkInsertMany(b *testing.B) {
 	b.Run("postgres/river", func(b *testing.B) {
-		ctx := context.Background()
-		pool, err := pgxpool.New(ctx, pgtest.Fresh(b))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer pool.Close()
-		driver := riverpgxv5.New(pool)
-		m, err := rivermigrate.New(driver, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-			b.Fatal(err)
-		}
-		c, err := river.NewClient(driver, &river.Config{Logger: discard})
+		c, err := river.NewClient(riverPostgres(b, pgtest.Fresh(b)), &river.Config{Logger: discard})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -427,33 +358,13 @@ func BenchmarkInsertMany(b *testing.B) {
 		report(b)
 	})
 	b.Run("postgres/roster", func(b *testing.B) {
-		s, err := service.Open(context.Background(), pgtest.Fresh(b))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
+		st := openRoster(b, pgtest.Fresh(b))
 		b.ResetTimer()
-		insertRoster(b, s, b.N)
+		insertRoster(b, st, b.N)
 		report(b)
 	})
 	b.Run("sqlite/river", func(b *testing.B) {
-		ctx := context.Background()
-		path := filepath.Join(b.TempDir(), "river.db")
-		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
-		if err != nil {
-			b.Fatal(err)
-		}
-		db.SetMaxOpenConns(1)
-		defer db.Close()
-		driver := riversqlite.New(db)
-		m, err := rivermigrate.New(driver, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-			b.Fatal(err)
-		}
-		c, err := river.NewClient(driver, &river.Config{Logger: discard})
+		c, err := river.NewClient(riverSQLite(b), &river.Config{Logger: discard})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -462,13 +373,9 @@ func BenchmarkInsertMany(b *testing.B) {
 		report(b)
 	})
 	b.Run("sqlite/roster", func(b *testing.B) {
-		s, err := service.Open(context.Background(), filepath.Join(b.TempDir(), "roster.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
+		st := openRoster(b, filepath.Join(b.TempDir(), "roster.db"))
 		b.ResetTimer()
-		insertRoster(b, s, b.N)
+		insertRoster(b, st, b.N)
 		report(b)
 	})
 }

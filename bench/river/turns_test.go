@@ -131,33 +131,69 @@ func migrateRiver[TTx any](b *testing.B, driver riverdriver.Driver[TTx]) {
 	}
 }
 
+// riverPostgres opens a pool on url (closed when b ends) and returns
+// River's driver on it, its schema migrated.
+func riverPostgres(b *testing.B, url string) *riverpgxv5.Driver {
+	b.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	driver := riverpgxv5.New(pool)
+	migrateRiver(b, driver)
+	return driver
+}
+
+// riverSQLite opens a SQLite file of b's own in WAL mode with
+// synchronous=FULL, on one connection as River advises (closed when b ends),
+// and returns River's driver on it, its schema migrated.
+func riverSQLite(b *testing.B) *riversqlite.Driver {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "river.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		b.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	b.Cleanup(func() { _ = db.Close() })
+	driver := riversqlite.New(db)
+	migrateRiver(b, driver)
+	return driver
+}
+
+// openRoster opens a Store on dsn (a PostgreSQL URL or a SQLite path),
+// closed when b ends.
+func openRoster(b *testing.B, dsn string) *service.Store {
+	b.Helper()
+	st, err := service.Open(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// takeTurns runs rounds of a River turn then a roster turn of b.N jobs
+// each, and reports both.
+func takeTurns[TTx any](b *testing.B, driver riverdriver.Driver[TTx], st *service.Store, workers int, cpu *serverCPU) {
+	var rv, rs side
+	for range rounds {
+		riverTurn(b, driver, workers, b.N, &rv, cpu)
+		rosterTurn(b, st, workers, b.N, &rs, cpu)
+	}
+	reportTurns(b, rv, rs, cpu)
+}
+
 // BenchmarkPostgresTurns: River on riverpgxv5 and roster's runtime, each in
 // a schema of its own on one PostgreSQL server, taking turns.
 func BenchmarkPostgresTurns(b *testing.B) {
 	for _, workers := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			ctx := context.Background()
-			ru := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
-			pool, err := pgxpool.New(ctx, ru)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pool.Close()
-			driver := riverpgxv5.New(pool)
-			migrateRiver(b, driver)
-			su := pgtest.Fresh(b) + fmt.Sprintf("&pool_max_conns=%d", workers+8)
-			st, err := service.Open(ctx, su)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			cpu := newServerCPU(b, su)
-			var rv, rs side
-			for range rounds {
-				riverTurn(b, driver, workers, b.N, &rv, cpu)
-				rosterTurn(b, st, workers, b.N, &rs, cpu)
-			}
-			reportTurns(b, rv, rs, cpu)
+			pool := fmt.Sprintf("&pool_max_conns=%d", workers+8)
+			driver := riverPostgres(b, pgtest.Fresh(b)+pool)
+			su := pgtest.Fresh(b) + pool
+			takeTurns(b, driver, openRoster(b, su), workers, newServerCPU(b, su))
 		})
 	}
 }
@@ -167,26 +203,7 @@ func BenchmarkPostgresTurns(b *testing.B) {
 func BenchmarkSQLiteTurns(b *testing.B) {
 	for _, workers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "river.db")
-			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
-			if err != nil {
-				b.Fatal(err)
-			}
-			db.SetMaxOpenConns(1) // River's advice for SQLite: one connection
-			defer db.Close()
-			driver := riversqlite.New(db)
-			migrateRiver(b, driver)
-			st, err := service.Open(context.Background(), filepath.Join(b.TempDir(), "roster.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			var rv, rs side
-			for range rounds {
-				riverTurn(b, driver, workers, b.N, &rv, nil)
-				rosterTurn(b, st, workers, b.N, &rs, nil)
-			}
-			reportTurns(b, rv, rs, nil)
+			takeTurns(b, riverSQLite(b), openRoster(b, filepath.Join(b.TempDir(), "roster.db")), workers, nil)
 		})
 	}
 }
@@ -195,23 +212,11 @@ func BenchmarkSQLiteTurns(b *testing.B) {
 // InsertManyFast and roster's CreateExecutions (5,000 a call), b.N jobs a
 // turn, taking turns.
 func BenchmarkInsertManyTurns(b *testing.B) {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.Fresh(b))
+	c, err := river.NewClient(riverPostgres(b, pgtest.Fresh(b)), &river.Config{Logger: discard})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer pool.Close()
-	driver := riverpgxv5.New(pool)
-	migrateRiver(b, driver)
-	c, err := river.NewClient(driver, &river.Config{Logger: discard})
-	if err != nil {
-		b.Fatal(err)
-	}
-	st, err := service.Open(ctx, pgtest.Fresh(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := openRoster(b, pgtest.Fresh(b))
 	var rv, rs side
 	for range rounds {
 		rv.turn(b, b.N, nil, func() { insertRiver(b, c, b.N) })
