@@ -83,18 +83,18 @@ func (x queries) start(ctx context.Context, p engine.ClaimParams, id, leaseID uu
 }
 
 // startMany starts the candidates, in their order, each under the next of
-// p's lease ids: one statement for several (ExecutionStartMany), which
-// repeats ExecutionStart's assignments for a set of rows.
+// p's lease ids: one statement for several (ExecutionStartMany).
 func (x queries) startMany(ctx context.Context, p engine.ClaimParams, cands []candidate, holderMs int64) ([]engine.ClaimedLease, error) {
-	switch len(cands) {
-	case 0:
-		return nil, nil
-	case 1: // ExecutionStart, which costs less than the JSON of a batch
-		started, err := x.start(ctx, p, cands[0].id, p.LeaseIDs[0], holderMs)
-		if err != nil {
-			return nil, err
+	if len(cands) <= 1 {
+		var leases []engine.ClaimedLease
+		for _, c := range cands {
+			started, err := x.start(ctx, p, c.id, p.LeaseIDs[0], holderMs)
+			if err != nil {
+				return nil, err
+			}
+			leases = append(leases, started)
 		}
-		return []engine.ClaimedLease{started}, nil
+		return leases, nil
 	}
 	var b strings.Builder
 	b.WriteByte('{')
