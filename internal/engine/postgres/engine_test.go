@@ -19,6 +19,7 @@ import (
 	pgdb "github.com/rosterdb/roster/db/postgres"
 	"github.com/rosterdb/roster/internal/engine"
 	"github.com/rosterdb/roster/internal/engine/enginetest"
+	"github.com/rosterdb/roster/internal/pgserver"
 	"github.com/rosterdb/roster/internal/pgtest"
 )
 
@@ -779,6 +780,60 @@ func TestListenerReopensAfterLoss(t *testing.T) {
 	case <-sub.C():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reopened listener did not hear the new execution")
+	}
+}
+
+// While the server is away, the listener keeps trying it at a short
+// interval without waking its subscribers at each failed try; once the
+// server is back after an outage long enough for a doubling backoff to have
+// reached seconds, it is heard within a second (a worker waiting to retry a
+// failed write is woken by it), and it hears notifications again.
+func TestListenerHearsTheServerComeBack(t *testing.T) {
+	srv := pgserver.Start(t)
+	a, b := openAt(t, srv.URL), openAt(t, srv.URL)
+	sub := a.Subscribe("ns")
+	defer sub.Close()
+	sub.Arm()
+	drain := func(quiet time.Duration) {
+		for {
+			select {
+			case <-sub.C():
+			case <-time.After(quiet):
+				return
+			}
+		}
+	}
+	drain(300 * time.Millisecond) // the listener's opening
+	must(t, srv.Down("immediate"))
+	select {
+	case <-sub.C():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loss of the listening connection woke no subscriber")
+	}
+	select {
+	case <-sub.C():
+		t.Fatal("a failed try to open the listening connection again woke the subscribers")
+	case <-time.After(4 * time.Second):
+	}
+	must(t, srv.Up())
+	up := time.Now()
+	select {
+	case <-sub.C():
+		if d := time.Since(up); d > time.Second {
+			t.Fatalf("the listener heard the server %v after it came back", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not hear the server come back")
+	}
+	drain(300 * time.Millisecond)
+	id, _ := uuid.NewV7()
+	must(t, b.Write(context.Background(), func(ctx context.Context, q engine.Queries) error {
+		return q.ExecutionInsert(ctx, engine.Execution{ID: id, Namespace: "ns", Lane: "l", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 1})
+	}))
+	select {
+	case <-sub.C():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not hear a new execution after the server came back")
 	}
 }
 

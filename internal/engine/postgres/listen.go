@@ -104,24 +104,44 @@ func (e *Engine) stopListening() {
 	e.listener.Stop()
 }
 
+// The listening connection is also how a worker hears the server come back
+// (a restart, a failover's promotion): while it is away it is opened again
+// every listenRetry (jittered down by up to half) for the first
+// listenRetryFast of the outage, so that a worker whose writes failed, and
+// backed off, tries again within a fraction of a second of the server
+// answering; after that the tries back off to listenRetryMax, not to load a
+// server that stays away. A try costs a connection attempt.
+const (
+	listenRetry     = 300 * time.Millisecond
+	listenRetryFast = time.Minute
+	listenRetryMax  = 5 * time.Second
+)
+
 // listen keeps one listening connection until ctx ends, opening it again
-// (with backoff) after a loss. Whenever it (re)opens, every subscriber is
-// woken: notifications sent while it was away are lost.
+// after a loss. Subscribers are woken when it is lost (notifications sent
+// until it is back are lost with it: they look for work themselves) and
+// whenever it opens again (the server answers); not at each try that fails.
 func (e *Engine) listen(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	var lost time.Time // when the outage began
+	wait := listenRetry
 	for ctx.Err() == nil {
-		err := e.listenOnce(ctx, func() { backoff = 100 * time.Millisecond })
+		opened := false
+		err := e.listenOnce(ctx, func() { opened = true })
 		if ctx.Err() != nil {
 			return
 		}
-		e.hub.Signal("")
+		if opened || lost.IsZero() {
+			lost, wait = time.Now(), listenRetry
+			e.hub.Signal("")
+		} else if time.Since(lost) >= listenRetryFast {
+			wait = min(2*wait, listenRetryMax)
+		}
 		e.logs.Log(e.cfg.Logger, slog.LevelWarn, "roster: the connection listening for new work was lost; polling until it is back", "err", err)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff)))):
+		case <-time.After(wait - time.Duration(rand.Int64N(int64(wait/2)))):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
