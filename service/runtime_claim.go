@@ -68,7 +68,6 @@ func (c *claimer) run(ctx context.Context) error {
 	var b backoff
 	var prev <-chan struct{} // the signal of the round before
 	for ctx.Err() == nil {
-		c.releaseOrphans()
 		signal := c.signal() // taken before the claim: no signal is missed
 		// A signal of the round before is a wake-up whether or not a wait
 		// took it: it may have come while idle took a kick instead, during
@@ -90,15 +89,15 @@ func (c *claimer) run(ctx context.Context) error {
 			c.handOff(leases)
 			c.slots.unreserve(n - len(leases))
 			switch {
-			case err == nil && len(leases) == n:
-				b.reset()
-				c.setFailing(false)
-				continue // there may be more
 			case err == nil:
 				b.reset()
 				c.setFailing(false)
-				if !c.slots.noMoreWork(gen, next) {
-					continue
+				// The database answers claims again: look up the claims of
+				// unknown outcome now (while it did not, a look-up before
+				// each try would only have held the try back).
+				c.releaseOrphans()
+				if len(leases) == n || !c.slots.noMoreWork(gen, next) {
+					continue // there may be more
 				}
 			case errors.Is(err, ErrClosed):
 				return err
@@ -166,8 +165,14 @@ type batchClaim struct {
 }
 
 // prepare reserves the free slots for a claim to make with a batch of
-// outcomes, when claiming is allowed; nil when no claim is to be made.
+// outcomes, when claiming is allowed; nil when no claim is to be made. None
+// rides on a batch while claims fail: a batch written then may well be a
+// retry that waits for a connection, and the slots it took would hold back
+// the claimer, which tries again as soon as the database is heard to answer.
 func (c *claimer) prepare() *batchClaim {
+	if c.isFailing() {
+		return nil
+	}
 	n, gen := c.slots.reserve()
 	if n == 0 {
 		return nil
@@ -193,7 +198,11 @@ func (c *claimer) claimed(bc *batchClaim, leases []Lease, next time.Time, err er
 	case errors.Is(err, ErrNotRegistered):
 		c.lapsed(bc.epoch)
 	default:
+		// The claimer takes over: it claims at once, and waits to retry if
+		// that fails too.
 		c.failedClaim(bc.params, err)
+		c.setFailing(true)
+		c.kick()
 	}
 }
 
@@ -272,6 +281,13 @@ func (c *claimer) setFailing(v bool) {
 	c.mu.Unlock()
 }
 
+// isFailing reports whether the last claim failed.
+func (c *claimer) isFailing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failing
+}
+
 // answered records that the database answered a write of this worker (a
 // heartbeat, a renewal, a settle): a claimer waiting to retry a failed claim
 // tries again at once.
@@ -337,8 +353,9 @@ type orphanClaim struct {
 }
 
 // releaseOrphans looks up the leases of claims whose outcome was unknown and
-// releases those that committed. What the database cannot answer yet is kept
-// for the next round, until the leases would have expired anyway.
+// releases those that committed; it runs after each claim that succeeded.
+// What the database cannot answer yet is kept for the next time, until the
+// leases would have expired anyway.
 func (c *claimer) releaseOrphans() {
 	c.mu.Lock()
 	orphans := c.orphans

@@ -317,13 +317,16 @@ type fakeClaimStore struct {
 	claim func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error)
 
 	calls    atomic.Int32
+	lookups  atomic.Int32 // claims of unknown outcome looked up
 	mu       sync.Mutex
 	released []uuid.UUID // lease ids
 }
 
-// newClaim gives each of n leases a fresh id.
+// newClaim gives each of n leases a fresh id, expiring LeaseTTL after t0
+// (the fake clock's start).
 func (f *fakeClaimStore) newClaim(a ClaimArgs, n int) (engine.ClaimParams, error) {
-	p := engine.ClaimParams{Namespace: a.Namespace, InstanceID: a.InstanceID, LeaseIDs: make([]uuid.UUID, n)}
+	p := engine.ClaimParams{Namespace: a.Namespace, InstanceID: a.InstanceID, LeaseIDs: make([]uuid.UUID, n),
+		ExpiresAtMs: t0.Add(a.LeaseTTL).UnixMilli()}
 	for i := range p.LeaseIDs {
 		p.LeaseIDs[i] = uuid.New()
 	}
@@ -344,8 +347,11 @@ func (f *fakeClaimStore) ReleaseLease(_ context.Context, a ReleaseArgs) error {
 	return nil
 }
 
-// releaseUnknownClaim finds nothing to release.
-func (f *fakeClaimStore) releaseUnknownClaim(engine.WorkerKey, []uuid.UUID) error { return nil }
+// releaseUnknownClaim counts the look-up and finds nothing to release.
+func (f *fakeClaimStore) releaseUnknownClaim(engine.WorkerKey, []uuid.UUID) error {
+	f.lookups.Add(1)
+	return nil
+}
 
 // releasedIDs returns the lease ids released so far.
 func (f *fakeClaimStore) releasedIDs() []uuid.UUID {
@@ -468,6 +474,66 @@ func TestClaimerNoClaimAfterStop(t *testing.T) {
 				t.Fatalf("%d slots held after stop", sl.held())
 			}
 		})
+	}
+}
+
+// TestClaimerWhileClaimsFail: while claims fail (the database away), the
+// claimer alone tries them again: no claim rides on the settler's writes
+// (such a write may be a retry waiting for a connection, and would hold
+// every free slot meanwhile), and the claims of unknown outcome are not
+// looked up before each try. Once a claim succeeds, they are looked up, and
+// claims ride on the settler's writes again; a claim that fails there hands
+// the claiming back to the claimer.
+func TestClaimerWhileClaimsFail(t *testing.T) {
+	clk := newClock()
+	sl := newSlots(2)
+	var down atomic.Bool
+	down.Store(true)
+	store := &fakeClaimStore{claim: func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+		if down.Load() {
+			return nil, time.Time{}, errUnavailable
+		}
+		return nil, time.Time{}, nil // nothing claimable
+	}}
+	c := newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, clk.Now, partsLog())
+	c.poll, c.sub = time.Hour, quietSub{}
+	c.signal = func() <-chan struct{} { return nil }
+	c.launch = func(Lease) bool { return true }
+	c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
+	ctx, cancel := context.WithCancel(context.Background())
+	c.done = ctx.Done()
+	ran := make(chan error, 1)
+	go func() { ran <- c.run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("run = %v", err)
+		}
+	}()
+
+	within(t, "three failed claims", func() bool { return store.calls.Load() >= 3 })
+	if bc := c.prepare(); bc != nil {
+		t.Fatal("a claim rode on a settler's write while claims failed")
+	}
+	if n := store.lookups.Load(); n != 0 {
+		t.Fatalf("claims of unknown outcome were looked up %d times while claims failed", n)
+	}
+	down.Store(false)
+	c.answered() // a heartbeat got through: the claimer tries at once
+	within(t, "the claims of unknown outcome looked up", func() bool { return store.lookups.Load() > 0 })
+	within(t, "the claimer idle", func() bool { listen, _ := sl.whenIdle(); return listen })
+
+	sl.wakeUp() // work announced: the settler's next write claims for the free slots
+	bc := c.prepare()
+	if bc == nil {
+		t.Fatal("no claim rides on a settler's write once claims succeed again")
+	}
+	calls := store.calls.Load()
+	down.Store(true)
+	c.claimed(bc, nil, time.Time{}, errUnavailable) // that claim failed
+	within(t, "the claimer trying again itself", func() bool { return store.calls.Load() > calls })
+	if bc := c.prepare(); bc != nil {
+		t.Fatal("a claim rode on a settler's write after a claim there failed")
 	}
 }
 
