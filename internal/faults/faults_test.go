@@ -536,11 +536,25 @@ func failoverFault(r *run) (time.Time, error) {
 }
 
 // producer creates executions throughout a failover trial and keeps the id
-// of every create that returned no error: each was acknowledged.
+// of every create that returned no error (each was acknowledged) and when
+// it returned.
 type producer struct {
-	acked  []uuid.UUID
-	failed map[string]int // errors by sentinel
-	done   chan struct{}
+	acked   []uuid.UUID
+	ackedAt []time.Time
+	failed  map[string]int // errors by sentinel
+	done    chan struct{}
+}
+
+// servedAfter is when the first create acknowledged at or after t returned:
+// after a promotion, when the new primary first answered a client of its
+// own (zero: none did).
+func (p *producer) servedAfter(t time.Time) time.Time {
+	for _, at := range p.ackedAt {
+		if !at.Before(t) {
+			return at
+		}
+	}
+	return time.Time{}
 }
 
 // produce creates an execution every 10 ms until until, on the trial's
@@ -557,7 +571,7 @@ func (r *run) produce(until time.Time) *producer {
 				requireSentinel(r.t, "CreateExecution", err)
 				p.failed[sentinelName(err)]++
 			} else {
-				p.acked = append(p.acked, id)
+				p.acked, p.ackedAt = append(p.acked, id), append(p.ackedAt, time.Now())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -932,14 +946,26 @@ func (r *run) reconcile(faultEnd time.Time) *reconciled {
 // replication and the switchover lose nothing: every acknowledged create
 // exists, every acknowledged completion was kept, every run's claim is
 // known; and every worker recovered by itself on the new primary: its first
-// handler start and its first outcome written within 1 s of the promotion,
-// and, idle, it starts new work within 50 ms (it listens there). The
-// asynchronous trial reports what it lost.
+// handler start and its first outcome written within 1 s of the new primary
+// serving, and, idle, it starts new work within 50 ms (it listens there).
+// The asynchronous trial reports what it lost.
+//
+// The new primary serves from its promotion, or, when it answers its first
+// clients later than that, from its first answer to the producer (a create
+// every 10 ms, by a Store of the test's own): on a loaded machine a server
+// just promoted can take most of a second to answer the first statements of
+// its new connections, and a worker that asked at once, as the producer
+// did, waits for that too.
 func checkFailover(t *testing.T, r *run, l *reconciled) {
 	f := r.tr.failover
 	t.Logf("%s: %d creates acknowledged (%d lost), %d failed (%v); %d completions acknowledged (%d re-run); %d runs' claims lost; duplicates: %v",
 		r.tr.name, len(r.producer.acked), l.lostCreates, sum(r.producer.failed), r.producer.failed, l.ackedCompletions, l.lostCompletions,
 		l.lostClaims, l.why)
+	late := time.Duration(0) // from the promotion to the new primary's first answer, when later
+	if served := r.producer.servedAfter(r.promoted); !served.IsZero() {
+		late = served.Sub(r.promoted)
+	}
+	t.Logf("the new primary acknowledged its first create %v after the promotion", late)
 	for _, w := range r.workers {
 		rec := l.workers[w.instance]
 		t.Logf("worker %s: first handler start %v, first outcome written %v after the promotion; probes started %v after their enqueue (median; the slowest %v)",
@@ -947,9 +973,9 @@ func checkFailover(t *testing.T, r *run, l *reconciled) {
 		if !f.sync {
 			continue
 		}
-		if rec.start < 0 || rec.start > time.Second || rec.written < 0 || rec.written > time.Second {
-			t.Errorf("worker %s did not recover on the new primary within 1 s: first start %v, first outcome %v after the promotion",
-				w.instance, rec.start, rec.written)
+		if bound := late + time.Second; rec.start < 0 || rec.start > bound || rec.written < 0 || rec.written > bound {
+			t.Errorf("worker %s did not recover on the new primary within 1 s of its serving (%v after the promotion): first start %v, first outcome %v after the promotion",
+				w.instance, late, rec.start, rec.written)
 		}
 		if rec.probe < 0 || rec.probe > 50*time.Millisecond {
 			t.Errorf("worker %s, idle on the new primary, started new work %v after it was enqueued (median of %d): it does not listen there",
