@@ -68,6 +68,12 @@ func (c *claimer) run(ctx context.Context) error {
 	var b backoff
 	var prev <-chan struct{} // the signal of the round before
 	for ctx.Err() == nil {
+		if !c.isFailing() {
+			// Claims of unknown outcome left to look up (a look-up that
+			// failed): each round tries again, a busy worker's too. While
+			// claims fail it would only hold the next try back.
+			c.releaseOrphans()
+		}
 		signal := c.signal() // taken before the claim: no signal is missed
 		// A signal of the round before is a wake-up whether or not a wait
 		// took it: it may have come while idle took a kick instead, during
@@ -86,19 +92,19 @@ func (c *claimer) run(ctx context.Context) error {
 				return err // only a lease id that could not be made: RunWorker checked the arguments
 			}
 			leases, next, err := c.store.executionClaim(context.WithoutCancel(ctx), p)
+			if claimFailed(err) {
+				c.setFailing(true) // before its slots are free: no settler's write takes them for a claim
+			}
 			c.handOff(leases)
 			c.slots.unreserve(n - len(leases))
 			switch {
 			case err == nil:
 				b.reset()
 				c.setFailing(false)
-				// The database answers claims again: look up the claims of
-				// unknown outcome now (while it did not, a look-up before
-				// each try would only have held the try back).
-				c.releaseOrphans()
 				if len(leases) == n || !c.slots.noMoreWork(gen, next) {
 					continue // there may be more
 				}
+				c.releaseOrphans() // before idling: the database answers claims again
 			case errors.Is(err, ErrClosed):
 				return err
 			case errors.Is(err, ErrNotRegistered):
@@ -188,7 +194,12 @@ func (c *claimer) prepare() *batchClaim {
 // claimed takes the answer to a claim made with a batch of outcomes, as run
 // takes its own: the leases are handed off, the slots the claim did not fill
 // freed, and a short claim, a lapse or a failure recorded.
+// A claim that failed there hands claiming to the claimer, which claims at
+// once and waits to retry if that fails too.
 func (c *claimer) claimed(bc *batchClaim, leases []Lease, next time.Time, err error) {
+	if claimFailed(err) {
+		c.setFailing(true) // before its slots are free: no other write takes them for a claim
+	}
 	c.handOff(leases)
 	c.slots.unreserve(bc.n - len(leases))
 	switch {
@@ -198,12 +209,15 @@ func (c *claimer) claimed(bc *batchClaim, leases []Lease, next time.Time, err er
 	case errors.Is(err, ErrNotRegistered):
 		c.lapsed(bc.epoch)
 	default:
-		// The claimer takes over: it claims at once, and waits to retry if
-		// that fails too.
 		c.failedClaim(bc.params, err)
-		c.setFailing(true)
 		c.kick()
 	}
+}
+
+// claimFailed reports whether a claim's error is a failure to retry: not a
+// closed Store, not a lapsed registration (the database answered).
+func claimFailed(err error) bool {
+	return err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotRegistered)
 }
 
 // idle waits for a reason to claim: a signal of this Store, a change heard
@@ -353,9 +367,9 @@ type orphanClaim struct {
 }
 
 // releaseOrphans looks up the leases of claims whose outcome was unknown and
-// releases those that committed; it runs after each claim that succeeded.
-// What the database cannot answer yet is kept for the next time, until the
-// leases would have expired anyway.
+// releases those that committed; it runs at each round while claims
+// succeed, and after a claim that succeeded before the claimer idles. What the database cannot answer yet
+// is kept for the next time, until the leases would have expired anyway.
 func (c *claimer) releaseOrphans() {
 	c.mu.Lock()
 	orphans := c.orphans

@@ -537,6 +537,108 @@ func TestClaimerWhileClaimsFail(t *testing.T) {
 	}
 }
 
+// flakyLookupStore is a fakeClaimStore whose first look-up of a claim of
+// unknown outcome fails for a transient reason.
+type flakyLookupStore struct {
+	*fakeClaimStore
+	tries atomic.Int32
+}
+
+// releaseUnknownClaim fails the first time, then finds nothing to release.
+func (f *flakyLookupStore) releaseUnknownClaim(engine.WorkerKey, []uuid.UUID) error {
+	if f.tries.Add(1) == 1 {
+		return errUnavailable
+	}
+	return nil
+}
+
+// TestClaimerLooksUpOrphansWhileBusy: a claim of unknown outcome whose first
+// look-up failed is looked up again at the next rounds of a worker that
+// stays busy (its one slot held by a long handler, so it claims no more):
+// were it not, a lease that did commit would stay held until it expired (a
+// bound one, until the worker stops).
+func TestClaimerLooksUpOrphansWhileBusy(t *testing.T) {
+	clk := newClock()
+	sl := newSlots(1)
+	inner := &fakeClaimStore{}
+	inner.claim = func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+		if inner.calls.Load() == 1 {
+			return nil, time.Time{}, errUnavailable // outcome unknown
+		}
+		l := partsLease(clk.Now().Add(time.Minute)) // a long handler holds the slot
+		l.LeaseID = p.LeaseIDs[0]
+		return []Lease{l}, time.Time{}, nil
+	}
+	store := &flakyLookupStore{fakeClaimStore: inner}
+	c := newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, clk.Now, partsLog())
+	c.poll, c.sub = 10*time.Millisecond, quietSub{}
+	c.signal = func() <-chan struct{} { return nil }
+	c.launch = func(Lease) bool { return true }
+	c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
+	ctx, cancel := context.WithCancel(context.Background())
+	c.done = ctx.Done()
+	ran := make(chan error, 1)
+	go func() { ran <- c.run(ctx) }()
+	defer func() { cancel(); <-ran }()
+	within(t, "the second claim", func() bool { return inner.calls.Load() >= 2 })
+	within(t, "the claim of unknown outcome looked up again", func() bool { return store.tries.Load() >= 2 })
+}
+
+// hookHandler is a slog handler that runs hook at each record whose
+// message says a claim failed.
+type hookHandler struct{ hook func() }
+
+func (h hookHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h hookHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "claiming failed") {
+		h.hook()
+	}
+	return nil
+}
+
+func (h hookHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h hookHandler) WithGroup(string) slog.Handler { return h }
+
+// TestClaimerFailedClaimLendsNoSlots: from the moment a claim fails, a
+// settler's write gets no claim to carry (here asked as the failure is
+// logged, its slots just freed): it would hold the slots while the claimer
+// waits to retry.
+func TestClaimerFailedClaimLendsNoSlots(t *testing.T) {
+	clk := newClock()
+	sl := newSlots(1)
+	store := &fakeClaimStore{claim: func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
+		return nil, time.Time{}, errUnavailable
+	}}
+	var c *claimer
+	var mu sync.Mutex
+	var prepared *batchClaim
+	log := runLog{Logger: slog.New(hookHandler{hook: func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if prepared == nil {
+			prepared = c.prepare() // a settler writing a batch now
+		}
+	}}), limit: engine.NewLogLimiter(time.Second)}
+	c = newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, clk.Now, log)
+	c.poll, c.sub = time.Hour, quietSub{}
+	c.signal = func() <-chan struct{} { return nil }
+	c.launch = func(Lease) bool { return true }
+	c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
+	ctx, cancel := context.WithCancel(context.Background())
+	c.done = ctx.Done()
+	ran := make(chan error, 1)
+	go func() { ran <- c.run(ctx) }()
+	defer func() { cancel(); c.kick(); <-ran }()
+	within(t, "three failed claims", func() bool { return store.calls.Load() >= 3 })
+	mu.Lock()
+	defer mu.Unlock()
+	if prepared != nil {
+		t.Fatalf("a claim rode on a settler's write after the claimer's claim failed (%d slot(s) held by it)", prepared.n)
+	}
+}
+
 // TestKeeperEndsAtExpiry: the keeper ends the handler's context at the
 // lease's expiry by the (fake) clock when no renewal got through, with cause
 // errLeaseExpired; not a moment before; not at all when renewals pass; and
