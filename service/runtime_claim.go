@@ -193,9 +193,9 @@ func (c *claimer) prepare() *batchClaim {
 
 // claimed takes the answer to a claim made with a batch of outcomes, as run
 // takes its own: the leases are handed off, the slots the claim did not fill
-// freed, and a short claim, a lapse or a failure recorded.
-// A claim that failed there hands claiming to the claimer, which claims at
-// once and waits to retry if that fails too.
+// freed, and a short claim, a lapse or a failure recorded. A claim that
+// failed there hands claiming to the claimer, which claims at once and
+// waits to retry if that fails too.
 func (c *claimer) claimed(bc *batchClaim, leases []Lease, next time.Time, err error) {
 	if claimFailed(err) {
 		c.setFailing(true) // before its slots are free: no other write takes them for a claim
@@ -368,8 +368,9 @@ type orphanClaim struct {
 
 // releaseOrphans looks up the leases of claims whose outcome was unknown and
 // releases those that committed; it runs at each round while claims
-// succeed, and after a claim that succeeded before the claimer idles. What the database cannot answer yet
-// is kept for the next time, until the leases would have expired anyway.
+// succeed, and after a claim that succeeded before the claimer idles. What
+// the database cannot answer yet is kept for the next time, until the
+// leases would have expired anyway.
 func (c *claimer) releaseOrphans() {
 	c.mu.Lock()
 	orphans := c.orphans
