@@ -477,6 +477,29 @@ func TestClaimerNoClaimAfterStop(t *testing.T) {
 	}
 }
 
+// startClaimer runs a claimer of one worker over store and sl, logging to
+// log, polling every poll, hearing no change and starting every lease it
+// claims, until the test ends.
+func startClaimer(t *testing.T, store claimStore, sl *slots, log runLog, poll time.Duration) *claimer {
+	c := newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, newClock().Now, log)
+	c.poll, c.sub = poll, quietSub{}
+	c.signal = func() <-chan struct{} { return nil }
+	c.launch = func(Lease) bool { return true }
+	c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
+	ctx, cancel := context.WithCancel(context.Background())
+	c.done = ctx.Done()
+	ran := make(chan error, 1)
+	t.Cleanup(func() {
+		cancel()
+		c.kick()
+		if err := <-ran; err != nil {
+			t.Errorf("run = %v", err)
+		}
+	})
+	go func() { ran <- c.run(ctx) }()
+	return c
+}
+
 // TestClaimerWhileClaimsFail: while claims fail (the database away), the
 // claimer alone tries them again: no claim rides on the settler's writes
 // (such a write may be a retry waiting for a connection, and would hold
@@ -485,7 +508,6 @@ func TestClaimerNoClaimAfterStop(t *testing.T) {
 // claims ride on the settler's writes again; a claim that fails there hands
 // the claiming back to the claimer.
 func TestClaimerWhileClaimsFail(t *testing.T) {
-	clk := newClock()
 	sl := newSlots(2)
 	var down atomic.Bool
 	down.Store(true)
@@ -495,21 +517,7 @@ func TestClaimerWhileClaimsFail(t *testing.T) {
 		}
 		return nil, time.Time{}, nil // nothing claimable
 	}}
-	c := newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, clk.Now, partsLog())
-	c.poll, c.sub = time.Hour, quietSub{}
-	c.signal = func() <-chan struct{} { return nil }
-	c.launch = func(Lease) bool { return true }
-	c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
-	ctx, cancel := context.WithCancel(context.Background())
-	c.done = ctx.Done()
-	ran := make(chan error, 1)
-	go func() { ran <- c.run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("run = %v", err)
-		}
-	}()
+	c := startClaimer(t, store, sl, partsLog(), time.Hour)
 
 	within(t, "three failed claims", func() bool { return store.calls.Load() >= 3 })
 	if bc := c.prepare(); bc != nil {
@@ -570,16 +578,7 @@ func TestClaimerLooksUpOrphansWhileBusy(t *testing.T) {
 		return []Lease{l}, time.Time{}, nil
 	}
 	store := &flakyLookupStore{fakeClaimStore: inner}
-	c := newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, clk.Now, partsLog())
-	c.poll, c.sub = 10*time.Millisecond, quietSub{}
-	c.signal = func() <-chan struct{} { return nil }
-	c.launch = func(Lease) bool { return true }
-	c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
-	ctx, cancel := context.WithCancel(context.Background())
-	c.done = ctx.Done()
-	ran := make(chan error, 1)
-	go func() { ran <- c.run(ctx) }()
-	defer func() { cancel(); <-ran }()
+	startClaimer(t, store, sl, partsLog(), 10*time.Millisecond)
 	within(t, "the second claim", func() bool { return inner.calls.Load() >= 2 })
 	within(t, "the claim of unknown outcome looked up again", func() bool { return store.tries.Load() >= 2 })
 }
@@ -606,7 +605,6 @@ func (h hookHandler) WithGroup(string) slog.Handler { return h }
 // logged, its slots just freed): it would hold the slots while the claimer
 // waits to retry.
 func TestClaimerFailedClaimLendsNoSlots(t *testing.T) {
-	clk := newClock()
 	sl := newSlots(1)
 	store := &fakeClaimStore{claim: func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error) {
 		return nil, time.Time{}, errUnavailable
@@ -621,16 +619,9 @@ func TestClaimerFailedClaimLendsNoSlots(t *testing.T) {
 			prepared = c.prepare() // a settler writing a batch now
 		}
 	}}), limit: engine.NewLogLimiter(time.Second)}
-	c = newClaimer(store, sl, ClaimArgs{Namespace: "ns", InstanceID: "i", LeaseTTL: time.Minute}, clk.Now, log)
-	c.poll, c.sub = time.Hour, quietSub{}
-	c.signal = func() <-chan struct{} { return nil }
-	c.launch = func(Lease) bool { return true }
-	c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
-	ctx, cancel := context.WithCancel(context.Background())
-	c.done = ctx.Done()
-	ran := make(chan error, 1)
-	go func() { ran <- c.run(ctx) }()
-	defer func() { cancel(); c.kick(); <-ran }()
+	mu.Lock() // the hook waits until c is set
+	c = startClaimer(t, store, sl, log, time.Hour)
+	mu.Unlock()
 	within(t, "three failed claims", func() bool { return store.calls.Load() >= 3 })
 	mu.Lock()
 	defer mu.Unlock()
