@@ -27,7 +27,7 @@ verify:
 
 ## test: every test, with the race detector
 test:
-	go test -race -count=1 -timeout 30m ./...
+	go test -race -count=1 -timeout 50m ./...
 
 ## bench: every benchmark
 bench:
