@@ -80,3 +80,21 @@ func TestHub(t *testing.T) {
 		t.Fatalf("OnArmed %d, OnDisarmed %d, %d open", armed, disarmed, h.Len())
 	}
 }
+
+// TestFlags: a generated boolean round-trips, and SQLite's is 0 or 1.
+func TestFlags(t *testing.T) {
+	for _, b := range []bool{false, true} {
+		if got := flagOf(flagFor[bool](b)); got != b {
+			t.Errorf("bool flag of %v: %v", b, got)
+		}
+		if got := flagOf(flagFor[int64](b)); got != b {
+			t.Errorf("int64 flag of %v: %v", b, got)
+		}
+	}
+	if f := flagFor[int64](true); f != 1 {
+		t.Errorf("flagFor[int64](true) = %d, want 1", f)
+	}
+	if flagOf(int64(7)) != true {
+		t.Error("a non-zero integer flag is true")
+	}
+}

@@ -158,3 +158,8 @@ func (l *Lister[Q, Row]) List(ctx context.Context, q Q, route int, p any) ([]Row
 	err, _ := out[1].Interface().(error)
 	return rows, err
 }
+
+// On is List on q: the list operation of one generated Queries value.
+func (l *Lister[Q, Row]) On(q Q) func(ctx context.Context, route int, p any) ([]Row, error) {
+	return func(ctx context.Context, route int, p any) ([]Row, error) { return l.List(ctx, q, route, p) }
+}

@@ -11,38 +11,18 @@ import (
 // when none matched; a write that breaks a schema rule returns a
 // *ConstraintError.
 type Queries interface {
-	// WorkerGet reads a worker, alive or lapsed.
-	WorkerGet(ctx context.Context, k WorkerKey) (Worker, error)
-	// WorkerGetAlive reads a worker only while now < heartbeat + TTL.
-	WorkerGetAlive(ctx context.Context, k WorkerKey, nowMs int64) (Worker, error)
-	// WorkerRefresh replaces the fields of a worker alive under w.WorkerID
-	// (heartbeat = w.LastHeartbeatMs) and returns its RegisteredAtMs, or
-	// ErrNoRows.
-	WorkerRefresh(ctx context.Context, w Worker) (registeredAtMs int64, err error)
-	// WorkerRegister inserts w, or replaces a lapsed row of its key, with
-	// RegisteredAtMs = LastHeartbeatMs; ErrNoRows when an alive row holds the key.
-	WorkerRegister(ctx context.Context, w Worker) error
+	WorkerOps
 	// WorkerHeartbeat moves an alive worker's heartbeat to now, logs a
 	// heartbeat event when logEvent is set, and returns the worker's TTL, or
 	// ErrNoRows. One statement where the engine can (WriteOne).
 	WorkerHeartbeat(ctx context.Context, k WorkerKey, nowMs int64, logEvent bool) (ttlMs int64, err error)
 	// WorkerDelete removes a worker, alive or lapsed, and reports whether one was there.
 	WorkerDelete(ctx context.Context, k WorkerKey) (bool, error)
-	// WorkerList reads a keyset page of workers.
-	WorkerList(ctx context.Context, p WorkerListParams) ([]Worker, error)
-	// WorkerSweepBatch deletes up to batch lapsed workers and returns their keys.
-	WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]WorkerKey, error)
-	// WorkerEventAppend logs one event.
-	WorkerEventAppend(ctx context.Context, e WorkerEvent) error
 	// WorkerEventAppendSwept logs a ttl_swept event for each key, in order.
 	WorkerEventAppendSwept(ctx context.Context, keys []WorkerKey, atMs int64) error
-	// WorkerEventList reads events in Seq order.
-	WorkerEventList(ctx context.Context, p WorkerEventListParams) ([]WorkerEvent, error)
 	// WorkerEventLatest reads the newest n events, newest first, of one
 	// namespace ("" = every namespace).
 	WorkerEventLatest(ctx context.Context, namespace string, n int) ([]WorkerEvent, error)
-	// WorkerEventPruneBatch deletes up to batch events with At < before.
-	WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
 
 	// ExecutionInsert adds a waiting execution: ready when its RunAt is not
 	// after its creation, else scheduled.
@@ -209,6 +189,55 @@ type Queries interface {
 	// records its run, and reports whether it did (compare-and-set).
 	ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error)
 
+	AgentOps
+	// AgentAbandonHeldBy ends every live agent held by one of the worker
+	// registrations with reason abandoned at atMs, and returns how many.
+	AgentAbandonHeldBy(ctx context.Context, holders []WorkerKey, atMs int64) (int, error)
+
+	LaneLimitOps
+	// LaneLimitsDelete removes a lane's limits (ErrNoRows: it had none) and
+	// wakes the namespace's workers.
+	LaneLimitsDelete(ctx context.Context, namespace, lane string) error
+	// LaneTurnsTouch records the lanes of the executions that have a group
+	// (GroupedLanes), before they are inserted: from then on those lanes'
+	// groups take turns.
+	LaneTurnsTouch(ctx context.Context, es []Execution) error
+
+	// Stats reads the fleet's aggregates at a time, from live rows only
+	// (run it in a Snapshot for one consistent view).
+	Stats(ctx context.Context, atMs int64) (StatsRows, error)
+}
+
+// WorkerOps are the operations on workers and their events that both
+// engines run alike, written once (NewWorkerOps) over either engine's
+// generated queries.
+type WorkerOps interface {
+	// WorkerGet reads a worker, alive or lapsed.
+	WorkerGet(ctx context.Context, k WorkerKey) (Worker, error)
+	// WorkerGetAlive reads a worker only while now < heartbeat + TTL.
+	WorkerGetAlive(ctx context.Context, k WorkerKey, nowMs int64) (Worker, error)
+	// WorkerRefresh replaces the fields of a worker alive under w.WorkerID
+	// (heartbeat = w.LastHeartbeatMs) and returns its RegisteredAtMs, or
+	// ErrNoRows.
+	WorkerRefresh(ctx context.Context, w Worker) (registeredAtMs int64, err error)
+	// WorkerRegister inserts w, or replaces a lapsed row of its key, with
+	// RegisteredAtMs = LastHeartbeatMs; ErrNoRows when an alive row holds the key.
+	WorkerRegister(ctx context.Context, w Worker) error
+	// WorkerSweepBatch deletes up to batch lapsed workers and returns their keys.
+	WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]WorkerKey, error)
+	// WorkerEventAppend logs one event.
+	WorkerEventAppend(ctx context.Context, e WorkerEvent) error
+	// WorkerEventPruneBatch deletes up to batch events with At < before.
+	WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error)
+	// WorkerList reads a keyset page of workers.
+	WorkerList(ctx context.Context, p WorkerListParams) ([]Worker, error)
+	// WorkerEventList reads events in Seq order.
+	WorkerEventList(ctx context.Context, p WorkerEventListParams) ([]WorkerEvent, error)
+}
+
+// AgentOps are the operations on agents that both engines run alike,
+// written once (NewAgentOps) over either engine's generated queries.
+type AgentOps interface {
 	// AgentInsert stores an agent record.
 	AgentInsert(ctx context.Context, a Agent) error
 	// AgentSpawn stores an agent record unless its owner already used its
@@ -234,27 +263,18 @@ type Queries interface {
 	// AgentSetHolder moves a live agent to another holder (both "": none)
 	// and reports whether it did (false: the agent is terminal or absent).
 	AgentSetHolder(ctx context.Context, id, holderNamespace, holderInstanceID string) (bool, error)
-	// AgentAbandonHeldBy ends every live agent held by one of the worker
-	// registrations with reason abandoned at atMs, and returns how many.
-	AgentAbandonHeldBy(ctx context.Context, holders []WorkerKey, atMs int64) (int, error)
 	// AgentList reads a keyset page of agents.
 	AgentList(ctx context.Context, p AgentListParams) ([]Agent, error)
+}
 
+// LaneLimitOps are the operations on lane limits that both engines run
+// alike, written once (NewLaneLimitOps) over either engine's generated
+// queries.
+type LaneLimitOps interface {
 	// LaneLimitsPut creates or replaces a lane's limits (its rate window's
 	// count is kept) and wakes the namespace's workers.
 	LaneLimitsPut(ctx context.Context, l LaneLimits) error
 	// LaneLimitsList reads the limits of a namespace's lanes ("": every
 	// namespace), by namespace and lane.
 	LaneLimitsList(ctx context.Context, namespace string) ([]LaneLimits, error)
-	// LaneLimitsDelete removes a lane's limits (ErrNoRows: it had none) and
-	// wakes the namespace's workers.
-	LaneLimitsDelete(ctx context.Context, namespace, lane string) error
-	// LaneTurnsTouch records the lanes of the executions that have a group
-	// (GroupedLanes), before they are inserted: from then on those lanes'
-	// groups take turns.
-	LaneTurnsTouch(ctx context.Context, es []Execution) error
-
-	// Stats reads the fleet's aggregates at a time, from live rows only
-	// (run it in a Snapshot for one consistent view).
-	Stats(ctx context.Context, atMs int64) (StatsRows, error)
 }

@@ -352,3 +352,37 @@ func ReadStats[W ~statsWorkersRow, E ~statsExpiredRow, L ~statsLanesRow, A ~stat
 	}
 	return out, nil
 }
+
+// Flag is a generated boolean: a bool on PostgreSQL, an integer 0 or 1 on
+// SQLite (whose STRICT tables have no boolean type).
+type Flag interface{ bool | int64 }
+
+// flagOf is the truth of a generated boolean.
+func flagOf[F Flag](f F) bool {
+	if b, ok := any(f).(bool); ok {
+		return b
+	}
+	return any(f).(int64) != 0
+}
+
+// flagFor is b as a generated boolean.
+func flagFor[F Flag](b bool) F {
+	var f F
+	switch p := any(&f).(type) {
+	case *bool:
+		*p = b
+	case *int64:
+		if b {
+			*p = 1
+		}
+	}
+	return f
+}
+
+// laneLimitsRow is a generated row of LaneLimitsList, and the parameters of
+// LaneLimitsPut.
+type laneLimitsRow[F Flag] = struct {
+	Namespace, Lane                                    string
+	MaxRunning, MaxRunningPerGroup, Rate, RatePeriodMs int64
+	Paused                                             F
+}

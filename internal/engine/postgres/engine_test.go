@@ -711,7 +711,7 @@ func TestIdleClaimTakesNoTransactionID(t *testing.T) {
 		tx, err := e.pool.Begin(ctx)
 		must(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		rows, err := queries{pgdb.New(tx)}.executionClaim(ctx, engine.ClaimParams{
+		rows, err := newQueries(pgdb.New(tx)).executionClaim(ctx, engine.ClaimParams{
 			Namespace: "ns", InstanceID: "i", NowMs: now, ExpiresAtMs: now + 1000, LeaseIDs: []uuid.UUID{uuid.New()},
 		})
 		must(t, err)

@@ -12,24 +12,6 @@ import (
 // either (queries/postgres/flow.sql; the claim is the server-side function
 // roster_flow_claim, as schema/postgres/0018_flow_turns.up.sql defines it).
 
-func (x queries) LaneLimitsPut(ctx context.Context, l engine.LaneLimits) error {
-	return translate(x.q.LaneLimitsPut(ctx, pgdb.LaneLimitsPutParams{
-		Namespace: l.Namespace, Lane: l.Lane, MaxRunning: l.MaxRunning, MaxRunningPerGroup: l.MaxPerGroup,
-		Rate: l.Rate, RatePeriodMs: l.RatePeriodMs, Paused: l.Paused,
-	}))
-}
-
-func (x queries) LaneLimitsList(ctx context.Context, namespace string) ([]engine.LaneLimits, error) {
-	rows, err := x.q.LaneLimitsList(ctx, namespace)
-	return engine.Rows(len(rows), err, translate, func(i int) engine.LaneLimits {
-		r := rows[i]
-		return engine.LaneLimits{
-			Namespace: r.Namespace, Lane: r.Lane, MaxRunning: r.MaxRunning, MaxPerGroup: r.MaxRunningPerGroup,
-			Rate: r.Rate, RatePeriodMs: r.RatePeriodMs, Paused: r.Paused,
-		}
-	})
-}
-
 func (x queries) LaneLimitsDelete(ctx context.Context, namespace, lane string) error {
 	_, err := x.q.LaneLimitsDelete(ctx, pgdb.LaneLimitsDeleteParams{Namespace: namespace, Lane: lane})
 	return translate(err)

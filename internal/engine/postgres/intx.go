@@ -58,7 +58,7 @@ func (e *Engine) InTx(ctx context.Context, tx any, fn func(ctx context.Context, 
 	if err := e.sameSchema(ctx, q); err != nil {
 		return err
 	}
-	return fn(ctx, queries{q: q})
+	return fn(ctx, newQueries(q))
 }
 
 // identity is where an engine's own connections are: its database, schema

@@ -51,6 +51,7 @@ type Engine struct {
 	contact *contact
 	db      pgdb.DBTX // the pool, as statements sent alone run on it
 	q       *pgdb.Queries
+	pooled  queries // newQueries(q), built once for reads
 	closed  atomic.Bool
 	// flowWorkers holds the workers (engine.WorkerKey) whose last claim was
 	// a flow claim: their next claim starts as one, without the claim
@@ -133,6 +134,7 @@ func connect(ctx context.Context, rawURL string, cfg engine.Config) (*Engine, er
 		done:       make(chan struct{}),
 	}
 	e.q = pgdb.New(e.db)
+	e.pooled = newQueries(e.q)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	if e.local == nil {
 		e.local = time.Now
@@ -223,7 +225,7 @@ func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine
 	return engine.Guard(ctx, e.closed.Load, func() error {
 		ctx, cancel := context.WithTimeout(ctx, e.sess.opTimeout())
 		defer cancel()
-		return fn(ctx, queries{e.q})
+		return fn(ctx, e.pooled)
 	})
 }
 
@@ -240,7 +242,7 @@ func (e *Engine) Snapshot(ctx context.Context, fn func(ctx context.Context, q en
 		return fmt.Errorf("roster: begin read: %w", translate(err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	return fn(ctx, queries{e.q.WithTx(tx)})
+	return fn(ctx, newQueries(e.q.WithTx(tx)))
 }
 
 // WriteOne runs fn, which issues one statement, on a pooled connection
@@ -265,7 +267,7 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q queri
 	return e.onConn(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if !inTx {
 			began := time.Now()
-			err := fn(ctx, queries{pgdb.New(e.sess.dbtx(conn))})
+			err := fn(ctx, newQueries(pgdb.New(e.sess.dbtx(conn))))
 			if e.cfg.Observer != nil && err == nil {
 				e.cfg.Observer.Committed(time.Since(began), 1) // autocommit: the statement is the commit
 			}
@@ -275,7 +277,7 @@ func (e *Engine) write(ctx context.Context, fn func(ctx context.Context, q queri
 		if err != nil {
 			return fmt.Errorf("roster: begin: %w", translate(err))
 		}
-		if err := fn(ctx, queries{e.q.WithTx(tx)}); err != nil {
+		if err := fn(ctx, newQueries(e.q.WithTx(tx))); err != nil {
 			_ = tx.Rollback(ctx)
 			return err
 		}

@@ -11,8 +11,26 @@ import (
 )
 
 // queries implements engine.Queries on the code sqlc generated from
-// queries/postgres. Each method passes its driver error through translate.
-type queries struct{ q *pgdb.Queries }
+// queries/postgres: the operations both engines run alike are engine's (WorkerOps,
+// AgentOps, LaneLimitOps, written once over either engine's generated
+// types), the rest are the methods of this package. Each passes its driver
+// error through translate.
+type queries struct {
+	q *pgdb.Queries
+	engine.WorkerOps
+	engine.AgentOps
+	engine.LaneLimitOps
+}
+
+// newQueries returns queries on q.
+func newQueries(q *pgdb.Queries) queries {
+	return queries{
+		q:            q,
+		WorkerOps:    engine.NewWorkerOps(q, arrays{}, translate, workerLists.On(q), workerEventLists.On(q)),
+		AgentOps:     engine.NewAgentOps(q, arrays{}, translate, agentLists.On(q)),
+		LaneLimitOps: engine.NewLaneLimitOps(q, translate),
+	}
+}
 
 var _ engine.Queries = queries{}
 
@@ -25,30 +43,6 @@ var (
 )
 
 // Workers.
-
-func (x queries) WorkerGet(ctx context.Context, k engine.WorkerKey) (engine.Worker, error) {
-	return workerFromRow(x.q.WorkerGet(ctx, pgdb.WorkerGetParams{Namespace: k.Namespace, InstanceID: k.InstanceID}))
-}
-
-func (x queries) WorkerGetAlive(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.Worker, error) {
-	return workerFromRow(x.q.WorkerGetAlive(ctx, pgdb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs}))
-}
-
-func (x queries) WorkerRefresh(ctx context.Context, w engine.Worker) (int64, error) {
-	at, err := x.q.WorkerRefresh(ctx, pgdb.WorkerRefreshParams{
-		Lanes: array(w.Lanes), Capabilities: array(w.Capabilities), Now: w.LastHeartbeatMs,
-		TtlMs: w.TTLMs, Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
-	})
-	return at, translate(err)
-}
-
-func (x queries) WorkerRegister(ctx context.Context, w engine.Worker) error {
-	_, err := x.q.WorkerRegister(ctx, pgdb.WorkerRegisterParams{
-		Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
-		Lanes: array(w.Lanes), Capabilities: array(w.Capabilities), Now: w.LastHeartbeatMs, TtlMs: w.TTLMs,
-	})
-	return translate(err)
-}
 
 func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs int64, logEvent bool) (int64, error) {
 	ttl, err := x.q.WorkerHeartbeat(ctx, pgdb.WorkerHeartbeatParams{Now: nowMs, Namespace: k.Namespace, InstanceID: k.InstanceID, LogEvent: logEvent})
@@ -65,35 +59,11 @@ func (x queries) WorkerDelete(ctx context.Context, k engine.WorkerKey) (bool, er
 	return n > 0, translate(err)
 }
 
-func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]engine.Worker, error) {
-	rows, err := workerLists.List(ctx, x.q, int(p.Route()), p)
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Worker, error) { return engine.WorkerFromRow(rows[i], arrays{}) })
-}
-
-func (x queries) WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]engine.WorkerKey, error) {
-	rows, err := x.q.WorkerSweepBatch(ctx, pgdb.WorkerSweepBatchParams{Now: nowMs, BatchSize: int32(batch)})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerKey {
-		r := rows[i]
-		return engine.WorkerKey{Namespace: r.Namespace, InstanceID: r.InstanceID}
-	})
-}
-
-func (x queries) WorkerEventAppend(ctx context.Context, e engine.WorkerEvent) error {
-	return translate(x.q.WorkerEventAppend(ctx, pgdb.WorkerEventAppendParams{
-		Namespace: e.Namespace, InstanceID: e.InstanceID, Kind: e.Kind, AtMs: e.AtMs, Reason: e.Reason,
-	}))
-}
-
 func (x queries) WorkerEventAppendSwept(ctx context.Context, keys []engine.WorkerKey, atMs int64) error {
 	namespaces, instances := splitKeys(keys)
 	return translate(x.q.WorkerEventAppendSwept(ctx, pgdb.WorkerEventAppendSweptParams{
 		Namespaces: namespaces, InstanceIds: instances, AtMs: atMs,
 	}))
-}
-
-func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListParams) ([]engine.WorkerEvent, error) {
-	rows, err := workerEventLists.List(ctx, x.q, int(p.Route()), p)
-	return engine.WorkerEvents(rows, err, translate)
 }
 
 func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int) ([]engine.WorkerEvent, error) {
@@ -105,11 +75,6 @@ func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int)
 		rows, err = x.q.WorkerEventListLatestByNamespace(ctx, pgdb.WorkerEventListLatestByNamespaceParams{Namespace: namespace, MaxRows: int32(n)})
 	}
 	return engine.WorkerEvents(rows, err, translate)
-}
-
-func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
-	n, err := x.q.WorkerEventPruneBatch(ctx, pgdb.WorkerEventPruneBatchParams{BeforeMs: beforeMs, BatchSize: int32(batch)})
-	return int(n), translate(err)
 }
 
 // Executions (claims and leases: leases.go; unique keys and schedules: fleet.go).
@@ -203,14 +168,6 @@ func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error
 }
 
 // Row mapping.
-
-// workerFromRow maps a row (and the error of reading it) to an engine.Worker.
-func workerFromRow(r pgdb.Worker, err error) (engine.Worker, error) {
-	if err != nil {
-		return engine.Worker{}, translate(err)
-	}
-	return engine.WorkerFromRow(r, arrays{})
-}
 
 // text maps "" to NULL (engine.Text).
 func text(s string) pgtype.Text { return engine.Text[pgtype.Text](s) }

@@ -29,7 +29,7 @@ func TestReviewGroupedLaneWithoutLimitsIdleClaim(t *testing.T) {
 	tx, err := e.pool.Begin(ctx)
 	must(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	q := queries{pgdb.New(tx)}
+	q := newQueries(pgdb.New(tx))
 	if _, err := q.executionClaim(ctx, p); !errors.Is(err, errFlow) {
 		t.Logf("the claim statement: %v", err)
 	} else {

@@ -56,7 +56,7 @@ func TestReviewFlowLockListReadBeforeTheLock(t *testing.T) {
 	j, err := e.pool.Begin(ctx)
 	must(t, err)
 	defer func() { _ = j.Rollback(ctx) }()
-	resJ, err := queries{pgdb.New(j)}.flowClaim(ctx, p("j"))
+	resJ, err := newQueries(pgdb.New(j)).flowClaim(ctx, p("j"))
 	must(t, err)
 	if len(resJ.Leases) != 1 {
 		t.Fatalf("claim j of lane b took %d, want 1", len(resJ.Leases))

@@ -26,7 +26,7 @@ func TestReviewIdleFlowClaimTakesNoTransactionID(t *testing.T) {
 	tx, err := e.pool.Begin(ctx)
 	must(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	res, err := queries{pgdb.New(tx)}.flowClaim(ctx, engine.ClaimParams{
+	res, err := newQueries(pgdb.New(tx)).flowClaim(ctx, engine.ClaimParams{
 		Namespace: "ns", InstanceID: "i", NowMs: 100, ExpiresAtMs: 1100, LeaseIDs: []uuid.UUID{uuid.New()},
 	})
 	must(t, err)

@@ -16,24 +16,6 @@ import (
 
 var _ engine.FlowQueries = queries{}
 
-func (x queries) LaneLimitsPut(ctx context.Context, l engine.LaneLimits) error {
-	return translate(x.q.LaneLimitsPut(ctx, sqlitedb.LaneLimitsPutParams{
-		Namespace: l.Namespace, Lane: l.Lane, MaxRunning: l.MaxRunning, MaxRunningPerGroup: l.MaxPerGroup,
-		Rate: l.Rate, RatePeriodMs: l.RatePeriodMs, Paused: sqliteBool(l.Paused),
-	}))
-}
-
-func (x queries) LaneLimitsList(ctx context.Context, namespace string) ([]engine.LaneLimits, error) {
-	rows, err := x.q.LaneLimitsList(ctx, namespace)
-	return engine.Rows(len(rows), err, translate, func(i int) engine.LaneLimits {
-		r := rows[i]
-		return engine.LaneLimits{
-			Namespace: r.Namespace, Lane: r.Lane, MaxRunning: r.MaxRunning, MaxPerGroup: r.MaxRunningPerGroup,
-			Rate: r.Rate, RatePeriodMs: r.RatePeriodMs, Paused: r.Paused != 0,
-		}
-	})
-}
-
 func (x queries) LaneLimitsDelete(ctx context.Context, namespace, lane string) error {
 	n, err := x.q.LaneLimitsDelete(ctx, sqlitedb.LaneLimitsDeleteParams{Namespace: namespace, Lane: lane})
 	if err == nil && n == 0 {

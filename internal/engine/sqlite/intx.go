@@ -47,7 +47,7 @@ func (e *Engine) InTx(ctx context.Context, tx any, fn func(ctx context.Context, 
 	}
 	stmts := &txStmts{tx: t, byQuery: map[string]*sql.Stmt{}}
 	defer stmts.close()
-	return fn(ctx, queries{q: sqlitedb.New(stmts)})
+	return fn(ctx, newQueries(sqlitedb.New(stmts)))
 }
 
 // txStmts runs statements on the caller's transaction, each prepared once

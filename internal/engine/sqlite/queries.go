@@ -12,8 +12,26 @@ import (
 )
 
 // queries implements engine.Queries on the code sqlc generated from
-// queries/sqlite. Each method passes its driver error through translate.
-type queries struct{ q *sqlitedb.Queries }
+// queries/sqlite: the operations both engines run alike are engine's (WorkerOps,
+// AgentOps, LaneLimitOps, written once over either engine's generated
+// types), the rest are the methods of this package. Each passes its driver
+// error through translate.
+type queries struct {
+	q *sqlitedb.Queries
+	engine.WorkerOps
+	engine.AgentOps
+	engine.LaneLimitOps
+}
+
+// newQueries returns queries on q.
+func newQueries(q *sqlitedb.Queries) queries {
+	return queries{
+		q:            q,
+		WorkerOps:    engine.NewWorkerOps(q, jsonArrays{}, translate, workerLists.On(q), workerEventLists.On(q)),
+		AgentOps:     engine.NewAgentOps(q, jsonArrays{}, translate, agentLists.On(q)),
+		LaneLimitOps: engine.NewLaneLimitOps(q, translate),
+	}
+}
 
 var _ engine.Queries = queries{}
 
@@ -26,30 +44,6 @@ var (
 )
 
 // Workers.
-
-func (x queries) WorkerGet(ctx context.Context, k engine.WorkerKey) (engine.Worker, error) {
-	return workerFromRow(x.q.WorkerGet(ctx, sqlitedb.WorkerGetParams{Namespace: k.Namespace, InstanceID: k.InstanceID}))
-}
-
-func (x queries) WorkerGetAlive(ctx context.Context, k engine.WorkerKey, nowMs int64) (engine.Worker, error) {
-	return workerFromRow(x.q.WorkerGetAlive(ctx, sqlitedb.WorkerGetAliveParams{Namespace: k.Namespace, InstanceID: k.InstanceID, Now: nowMs}))
-}
-
-func (x queries) WorkerRefresh(ctx context.Context, w engine.Worker) (int64, error) {
-	at, err := x.q.WorkerRefresh(ctx, sqlitedb.WorkerRefreshParams{
-		Lanes: jsonArray(w.Lanes), Capabilities: jsonArray(w.Capabilities), Now: w.LastHeartbeatMs,
-		TtlMs: w.TTLMs, Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
-	})
-	return at, translate(err)
-}
-
-func (x queries) WorkerRegister(ctx context.Context, w engine.Worker) error {
-	_, err := x.q.WorkerRegister(ctx, sqlitedb.WorkerRegisterParams{
-		Namespace: w.Namespace, InstanceID: w.InstanceID, WorkerID: w.WorkerID,
-		Lanes: jsonArray(w.Lanes), Capabilities: jsonArray(w.Capabilities), Now: w.LastHeartbeatMs, TtlMs: w.TTLMs,
-	})
-	return translate(err)
-}
 
 func (x queries) WorkerHeartbeat(ctx context.Context, k engine.WorkerKey, nowMs int64, logEvent bool) (int64, error) {
 	ttl, err := x.q.WorkerHeartbeat(ctx, sqlitedb.WorkerHeartbeatParams{Now: nowMs, Namespace: k.Namespace, InstanceID: k.InstanceID})
@@ -66,32 +60,8 @@ func (x queries) WorkerDelete(ctx context.Context, k engine.WorkerKey) (bool, er
 	return n > 0, translate(err)
 }
 
-func (x queries) WorkerList(ctx context.Context, p engine.WorkerListParams) ([]engine.Worker, error) {
-	rows, err := workerLists.List(ctx, x.q, int(p.Route()), p)
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Worker, error) { return engine.WorkerFromRow(rows[i], jsonArrays{}) })
-}
-
-func (x queries) WorkerSweepBatch(ctx context.Context, nowMs int64, batch int) ([]engine.WorkerKey, error) {
-	rows, err := x.q.WorkerSweepBatch(ctx, sqlitedb.WorkerSweepBatchParams{Now: nowMs, BatchSize: int64(batch)})
-	return engine.Rows(len(rows), err, translate, func(i int) engine.WorkerKey {
-		r := rows[i]
-		return engine.WorkerKey{Namespace: r.Namespace, InstanceID: r.InstanceID}
-	})
-}
-
-func (x queries) WorkerEventAppend(ctx context.Context, e engine.WorkerEvent) error {
-	return translate(x.q.WorkerEventAppend(ctx, sqlitedb.WorkerEventAppendParams{
-		Namespace: e.Namespace, InstanceID: e.InstanceID, Kind: e.Kind, AtMs: e.AtMs, Reason: e.Reason,
-	}))
-}
-
 func (x queries) WorkerEventAppendSwept(ctx context.Context, keys []engine.WorkerKey, atMs int64) error {
 	return translate(x.q.WorkerEventAppendSwept(ctx, sqlitedb.WorkerEventAppendSweptParams{AtMs: atMs, Instances: keyPairs(keys)}))
-}
-
-func (x queries) WorkerEventList(ctx context.Context, p engine.WorkerEventListParams) ([]engine.WorkerEvent, error) {
-	rows, err := workerEventLists.List(ctx, x.q, int(p.Route()), p)
-	return engine.WorkerEvents(rows, err, translate)
 }
 
 func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int) ([]engine.WorkerEvent, error) {
@@ -103,11 +73,6 @@ func (x queries) WorkerEventLatest(ctx context.Context, namespace string, n int)
 		rows, err = x.q.WorkerEventListLatestByNamespace(ctx, sqlitedb.WorkerEventListLatestByNamespaceParams{Namespace: namespace, Limit: int64(n)})
 	}
 	return engine.WorkerEvents(rows, err, translate)
-}
-
-func (x queries) WorkerEventPruneBatch(ctx context.Context, beforeMs int64, batch int) (int, error) {
-	n, err := x.q.WorkerEventPruneBatch(ctx, sqlitedb.WorkerEventPruneBatchParams{BeforeMs: beforeMs, BatchSize: int64(batch)})
-	return int(n), translate(err)
 }
 
 // Executions (claims and leases: leases.go; unique keys and schedules: fleet.go).
@@ -220,14 +185,6 @@ func (x queries) Stats(ctx context.Context, atMs int64) (engine.StatsRows, error
 }
 
 // Row mapping.
-
-// workerFromRow maps a row (and the error of reading it) to an engine.Worker.
-func workerFromRow(r sqlitedb.Worker, err error) (engine.Worker, error) {
-	if err != nil {
-		return engine.Worker{}, translate(err)
-	}
-	return engine.WorkerFromRow(r, jsonArrays{})
-}
 
 // sqliteBool is b as SQLite stores a boolean: 1 or 0.
 func sqliteBool(b bool) int64 {

@@ -39,6 +39,7 @@ type Engine struct {
 	reader *sql.DB // read-only pool; the writer itself for ":memory:"
 	// every query, prepared once on the writer and once on the read pool
 	wq, rq *sqlitedb.Queries
+	reads  queries // newQueries(rq), built once
 
 	queue      chan *writeOp
 	kick       chan struct{} // buffered 1: writes were queued
@@ -146,6 +147,7 @@ func (e *Engine) start(ctx context.Context) error {
 	}
 	if e.reader == e.writer {
 		e.rq = e.wq
+		e.reads = newQueries(e.rq)
 		return nil
 	}
 	q, err := sqlitedb.Prepare(ctx, e.reader)
@@ -153,6 +155,7 @@ func (e *Engine) start(ctx context.Context) error {
 		return fmt.Errorf("roster: open: %w", err)
 	}
 	e.rq = q
+	e.reads = newQueries(e.rq)
 	return nil
 }
 
@@ -304,7 +307,7 @@ func (e *Engine) Read(ctx context.Context, fn func(ctx context.Context, q engine
 
 // readWith is Read for the engine's own code, with its queries' type.
 func (e *Engine) readWith(ctx context.Context, fn func(ctx context.Context, q queries) error) error {
-	return engine.Guard(ctx, e.closed.Load, func() error { return fn(ctx, queries{e.rq}) })
+	return engine.Guard(ctx, e.closed.Load, func() error { return fn(ctx, e.reads) })
 }
 
 // Snapshot runs fn in one read transaction on the read pool: under WAL, every
@@ -318,7 +321,7 @@ func (e *Engine) Snapshot(ctx context.Context, fn func(ctx context.Context, q en
 		return fmt.Errorf("roster: begin read: %w", translate(err))
 	}
 	defer func() { _ = tx.Rollback() }()
-	return fn(ctx, queries{e.rq.WithTx(tx)})
+	return fn(ctx, newQueries(e.rq.WithTx(tx)))
 }
 
 // Write runs fn in the writer's transaction, inside a savepoint of its own

@@ -196,7 +196,7 @@ func (e *Engine) commit(batch []*writeOp) {
 			panic(r)
 		}
 	}()
-	q := queries{e.wq.WithTx(tx)}
+	q := newQueries(e.wq.WithTx(tx))
 	// A lone write needs no savepoint: rolling back the transaction undoes it.
 	savepoints := live > 1
 	ran := false
