@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
 
 // The operations below are written once for both engines: over an engine's
 // generated queries, whose parameter and row types are the same structs in
@@ -316,4 +320,154 @@ func (o laneLimitOps[Put, Row, F]) LaneLimitsList(ctx context.Context, namespace
 			Rate: r.Rate, RatePeriodMs: r.RatePeriodMs, Paused: flagOf(r.Paused),
 		}
 	})
+}
+
+type (
+	schedulePutParams[T NullText, I NullInt, L any] = struct {
+		Namespace, Name             string
+		EveryMs                     I
+		Cron                        T
+		Lane                        string
+		Priority                    int64
+		RequiredCapabilities        L
+		MaxAttempts, RetryBackoffMs int64
+		Paused                      bool
+		NextRunAtMs, UpdatedAtMs    int64
+		Payload                     []byte
+		TimeoutMs                   int64
+	}
+	scheduleKeyParams      = struct{ Namespace, Name string }
+	scheduleListRow[R any] = struct {
+		Schedule  R
+		LastState string
+	}
+	scheduleDueParams[N BatchSize] = struct {
+		Now, AfterMs              int64
+		AfterNamespace, AfterName string
+		MaxRows                   N
+	}
+	scheduleAdvanceParams = struct {
+		NextRunAtMs     int64
+		LastExecutionID uuid.NullUUID
+		Namespace, Name string
+		FromMs          int64
+	}
+)
+
+// scheduleQueries is what ScheduleOps use of an engine's generated queries.
+type scheduleQueries[
+	R ~scheduleRow[T, I, L], T NullText, I NullInt, L any, N BatchSize,
+	Put ~schedulePutParams[T, I, L], Key ~scheduleKeyParams, Listed ~scheduleListRow[R], Due ~scheduleDueParams[N], Advance ~scheduleAdvanceParams,
+] interface {
+	SchedulePut(context.Context, Put) error
+	ScheduleDelete(context.Context, Key) (int64, error)
+	ScheduleList(context.Context, string) ([]Listed, error)
+	ScheduleListDue(context.Context, Due) ([]R, error)
+	ScheduleAdvance(context.Context, Advance) (int64, error)
+}
+
+// NewScheduleOps returns ScheduleOps on an engine's generated queries q,
+// which store lists as lists say; every driver error passes through
+// translate.
+func NewScheduleOps[
+	R ~scheduleRow[T, I, L], T NullText, I NullInt, L any, N BatchSize,
+	Put ~schedulePutParams[T, I, L], Key ~scheduleKeyParams, Listed ~scheduleListRow[R], Due ~scheduleDueParams[N], Advance ~scheduleAdvanceParams,
+](q scheduleQueries[R, T, I, L, N, Put, Key, Listed, Due, Advance], lists Lists[L], translate func(error) error) ScheduleOps {
+	return scheduleOps[R, T, I, L, N, Put, Key, Listed, Due, Advance]{q, lists, translate}
+}
+
+type scheduleOps[
+	R ~scheduleRow[T, I, L], T NullText, I NullInt, L any, N BatchSize,
+	Put ~schedulePutParams[T, I, L], Key ~scheduleKeyParams, Listed ~scheduleListRow[R], Due ~scheduleDueParams[N], Advance ~scheduleAdvanceParams,
+] struct {
+	q         scheduleQueries[R, T, I, L, N, Put, Key, Listed, Due, Advance]
+	lists     Lists[L]
+	translate func(error) error
+}
+
+func (o scheduleOps[R, T, I, L, N, Put, Key, Listed, Due, Advance]) SchedulePut(ctx context.Context, s Schedule) error {
+	return o.translate(o.q.SchedulePut(ctx, Put{
+		Namespace: s.Namespace, Name: s.Name, EveryMs: I{Int64: s.EveryMs, Valid: s.EveryMs != 0},
+		Cron: Text[T](s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: o.lists.Store(s.RequiredCapabilities),
+		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
+		UpdatedAtMs: s.UpdatedAtMs, Payload: NonNilBytes(s.Payload), TimeoutMs: s.TimeoutMs,
+	}))
+}
+
+func (o scheduleOps[R, T, I, L, N, Put, Key, Listed, Due, Advance]) ScheduleDelete(ctx context.Context, namespace, name string) (bool, error) {
+	n, err := o.q.ScheduleDelete(ctx, Key{Namespace: namespace, Name: name})
+	return n > 0, o.translate(err)
+}
+
+func (o scheduleOps[R, T, I, L, N, Put, Key, Listed, Due, Advance]) ScheduleList(ctx context.Context, namespace string) ([]Schedule, error) {
+	rows, err := o.q.ScheduleList(ctx, namespace)
+	return RowsErr(len(rows), err, o.translate, func(i int) (Schedule, error) {
+		r := scheduleListRow[R](rows[i])
+		s, err := ScheduleFromRow(r.Schedule, o.lists)
+		s.LastState = r.LastState
+		return s, err
+	})
+}
+
+func (o scheduleOps[R, T, I, L, N, Put, Key, Listed, Due, Advance]) ScheduleListDue(ctx context.Context, nowMs int64, after Schedule, max int) ([]Schedule, error) {
+	rows, err := o.q.ScheduleListDue(ctx, Due{
+		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: N(max),
+	})
+	return RowsErr(len(rows), err, o.translate, func(i int) (Schedule, error) { return ScheduleFromRow(rows[i], o.lists) })
+}
+
+func (o scheduleOps[R, T, I, L, N, Put, Key, Listed, Due, Advance]) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {
+	n, err := o.q.ScheduleAdvance(ctx, Advance{
+		NextRunAtMs: nextMs, LastExecutionID: uuid.NullUUID{UUID: runID, Valid: runID != uuid.Nil},
+		Namespace: namespace, Name: name, FromMs: fromMs,
+	})
+	return n == 1, o.translate(err)
+}
+
+type (
+	leaderResignParams = struct {
+		Now          int64
+		Name, Holder string
+		Epoch        int64
+	}
+	leaderRow = struct {
+		Holder             string
+		Epoch, ExpiresAtMs int64
+	}
+	leaderHoldsParams = struct {
+		Name, Holder string
+		Epoch        int64
+	}
+)
+
+// leaderQueries is what LeaderOps use of an engine's generated queries.
+type leaderQueries[Resign ~leaderResignParams, Row ~leaderRow, Holds ~leaderHoldsParams] interface {
+	LeaderResign(context.Context, Resign) error
+	LeaderGet(context.Context, string) (Row, error)
+	LeaderHolds(context.Context, Holds) (int64, error)
+}
+
+// NewLeaderOps returns LeaderOps on an engine's generated queries q; every
+// driver error passes through translate.
+func NewLeaderOps[Resign ~leaderResignParams, Row ~leaderRow, Holds ~leaderHoldsParams](q leaderQueries[Resign, Row, Holds], translate func(error) error) LeaderOps {
+	return leaderOps[Resign, Row, Holds]{q, translate}
+}
+
+type leaderOps[Resign ~leaderResignParams, Row ~leaderRow, Holds ~leaderHoldsParams] struct {
+	q         leaderQueries[Resign, Row, Holds]
+	translate func(error) error
+}
+
+func (o leaderOps[Resign, Row, Holds]) LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error {
+	return o.translate(o.q.LeaderResign(ctx, Resign{Now: nowMs, Name: name, Holder: holder, Epoch: epoch}))
+}
+
+func (o leaderOps[Resign, Row, Holds]) LeaderGet(ctx context.Context, name string) (string, int64, int64, error) {
+	r, err := o.q.LeaderGet(ctx, name)
+	return leaderRow(r).Holder, leaderRow(r).Epoch, leaderRow(r).ExpiresAtMs, o.translate(err)
+}
+
+func (o leaderOps[Resign, Row, Holds]) LeaderHolds(ctx context.Context, name, holder string, epoch int64) (bool, error) {
+	n, err := o.q.LeaderHolds(ctx, Holds{Name: name, Holder: holder, Epoch: epoch})
+	return n > 0, o.translate(err)
 }

@@ -163,31 +163,9 @@ type Queries interface {
 	// keeps epoch while its lease holds, anyone takes a lapsed lease under
 	// the next epoch. ErrNoRows when another holder's lease holds.
 	LeaderTake(ctx context.Context, name, holder string, epoch, nowMs, expiresAtMs int64) (int64, error)
-	// LeaderResign ends holder's lease of epoch at now, if it still holds.
-	LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error
-	// LeaderHolds reports whether holder still holds the leadership lease
-	// name under epoch (no other instance took it since; a lapse alone does
-	// not end it); on PostgreSQL it share-locks the lease row until the
-	// transaction ends, so that no takeover commits before it does.
-	LeaderHolds(ctx context.Context, name, holder string, epoch int64) (bool, error)
-	// LeaderGet reads the leadership lease name, or ErrNoRows.
-	LeaderGet(ctx context.Context, name string) (holder string, epoch, expiresAtMs int64, err error)
+	LeaderOps
 
-	// SchedulePut creates or replaces a schedule (LastExecutionID is kept).
-	SchedulePut(ctx context.Context, s Schedule) error
-	// ScheduleDelete removes a schedule and reports whether it was there.
-	ScheduleDelete(ctx context.Context, namespace, name string) (bool, error)
-	// ScheduleList reads the schedules of a namespace ("" = every one) by
-	// (namespace, name), with their last run's state.
-	ScheduleList(ctx context.Context, namespace string) ([]Schedule, error)
-	// ScheduleListDue reads up to max schedules not paused whose next period
-	// began at or before now, in (NextRunAtMs, Namespace, Name) order after
-	// after's (a page of a walk that visits each due schedule once; start
-	// from math.MinInt64, "", "").
-	ScheduleListDue(ctx context.Context, nowMs int64, after Schedule, max int) ([]Schedule, error)
-	// ScheduleAdvance moves a schedule still at period fromMs to nextMs and
-	// records its run, and reports whether it did (compare-and-set).
-	ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error)
+	ScheduleOps
 
 	AgentOps
 	// AgentAbandonHeldBy ends every live agent held by one of the worker
@@ -277,4 +255,39 @@ type LaneLimitOps interface {
 	// LaneLimitsList reads the limits of a namespace's lanes ("": every
 	// namespace), by namespace and lane.
 	LaneLimitsList(ctx context.Context, namespace string) ([]LaneLimits, error)
+}
+
+// LeaderOps are the operations on leadership leases that both engines run
+// alike, written once (NewLeaderOps) over either engine's generated
+// queries.
+type LeaderOps interface {
+	// LeaderResign ends holder's lease of epoch at now, if it still holds.
+	LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error
+	// LeaderHolds reports whether holder still holds the leadership lease
+	// name under epoch (no other instance took it since; a lapse alone does
+	// not end it); on PostgreSQL it share-locks the lease row until the
+	// transaction ends, so that no takeover commits before it does.
+	LeaderHolds(ctx context.Context, name, holder string, epoch int64) (bool, error)
+	// LeaderGet reads the leadership lease name, or ErrNoRows.
+	LeaderGet(ctx context.Context, name string) (holder string, epoch, expiresAtMs int64, err error)
+}
+
+// ScheduleOps are the operations on schedules that both engines run alike,
+// written once (NewScheduleOps) over either engine's generated queries.
+type ScheduleOps interface {
+	// SchedulePut creates or replaces a schedule (LastExecutionID is kept).
+	SchedulePut(ctx context.Context, s Schedule) error
+	// ScheduleDelete removes a schedule and reports whether it was there.
+	ScheduleDelete(ctx context.Context, namespace, name string) (bool, error)
+	// ScheduleList reads the schedules of a namespace ("" = every one) by
+	// (namespace, name), with their last run's state.
+	ScheduleList(ctx context.Context, namespace string) ([]Schedule, error)
+	// ScheduleListDue reads up to max schedules not paused whose next period
+	// began at or before now, in (NextRunAtMs, Namespace, Name) order after
+	// after's (a page of a walk that visits each due schedule once; start
+	// from math.MinInt64, "", "").
+	ScheduleListDue(ctx context.Context, nowMs int64, after Schedule, max int) ([]Schedule, error)
+	// ScheduleAdvance moves a schedule still at period fromMs to nextMs and
+	// records its run, and reports whether it did (compare-and-set).
+	ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error)
 }

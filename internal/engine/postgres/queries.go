@@ -12,7 +12,7 @@ import (
 
 // queries implements engine.Queries on the code sqlc generated from
 // queries/postgres: the operations both engines run alike are engine's (WorkerOps,
-// AgentOps, LaneLimitOps, written once over either engine's generated
+// AgentOps, LaneLimitOps, ScheduleOps, LeaderOps, written once over either engine's generated
 // types), the rest are the methods of this package. Each passes its driver
 // error through translate.
 type queries struct {
@@ -20,6 +20,8 @@ type queries struct {
 	engine.WorkerOps
 	engine.AgentOps
 	engine.LaneLimitOps
+	engine.ScheduleOps
+	engine.LeaderOps
 }
 
 // newQueries returns queries on q.
@@ -29,6 +31,8 @@ func newQueries(q *pgdb.Queries) queries {
 		WorkerOps:    engine.NewWorkerOps(q, arrays{}, translate, workerLists.On(q), workerEventLists.On(q)),
 		AgentOps:     engine.NewAgentOps(q, arrays{}, translate, agentLists.On(q)),
 		LaneLimitOps: engine.NewLaneLimitOps(q, translate),
+		ScheduleOps:  engine.NewScheduleOps(q, arrays{}, translate),
+		LeaderOps:    engine.NewLeaderOps(q, translate),
 	}
 }
 

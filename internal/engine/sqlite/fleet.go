@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -68,58 +67,6 @@ func (x queries) LeaderTake(ctx context.Context, name, holder string, epoch, now
 		return 0, engine.ErrNoRows
 	}
 	return 1, nil
-}
-
-func (x queries) LeaderResign(ctx context.Context, name, holder string, epoch, nowMs int64) error {
-	return translate(x.q.LeaderResign(ctx, sqlitedb.LeaderResignParams{Now: nowMs, Name: name, Holder: holder, Epoch: epoch}))
-}
-
-func (x queries) LeaderGet(ctx context.Context, name string) (string, int64, int64, error) {
-	r, err := x.q.LeaderGet(ctx, name)
-	return r.Holder, r.Epoch, r.ExpiresAtMs, translate(err)
-}
-
-func (x queries) SchedulePut(ctx context.Context, s engine.Schedule) error {
-	return translate(x.q.SchedulePut(ctx, sqlitedb.SchedulePutParams{
-		Namespace: s.Namespace, Name: s.Name, EveryMs: sql.NullInt64{Int64: s.EveryMs, Valid: s.EveryMs != 0},
-		Cron: nullString(s.Cron), Lane: s.Lane, Priority: s.Priority, RequiredCapabilities: jsonArray(s.RequiredCapabilities),
-		MaxAttempts: s.MaxAttempts, RetryBackoffMs: s.RetryBackoffMs, Paused: s.Paused, NextRunAtMs: s.NextRunAtMs,
-		UpdatedAtMs: s.UpdatedAtMs, Payload: engine.NonNilBytes(s.Payload), TimeoutMs: s.TimeoutMs,
-	}))
-}
-
-func (x queries) ScheduleDelete(ctx context.Context, namespace, name string) (bool, error) {
-	n, err := x.q.ScheduleDelete(ctx, sqlitedb.ScheduleDeleteParams{Namespace: namespace, Name: name})
-	return n > 0, translate(err)
-}
-
-func (x queries) ScheduleList(ctx context.Context, namespace string) ([]engine.Schedule, error) {
-	rows, err := x.q.ScheduleList(ctx, namespace)
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) {
-		s, err := engine.ScheduleFromRow(rows[i].Schedule, jsonArrays{})
-		s.LastState = rows[i].LastState
-		return s, err
-	})
-}
-
-func (x queries) ScheduleListDue(ctx context.Context, nowMs int64, after engine.Schedule, max int) ([]engine.Schedule, error) {
-	rows, err := x.q.ScheduleListDue(ctx, sqlitedb.ScheduleListDueParams{
-		Now: nowMs, AfterMs: after.NextRunAtMs, AfterNamespace: after.Namespace, AfterName: after.Name, MaxRows: int64(max),
-	})
-	return engine.RowsErr(len(rows), err, translate, func(i int) (engine.Schedule, error) { return engine.ScheduleFromRow(rows[i], jsonArrays{}) })
-}
-
-func (x queries) ScheduleAdvance(ctx context.Context, namespace, name string, fromMs, nextMs int64, runID uuid.UUID) (bool, error) {
-	n, err := x.q.ScheduleAdvance(ctx, sqlitedb.ScheduleAdvanceParams{
-		NextRunAtMs: nextMs, LastExecutionID: uuid.NullUUID{UUID: runID, Valid: runID != uuid.Nil},
-		Namespace: namespace, Name: name, FromMs: fromMs,
-	})
-	return n == 1, translate(err)
-}
-
-func (x queries) LeaderHolds(ctx context.Context, name, holder string, epoch int64) (bool, error) {
-	n, err := x.q.LeaderHolds(ctx, sqlitedb.LeaderHoldsParams{Name: name, Holder: holder, Epoch: epoch})
-	return n > 0, translate(err)
 }
 
 // ExecutionInsertManyUnique runs the item statements one by one in the

@@ -13,7 +13,7 @@ import (
 
 // queries implements engine.Queries on the code sqlc generated from
 // queries/sqlite: the operations both engines run alike are engine's (WorkerOps,
-// AgentOps, LaneLimitOps, written once over either engine's generated
+// AgentOps, LaneLimitOps, ScheduleOps, LeaderOps, written once over either engine's generated
 // types), the rest are the methods of this package. Each passes its driver
 // error through translate.
 type queries struct {
@@ -21,6 +21,8 @@ type queries struct {
 	engine.WorkerOps
 	engine.AgentOps
 	engine.LaneLimitOps
+	engine.ScheduleOps
+	engine.LeaderOps
 }
 
 // newQueries returns queries on q.
@@ -30,6 +32,8 @@ func newQueries(q *sqlitedb.Queries) queries {
 		WorkerOps:    engine.NewWorkerOps(q, jsonArrays{}, translate, workerLists.On(q), workerEventLists.On(q)),
 		AgentOps:     engine.NewAgentOps(q, jsonArrays{}, translate, agentLists.On(q)),
 		LaneLimitOps: engine.NewLaneLimitOps(q, translate),
+		ScheduleOps:  engine.NewScheduleOps(q, jsonArrays{}, translate),
+		LeaderOps:    engine.NewLeaderOps(q, translate),
 	}
 }
 
