@@ -2,13 +2,16 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rosterdb/roster/internal/engine"
 )
 
@@ -133,9 +136,8 @@ func (e *Engine) listen(ctx context.Context) {
 		if opened || lost.IsZero() {
 			lost, wait = time.Now(), listenRetry
 			e.hub.Signal("")
-		} else if time.Since(lost) >= listenRetryFast {
-			wait = min(2*wait, listenRetryMax)
 		}
+		wait = nextListenWait(wait, time.Since(lost), err, opened)
 		e.logs.Log(e.cfg.Logger, slog.LevelWarn, "roster: the connection listening for new work was lost; polling until it is back", "err", err)
 		select {
 		case <-ctx.Done():
@@ -143,6 +145,30 @@ func (e *Engine) listen(ctx context.Context) {
 		case <-time.After(wait - time.Duration(rand.Int64N(int64(wait/2)))):
 		}
 	}
+}
+
+// nextListenWait is the wait before the next try to listen, after a try
+// that ended with err (opened: it had been listening) in an outage that
+// began since ago, the last wait having been wait: listenRetry for the
+// first listenRetryFast of an outage, then doubling up to listenRetryMax.
+// A server that answers but refuses the connection (too many clients, a
+// login it rejects) is not helped by tries every fraction of a second:
+// those double at once.
+func nextListenWait(wait, since time.Duration, err error, opened bool) time.Duration {
+	if opened {
+		return listenRetry
+	}
+	if since >= listenRetryFast || refusedConnection(err) {
+		return min(2*wait, listenRetryMax)
+	}
+	return wait
+}
+
+// refusedConnection reports whether err is a server's refusal of a new
+// connection: too many clients, or a failed login (class 28).
+func refusedConnection(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == codeTooManyConnections || strings.HasPrefix(pe.Code, "28"))
 }
 
 // listenOnce opens a connection, LISTENs on the schema's channel and relays
