@@ -312,6 +312,64 @@ func TestSettlerBatchLostLease(t *testing.T) {
 	}
 }
 
+// TestSettlerRetryPulledForward: an outcome waiting out its backoff
+// because the database was away is tried as soon as another outcome's write
+// gets through (the database is back); one that failed otherwise keeps its
+// backoff.
+func TestSettlerRetryPulledForward(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error // the waiting outcome's first failure
+		pulled bool
+	}{
+		{"the database was away", errUnavailable, true},
+		{"the database could not write", fmt.Errorf("%w: disk full", engine.ErrStorage), true},
+		{"an error of another kind", errors.New("roster: something nobody knows"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
+			waiting := k.newJob(partsLease(clk.Now().Add(time.Minute)))
+			later := k.newJob(partsLease(clk.Now().Add(time.Minute)))
+			sl := newSlots(2)
+			sl.reserve()
+			sl.reserve()
+			store := &fakeSettleStore{answer: func(call int, o engine.Outcome) error {
+				if call == 0 {
+					return tc.err
+				}
+				return nil
+			}}
+			st := newSettler(store, sl, &noClaims{}, partsLog())
+			runSettler(t, st)
+			st.add(waiting, []byte("first"), nil)
+			within(t, "the first try", func() bool { calls, _ := store.snapshot(); return len(calls) == 1 })
+			// Its backoff, as after many failed tries: far longer than the test.
+			within(t, "the outcome queued again", func() bool {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				for _, p := range st.queue {
+					p.due = time.Now().Add(time.Hour)
+				}
+				return len(st.queue) == 1
+			})
+			st.add(later, []byte("second"), nil)
+			within(t, "the second outcome written", later.isSettled)
+			if !tc.pulled {
+				time.Sleep(50 * time.Millisecond) // a pulled retry would come within this
+				if waiting.isSettled() {
+					t.Fatal("an outcome that failed for another reason than the database being away was tried before its backoff ended")
+				}
+				return
+			}
+			within(t, "the waiting outcome written once the database answered", waiting.isSettled)
+			if _, written := store.snapshot(); written[waiting.lease.LeaseID] != 1 || written[later.lease.LeaseID] != 1 {
+				t.Fatalf("written %v, want each outcome once", written)
+			}
+		})
+	}
+}
+
 // fakeClaimStore is a claimStore whose claims answer with claim.
 type fakeClaimStore struct {
 	claim func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error)

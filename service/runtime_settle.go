@@ -42,6 +42,10 @@ type pendingOutcome struct {
 	// connection broke): a later try that finds the lease ended looks
 	// whether that try had written it.
 	unknown bool
+	// away: its last try failed because the database could not be reached
+	// or could not write (transient): it is tried again as soon as another
+	// write gets through, its backoff cut short.
+	away bool
 }
 
 // settleStore is what the settler needs from the Store: batches written,
@@ -225,6 +229,24 @@ func (st *settler) requeue(ps []*pendingOutcome) {
 	st.poke()
 }
 
+// answered makes the queued outcomes that wait out a backoff because the
+// database was away due now: a write just got through, so it is back, and
+// they need not wait up to seconds more. Outcomes whose tries failed
+// otherwise keep their backoff.
+func (st *settler) answered() {
+	st.mu.Lock()
+	now, pulled := time.Now(), false
+	for _, p := range st.queue {
+		if p.away && p.due.After(now) {
+			p.due, pulled = now, true
+		}
+	}
+	st.mu.Unlock()
+	if pulled {
+		st.poke()
+	}
+}
+
 // retryLater counts a failed try of p and sets when to try again, with
 // backoff.
 func (p *pendingOutcome) retryLater() *pendingOutcome {
@@ -286,11 +308,15 @@ func (st *settler) write(batch []*pendingOutcome) {
 		default:
 			// The look-up failed: look again later.
 			st.log.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
+			p.away = transient(err)
 			again = append(again, p.retryLater())
 		}
 	}
 	batch = live
 	if len(batch) == 0 {
+		if written {
+			st.answered()
+		}
 		st.requeue(again)
 		if written {
 			st.claims.answered()
@@ -327,6 +353,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 			// goes on renewing the lease meanwhile).
 			st.log.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			p.unknown = p.unknown || outcomeUnknown(err)
+			p.away = transient(err)
 			again = append(again, p.retryLater())
 		case !p.outcome.Fail:
 			// The database refused this result or snooze (a rule of its
@@ -340,13 +367,16 @@ func (st *settler) write(batch []*pendingOutcome) {
 			}
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
 				Reason: failReason(fmt.Errorf("roster: the handler's %s could not be written: %w", what, err))}
-			p.tries, p.due, p.unknown = 0, time.Time{}, false
+			p.tries, p.due, p.unknown, p.away = 0, time.Time{}, false, false
 			again = append(again, p)
 		default:
 			st.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
 				"execution", p.j.lease.ExecutionID, "err", err)
 			p.j.settle()
 		}
+	}
+	if written {
+		st.answered()
 	}
 	st.requeue(again)
 	if written {
