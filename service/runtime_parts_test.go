@@ -370,6 +370,52 @@ func TestSettlerRetryPulledForward(t *testing.T) {
 	}
 }
 
+// TestSettlerOwnFailureKeepsBackoff: an outcome whose writes keep failing
+// while other writes get through (a failure of its own: too large for the
+// disk left, a statement timeout) is not tried again at every write that
+// gets through, and does not hold back an outcome that shared its failed
+// batch (a batch fails as a whole).
+func TestSettlerOwnFailureKeepsBackoff(t *testing.T) {
+	clk := newClock()
+	k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
+	bad := k.newJob(partsLease(clk.Now().Add(time.Minute)))
+	beside := k.newJob(partsLease(clk.Now().Add(time.Minute)))
+	sl := newSlots(1 << 20)
+	var badTries atomic.Int32
+	store := &fakeSettleStore{}
+	store.answer = func(call int, o engine.Outcome) error {
+		if o.Lease == leaseRef(bad.lease) {
+			badTries.Add(1)
+		}
+		// The batch fails as a whole when the bad outcome is in it.
+		calls, _ := store.snapshot()
+		for _, other := range calls[call].outcomes {
+			if other.Lease == leaseRef(bad.lease) {
+				return fmt.Errorf("%w: disk full", engine.ErrStorage)
+			}
+		}
+		return nil
+	}
+	st := newSettler(store, sl, &noClaims{}, partsLog())
+	st.add(bad, []byte("too large"), nil)
+	st.add(beside, []byte("small"), nil)
+	runSettler(t, st) // both queued: one batch, which fails
+	// Other outcomes are written every 2 ms meanwhile.
+	const stream = 500 * time.Millisecond
+	for end := time.Now().Add(stream); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		st.add(k.newJob(partsLease(clk.Now().Add(time.Minute))), []byte("other"), nil)
+	}
+	within(t, "the outcome that shared the failed batch written", beside.isSettled)
+	// Backoff alone gives about 6 tries in 500 ms; one pulled try per
+	// backoff doubles that. Pulled at every write it would be over 100.
+	if n := badTries.Load(); n > 25 {
+		t.Fatalf("the failing outcome was tried %d times in %v while other writes got through", n, stream)
+	}
+	if bad.isSettled() {
+		t.Fatal("the failing outcome settled")
+	}
+}
+
 // fakeClaimStore is a claimStore whose claims answer with claim.
 type fakeClaimStore struct {
 	claim func(ctx context.Context, p engine.ClaimParams) ([]Lease, time.Time, error)

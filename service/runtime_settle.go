@@ -44,8 +44,11 @@ type pendingOutcome struct {
 	unknown bool
 	// away: its last try failed because the database could not be reached
 	// or could not write (transient): it is tried again as soon as another
-	// write gets through, its backoff cut short.
-	away bool
+	// write gets through, its backoff cut short. pulled: this try was such
+	// a pull; if it fails too, the failure is the outcome's own (too large
+	// for the disk left, a statement timeout), and it waits out its backoff,
+	// not tried again at every write that gets through.
+	away, pulled bool
 }
 
 // settleStore is what the settler needs from the Store: batches written,
@@ -232,13 +235,15 @@ func (st *settler) requeue(ps []*pendingOutcome) {
 // answered makes the queued outcomes that wait out a backoff because the
 // database was away due now: a write just got through, so it is back, and
 // they need not wait up to seconds more. Outcomes whose tries failed
-// otherwise keep their backoff.
+// otherwise keep their backoff, and so does one whose pulled try failed
+// again: at most one try is pulled per failed try with backoff.
 func (st *settler) answered() {
 	st.mu.Lock()
 	now, pulled := time.Now(), false
 	for _, p := range st.queue {
 		if p.away && p.due.After(now) {
-			p.due, pulled = now, true
+			p.due, p.away, p.pulled = now, false, true
+			pulled = true
 		}
 	}
 	st.mu.Unlock()
@@ -308,7 +313,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 		default:
 			// The look-up failed: look again later.
 			st.log.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
-			p.away = transient(err)
+			p.away, p.pulled = transient(err) && !p.pulled, false
 			again = append(again, p.retryLater())
 		}
 	}
@@ -353,7 +358,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 			// goes on renewing the lease meanwhile).
 			st.log.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			p.unknown = p.unknown || outcomeUnknown(err)
-			p.away = transient(err)
+			p.away, p.pulled = transient(err) && !p.pulled, false
 			again = append(again, p.retryLater())
 		case !p.outcome.Fail:
 			// The database refused this result or snooze (a rule of its
@@ -367,7 +372,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 			}
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
 				Reason: failReason(fmt.Errorf("roster: the handler's %s could not be written: %w", what, err))}
-			p.tries, p.due, p.unknown, p.away = 0, time.Time{}, false, false
+			p.tries, p.due, p.unknown, p.away, p.pulled = 0, time.Time{}, false, false, false
 			again = append(again, p)
 		default:
 			st.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
