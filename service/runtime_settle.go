@@ -232,12 +232,12 @@ func (st *settler) requeue(ps []*pendingOutcome) {
 	st.poke()
 }
 
-// answered makes the queued outcomes that wait out a backoff because the
+// pullForward makes the queued outcomes that wait out a backoff because the
 // database was away due now: a write just got through, so it is back, and
 // they need not wait up to seconds more. Outcomes whose tries failed
 // otherwise keep their backoff, and so does one whose pulled try failed
 // again: at most one try is pulled per failed try with backoff.
-func (st *settler) answered() {
+func (st *settler) pullForward() {
 	st.mu.Lock()
 	now, pulled := time.Now(), false
 	for _, p := range st.queue {
@@ -320,7 +320,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 	batch = live
 	if len(batch) == 0 {
 		if written {
-			st.answered()
+			st.pullForward()
 		}
 		st.requeue(again)
 		if written {
@@ -381,7 +381,7 @@ func (st *settler) write(batch []*pendingOutcome) {
 		}
 	}
 	if written {
-		st.answered()
+		st.pullForward()
 	}
 	st.requeue(again)
 	if written {
