@@ -87,9 +87,12 @@ type settleCall struct {
 	unknown  []bool
 }
 
-// fakeSettleStore is a settleStore answering each outcome with answer.
+// fakeSettleStore is a settleStore answering each outcome with answer, and
+// each look-up with lookUp (nil: not written before).
 type fakeSettleStore struct {
 	answer func(call int, o engine.Outcome) error
+	lookUp func(o engine.Outcome) error
+	lost   atomic.Int32 // leases counted lost
 
 	mu      sync.Mutex
 	calls   []settleCall
@@ -117,11 +120,20 @@ func (f *fakeSettleStore) settle(outcomes []engine.Outcome, held []Lease, unknow
 	return errs, nil, time.Time{}, nil
 }
 
-// writtenBefore says that no earlier try wrote the outcome.
-func (f *fakeSettleStore) writtenBefore(engine.Outcome) error { return engine.ErrNoRows }
+// writtenBefore answers with f.lookUp; without one, no earlier try wrote
+// the outcome.
+func (f *fakeSettleStore) writtenBefore(o engine.Outcome) error {
+	if f.lookUp == nil {
+		return engine.ErrNoRows
+	}
+	return f.lookUp(o)
+}
 
 // endedBefore records nothing.
 func (f *fakeSettleStore) endedBefore(Lease, engine.Outcome) {}
+
+// leaseLost counts a lease lost.
+func (f *fakeSettleStore) leaseLost() { f.lost.Add(1) }
 
 // snapshot returns the calls so far and the times each lease was written.
 func (f *fakeSettleStore) snapshot() ([]settleCall, map[uuid.UUID]int) {
@@ -307,6 +319,66 @@ func TestSettlerBatchLostLease(t *testing.T) {
 			}
 			if sl.held() != 0 {
 				t.Fatalf("%d slots still held after the batch", sl.held())
+			}
+		})
+	}
+}
+
+// TestSettlerLooksUpAfterTheBatch: an outcome whose lease ended after a
+// try of unknown result (found by its keeper, or by the write's fence) is
+// looked up only after the outcomes written with it are settled: a slow
+// read against a database just back does not hold them back. A look-up that
+// finds it not written drops it, counting the lease lost when the write
+// found it so.
+func TestSettlerLooksUpAfterTheBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		keeperLost bool // the keeper found the lease lost before the write
+		wantLost   int32
+	}{
+		{"its keeper found it lost", true, 0},
+		{"the write's fence found it ended", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
+			old, fresh := k.newJob(partsLease(clk.Now().Add(time.Minute))), k.newJob(partsLease(clk.Now().Add(time.Minute)))
+			if tc.keeperLost {
+				old.lose(ErrLeaseLost)
+			}
+			sl := newSlots(2)
+			sl.reserve()
+			sl.reserve()
+			var settledFirst atomic.Bool
+			store := &fakeSettleStore{
+				answer: func(_ int, o engine.Outcome) error {
+					if o.Lease == leaseRef(old.lease) {
+						return errEndedUnknown
+					}
+					return nil
+				},
+				lookUp: func(engine.Outcome) error {
+					settledFirst.Store(waitTrue(fresh.isSettled))
+					return engine.ErrNoRows
+				},
+			}
+			st := newSettler(store, sl, &noClaims{}, partsLog())
+			st.queue = append(st.queue, &pendingOutcome{j: old, outcome: outcomeOf(old.lease, []byte("old"), nil), tries: 1, unknown: true})
+			st.add(fresh, []byte("fresh"), nil)
+			runSettler(t, st)
+			within(t, "both outcomes settled", func() bool { return old.isSettled() && fresh.isSettled() })
+			if !settledFirst.Load() {
+				t.Fatal("the look-up ran before the outcome written with it was settled")
+			}
+			_, written := store.snapshot()
+			if written[fresh.lease.LeaseID] != 1 || written[old.lease.LeaseID] != 0 {
+				t.Fatalf("written: fresh %d, old %d; want 1 and 0", written[fresh.lease.LeaseID], written[old.lease.LeaseID])
+			}
+			if got := store.lost.Load(); got != tc.wantLost {
+				t.Fatalf("%d leases counted lost, want %d", got, tc.wantLost)
+			}
+			if sl.held() != 0 {
+				t.Fatalf("%d slots still held", sl.held())
 			}
 		})
 	}

@@ -49,15 +49,24 @@ type pendingOutcome struct {
 	// for the disk left, a statement timeout), and it waits out its backoff,
 	// not tried again at every write that gets through.
 	away, pulled bool
+	// fenced: its last write found its lease ended (after a try of unknown
+	// result); a look-up that finds it not written counts the lease lost.
+	fenced bool
 }
 
+// errEndedUnknown is the Store's answer for an outcome whose lease a write
+// found ended after an earlier try of unknown result: whether that try
+// wrote it is to be looked up.
+var errEndedUnknown = errors.New("roster: the lease ended after a try of unknown result")
+
 // settleStore is what the settler needs from the Store: batches written,
-// outcomes of an unknown try looked up, and executions ended by such an
-// outcome recorded.
+// outcomes of an unknown try looked up, executions ended by such an outcome
+// recorded, and leases a write found lost counted.
 type settleStore interface {
 	settle(outcomes []engine.Outcome, held []Lease, unknown []bool, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error)
 	writtenBefore(o engine.Outcome) error
 	endedBefore(l Lease, o engine.Outcome)
+	leaseLost()
 }
 
 var _ settleStore = (*Store)(nil)
@@ -274,7 +283,10 @@ func (st *settler) written(p *pendingOutcome) {
 
 // write settles one batch, with a claim for the slots free now (those of
 // the batch's handlers among them), and sorts each outcome: written, dropped
-// (lease lost), or kept to be tried again.
+// (lease lost), or kept to be tried again. Outcomes whose lease ended after
+// an earlier try of unknown result are looked up last: a read against a
+// database that has just come back must not hold back the outcomes written
+// now, nor the claim riding on them.
 func (st *settler) write(batch []*pendingOutcome) {
 	freed := 0
 	for _, p := range batch {
@@ -289,46 +301,34 @@ func (st *settler) write(batch []*pendingOutcome) {
 	// unless an earlier try that ended without knowing whether it wrote the
 	// outcome did write it: that write is what ended the lease.
 	live := batch[:0]
-	var again []*pendingOutcome
-	written := false
+	var lookUp []*pendingOutcome
 	for _, p := range batch {
-		if !p.j.isLost() {
-			live = append(live, p)
-			continue
-		}
-		err := engine.ErrNoRows
-		if p.unknown {
-			err = st.store.writtenBefore(p.outcome)
-		}
 		switch {
-		case err == nil:
-			st.store.endedBefore(p.j.lease, p.outcome)
-			st.written(p)
-			written = true
-		case errors.Is(err, engine.ErrNoRows):
+		case !p.j.isLost():
+			live = append(live, p)
+		case p.unknown:
+			lookUp = append(lookUp, p)
+		default:
 			st.log.warn("roster: worker: the lease was lost before the outcome could be written; dropped", "execution", p.j.lease.ExecutionID)
 			p.j.settle()
-		case errors.Is(err, ErrClosed):
-			p.j.settle()
-		default:
-			// The look-up failed: look again later.
-			st.log.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
-			p.away, p.pulled = transient(err) && !p.pulled, false
-			again = append(again, p.retryLater())
 		}
 	}
-	batch = live
-	if len(batch) == 0 {
-		if written {
-			st.pullForward()
-		}
-		st.requeue(again)
-		if written {
-			st.claims.answered()
-		}
+	if len(live) > 0 {
+		lookUp = append(lookUp, st.writeLive(live)...)
+	}
+	st.lookUp(lookUp)
+	if len(live) == 0 || st.slots.hasFree() {
+		// Slots stay free: the claimer, which may be waiting as a busy
+		// worker waits (deaf to changes), claims or listens for them.
 		st.claims.kick()
-		return
 	}
+}
+
+// writeLive writes outcomes whose leases were not found lost, with a claim
+// for the slots free now, and hands the claim's answer to the claimer. It
+// returns the outcomes whose lease the write found ended after an earlier
+// try of unknown result, to be looked up.
+func (st *settler) writeLive(batch []*pendingOutcome) (lookUp []*pendingOutcome) {
 	var claim *engine.ClaimParams
 	bc := st.claims.prepare()
 	if bc != nil {
@@ -341,12 +341,17 @@ func (st *settler) write(batch []*pendingOutcome) {
 		outcomes[i], held[i], unknown[i] = p.outcome, p.j.lease, p.unknown
 	}
 	errs, leases, next, claimErr := st.store.settle(outcomes, held, unknown, claim)
+	var again []*pendingOutcome
+	written := false
 	for i, p := range batch {
 		err := errs[i]
 		switch {
 		case err == nil:
 			written = true
 			st.written(p)
+		case errors.Is(err, errEndedUnknown):
+			p.fenced = true
+			lookUp = append(lookUp, p)
 		case errors.Is(err, ErrLeaseLost):
 			st.log.warn("roster: worker: the lease was lost before the outcome was written; dropped",
 				"execution", p.j.lease.ExecutionID, "err", err)
@@ -380,20 +385,59 @@ func (st *settler) write(batch []*pendingOutcome) {
 			p.j.settle()
 		}
 	}
+	st.settled(written, again)
+	if bc != nil {
+		st.claims.claimed(bc, leases, next, claimErr)
+	}
+	return lookUp
+}
+
+// lookUp reads, for each outcome whose lease was found ended after an
+// earlier try of unknown result, whether that try wrote it: written, it is
+// settled as such; not, it is dropped (its lease was lost); the read
+// failing, it is tried again later.
+func (st *settler) lookUp(ps []*pendingOutcome) {
+	if len(ps) == 0 {
+		return
+	}
+	var again []*pendingOutcome
+	written := false
+	for _, p := range ps {
+		err := st.store.writtenBefore(p.outcome)
+		switch {
+		case err == nil:
+			st.store.endedBefore(p.j.lease, p.outcome)
+			st.written(p)
+			written = true
+		case errors.Is(err, engine.ErrNoRows):
+			if p.fenced {
+				st.store.leaseLost()
+			}
+			st.log.warn("roster: worker: the lease was lost before the outcome could be written; dropped", "execution", p.j.lease.ExecutionID)
+			p.j.settle()
+		case errors.Is(err, ErrClosed):
+			p.j.settle()
+		default:
+			// The look-up failed: look again later.
+			st.log.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
+			p.fenced = false
+			p.away, p.pulled = transient(err) && !p.pulled, false
+			again = append(again, p.retryLater())
+		}
+	}
+	st.settled(written, again)
+}
+
+// settled ends a round of writes: when one got through, the retries
+// waiting for the database to come back are due now and the claimer hears
+// that it answered; again is queued to be tried later.
+func (st *settler) settled(written bool, again []*pendingOutcome) {
 	if written {
 		st.pullForward()
 	}
 	st.requeue(again)
 	if written {
 		st.claims.answered()
-	}
-	if bc != nil {
-		st.claims.claimed(bc, leases, next, claimErr)
-	}
-	if st.slots.hasFree() {
-		// Slots stay free: the claimer, which may be waiting as a busy
-		// worker waits (deaf to changes), claims or listens for them.
-		st.claims.kick()
 	}
 }
 
@@ -430,12 +474,12 @@ func outcomeUnknown(err error) bool {
 
 // settle writes outcomes (each fenced on its own lease; held[i] is
 // outcomes[i]'s lease, for the Observer) and, when claim is set, claims; it
-// returns each outcome's error (nil: written, now or by an earlier try;
-// ErrLeaseLost: its lease was lost, nothing written), the leases claimed,
-// the earliest RunAt when the claim came up short, and the claim's error.
-// unknown[i] says that an earlier try of outcome i ended without knowing
-// whether it was written: when the lease is found ended, settle reads
-// whether that try wrote it before calling the lease lost.
+// returns each outcome's error (nil: written; ErrLeaseLost: its lease was
+// lost, nothing written), the leases claimed, the earliest RunAt when the
+// claim came up short, and the claim's error. unknown[i] says that an
+// earlier try of outcome i ended without knowing whether it was written:
+// when the lease is found ended, its error is errEndedUnknown, and the
+// caller looks up (writtenBefore) whether that try wrote it.
 func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, claim *engine.ClaimParams) (errs []error, leases []Lease, next time.Time, claimErr error) {
 	errs = make([]error, len(outcomes))
 	if err := s.notClosed(); err != nil {
@@ -448,10 +492,9 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, 
 	requeued := false
 	for i, err := range res.Errs {
 		o := outcomes[i]
-		if errors.Is(err, engine.ErrNoRows) && unknown[i] {
-			err = s.writtenBefore(o)
-		}
 		switch {
+		case errors.Is(err, engine.ErrNoRows) && unknown[i]:
+			errs[i] = errEndedUnknown
 		case err == nil && o.Snooze:
 			requeued = true // a new earliest RunAt to wait for
 		case err == nil && o.Fail:
@@ -460,7 +503,7 @@ func (s *Store) settle(outcomes []engine.Outcome, held []Lease, unknown []bool, 
 		case err == nil:
 			s.noteEnded(held[i].Namespace, held[i].Lane, false)
 		case errors.Is(err, engine.ErrNoRows):
-			s.cfg.observer.LeaseLost()
+			s.leaseLost()
 			errs[i] = fmt.Errorf("%w: lease %s (execution %s, epoch %d) is not the current, unexpired lease",
 				ErrLeaseLost, o.Lease.LeaseID, o.Lease.ExecutionID, o.Lease.Epoch)
 		default:
@@ -489,6 +532,9 @@ func (s *Store) endedBefore(l Lease, o engine.Outcome) {
 		s.work.signal()
 	}
 }
+
+// leaseLost counts a lease that an outcome's write found lost.
+func (s *Store) leaseLost() { s.cfg.observer.LeaseLost() }
 
 // writtenBefore says what became of an outcome whose lease was found ended
 // after an earlier try ended without knowing whether it was written: nil when
