@@ -384,6 +384,97 @@ func TestSettlerLooksUpAfterTheBatch(t *testing.T) {
 	}
 }
 
+// TestSettlerLookUpKeepsTheRoundsBackoff: a look-up finding an outcome
+// written by its earlier try does not pull forward an outcome whose own
+// write failed in the same round (a result too large for the disk left): it
+// waits out its backoff.
+func TestSettlerLookUpKeepsTheRoundsBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		keeperLost bool // the keeper found the looked-up lease lost before the write
+	}{
+		{"its keeper found it lost", true},
+		{"the write's fence found it ended", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
+			bad, old := k.newJob(partsLease(clk.Now().Add(time.Minute))), k.newJob(partsLease(clk.Now().Add(time.Minute)))
+			if tc.keeperLost {
+				old.lose(ErrLeaseLost)
+			}
+			sl := newSlots(2)
+			sl.reserve()
+			sl.reserve()
+			var badTries atomic.Int32
+			store := &fakeSettleStore{
+				answer: func(_ int, o engine.Outcome) error {
+					if o.Lease == leaseRef(bad.lease) {
+						badTries.Add(1)
+						return fmt.Errorf("%w: disk full", engine.ErrStorage)
+					}
+					return errEndedUnknown
+				},
+				lookUp: func(engine.Outcome) error { return nil }, // the earlier try wrote it
+			}
+			st := newSettler(store, sl, &noClaims{}, partsLog())
+			st.queue = append(st.queue,
+				&pendingOutcome{j: bad, outcome: outcomeOf(bad.lease, []byte("bad"), nil), tries: 8}, // its next backoff: about 2 s
+				&pendingOutcome{j: old, outcome: outcomeOf(old.lease, []byte("old"), nil), tries: 1, unknown: true})
+			runSettler(t, st)
+			within(t, "the looked-up outcome settled", old.isSettled)
+			time.Sleep(200 * time.Millisecond) // a pulled retry would come within this
+			if n := badTries.Load(); n != 1 {
+				t.Fatalf("the outcome whose write failed was tried %d times within 200 ms, want once: the look-up pulled it forward", n)
+			}
+		})
+	}
+}
+
+// TestSettlerLookUpRetries: a look-up that fails is made again later:
+// without end while the database is away (transient), a bounded number of
+// times for another error, after which the outcome is dropped (its lease
+// ended either way).
+func TestSettlerLookUpRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		wantTries int32 // 0: still trying
+	}{
+		{"database away", errUnavailable, 0},
+		{"another error", errors.New("a read that cannot succeed"), maxUnknownTries - 4}, // tries 5 to 8
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
+			old := k.newJob(partsLease(clk.Now().Add(time.Minute)))
+			old.lose(ErrLeaseLost)
+			sl := newSlots(1)
+			sl.reserve()
+			var tries atomic.Int32
+			store := &fakeSettleStore{
+				answer: func(int, engine.Outcome) error { return nil },
+				lookUp: func(engine.Outcome) error { tries.Add(1); return tc.err },
+			}
+			st := newSettler(store, sl, &noClaims{}, partsLog())
+			// Five tries made already: the backoff's waits are short.
+			st.queue = append(st.queue, &pendingOutcome{j: old, outcome: outcomeOf(old.lease, []byte("old"), nil), tries: 5, unknown: true})
+			runSettler(t, st)
+			if tc.wantTries == 0 {
+				within(t, "three look-ups", func() bool { return tries.Load() >= 3 })
+				if old.isSettled() {
+					t.Fatal("the outcome was dropped while the database was away")
+				}
+				return
+			}
+			within(t, "the outcome dropped", old.isSettled)
+			if n := tries.Load(); n != tc.wantTries {
+				t.Fatalf("%d look-ups, want %d", n, tc.wantTries)
+			}
+		})
+	}
+}
+
 // TestSettlerRetryPulledForward: an outcome waiting out its backoff
 // because the database was away is tried as soon as another outcome's write
 // gets through (the database is back); one that failed otherwise keeps its

@@ -313,10 +313,15 @@ func (st *settler) write(batch []*pendingOutcome) {
 			p.j.settle()
 		}
 	}
+	var r round
 	if len(live) > 0 {
-		lookUp = append(lookUp, st.writeLive(live)...)
+		lookUp = append(lookUp, st.writeLive(live, &r)...)
 	}
-	st.lookUp(lookUp)
+	st.lookUp(lookUp, &r)
+	if r.written {
+		st.pullForward()
+	}
+	st.requeue(r.again) // after the pull: a try that failed now keeps its backoff
 	if len(live) == 0 || st.slots.hasFree() {
 		// Slots stay free: the claimer, which may be waiting as a busy
 		// worker waits (deaf to changes), claims or listens for them.
@@ -324,11 +329,26 @@ func (st *settler) write(batch []*pendingOutcome) {
 	}
 }
 
+// round is what one write's outcomes came to: whether one was written (the
+// database answered), and those to try again later.
+type round struct {
+	written bool
+	again   []*pendingOutcome
+}
+
+// retry counts a failed try of p, to be made again after its backoff; err
+// says whether the database was away (then another write getting through
+// pulls it forward, unless this try was such a pull).
+func (r *round) retry(p *pendingOutcome, err error) {
+	p.away, p.pulled = transient(err) && !p.pulled, false
+	r.again = append(r.again, p.retryLater())
+}
+
 // writeLive writes outcomes whose leases were not found lost, with a claim
 // for the slots free now, and hands the claim's answer to the claimer. It
 // returns the outcomes whose lease the write found ended after an earlier
 // try of unknown result, to be looked up.
-func (st *settler) writeLive(batch []*pendingOutcome) (lookUp []*pendingOutcome) {
+func (st *settler) writeLive(batch []*pendingOutcome, r *round) (lookUp []*pendingOutcome) {
 	var claim *engine.ClaimParams
 	bc := st.claims.prepare()
 	if bc != nil {
@@ -341,7 +361,6 @@ func (st *settler) writeLive(batch []*pendingOutcome) (lookUp []*pendingOutcome)
 		outcomes[i], held[i], unknown[i] = p.outcome, p.j.lease, p.unknown
 	}
 	errs, leases, next, claimErr := st.store.settle(outcomes, held, unknown, claim)
-	var again []*pendingOutcome
 	written := false
 	for i, p := range batch {
 		err := errs[i]
@@ -363,8 +382,7 @@ func (st *settler) writeLive(batch []*pendingOutcome) (lookUp []*pendingOutcome)
 			// goes on renewing the lease meanwhile).
 			st.log.warn("roster: worker: writing an outcome failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			p.unknown = p.unknown || outcomeUnknown(err)
-			p.away, p.pulled = transient(err) && !p.pulled, false
-			again = append(again, p.retryLater())
+			r.retry(p, err)
 		case !p.outcome.Fail:
 			// The database refused this result or snooze (a rule of its
 			// own, or an error that did not pass): record why, as the
@@ -378,14 +396,17 @@ func (st *settler) writeLive(batch []*pendingOutcome) (lookUp []*pendingOutcome)
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
 				Reason: failReason(fmt.Errorf("roster: the handler's %s could not be written: %w", what, err))}
 			p.tries, p.due, p.unknown, p.away, p.pulled = 0, time.Time{}, false, false, false
-			again = append(again, p)
+			r.again = append(r.again, p)
 		default:
 			st.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
 				"execution", p.j.lease.ExecutionID, "err", err)
 			p.j.settle()
 		}
 	}
-	st.settled(written, again)
+	if written {
+		r.written = true
+		st.claims.answered()
+	}
 	if bc != nil {
 		st.claims.claimed(bc, leases, next, claimErr)
 	}
@@ -395,12 +416,10 @@ func (st *settler) writeLive(batch []*pendingOutcome) (lookUp []*pendingOutcome)
 // lookUp reads, for each outcome whose lease was found ended after an
 // earlier try of unknown result, whether that try wrote it: written, it is
 // settled as such; not, it is dropped (its lease was lost); the read
-// failing, it is tried again later.
-func (st *settler) lookUp(ps []*pendingOutcome) {
-	if len(ps) == 0 {
-		return
-	}
-	var again []*pendingOutcome
+// failing, it is tried again later (for an error that is not transient, a
+// bounded number of times: the lease ended either way, and only what the
+// Observer counts is at stake).
+func (st *settler) lookUp(ps []*pendingOutcome, r *round) {
 	written := false
 	for _, p := range ps {
 		err := st.store.writtenBefore(p.outcome)
@@ -417,26 +436,20 @@ func (st *settler) lookUp(ps []*pendingOutcome) {
 			p.j.settle()
 		case errors.Is(err, ErrClosed):
 			p.j.settle()
-		default:
+		case transient(err) || p.tries < maxUnknownTries:
 			// The look-up failed: look again later.
 			st.log.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			p.fenced = false
-			p.away, p.pulled = transient(err) && !p.pulled, false
-			again = append(again, p.retryLater())
+			r.retry(p, err)
+		default:
+			// The lease ended either way: nothing is left to write.
+			st.log.Error("roster: worker: reading whether an outcome was written keeps failing; dropped",
+				"execution", p.j.lease.ExecutionID, "err", err)
+			p.j.settle()
 		}
 	}
-	st.settled(written, again)
-}
-
-// settled ends a round of writes: when one got through, the retries
-// waiting for the database to come back are due now and the claimer hears
-// that it answered; again is queued to be tried later.
-func (st *settler) settled(written bool, again []*pendingOutcome) {
 	if written {
-		st.pullForward()
-	}
-	st.requeue(again)
-	if written {
+		r.written = true
 		st.claims.answered()
 	}
 }
