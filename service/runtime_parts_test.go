@@ -93,6 +93,7 @@ type fakeSettleStore struct {
 	answer func(call int, o engine.Outcome) error
 	lookUp func(o engine.Outcome) error
 	lost   atomic.Int32 // leases counted lost
+	ended  atomic.Int32 // outcomes found written by an earlier try
 
 	mu      sync.Mutex
 	calls   []settleCall
@@ -129,8 +130,8 @@ func (f *fakeSettleStore) writtenBefore(o engine.Outcome) error {
 	return f.lookUp(o)
 }
 
-// endedBefore records nothing.
-func (f *fakeSettleStore) endedBefore(Lease, engine.Outcome) {}
+// endedBefore counts an outcome found written by its earlier try.
+func (f *fakeSettleStore) endedBefore(Lease, engine.Outcome) { f.ended.Add(1) }
 
 // leaseLost counts a lease lost.
 func (f *fakeSettleStore) leaseLost() { f.lost.Add(1) }
@@ -432,17 +433,28 @@ func TestSettlerLookUpKeepsTheRoundsBackoff(t *testing.T) {
 }
 
 // TestSettlerLookUpRetries: a look-up that fails is made again later:
-// without end while the database is away (transient), a bounded number of
+// without end while the database is away (transient), up to maxUnknownTries
 // times for another error, after which the outcome is dropped (its lease
-// ended either way).
+// ended either way). Failed writes before the look-ups do not count
+// against that bound.
 func TestSettlerLookUpRetries(t *testing.T) {
+	odd := errors.New("a read that cannot succeed")
 	for _, tc := range []struct {
-		name      string
-		err       error
-		wantTries int32 // 0: still trying
+		name    string
+		tries   int                 // failed tries before the look-ups (writes)
+		lookUp  func(n int32) error // the n-th look-up's answer, from 1
+		settled bool                // the outcome is settled in the end
+		lookUps int32               // look-ups made, when settled
+		ended   int32               // found written (endedBefore)
 	}{
-		{"database away", errUnavailable, 0},
-		{"another error", errors.New("a read that cannot succeed"), maxUnknownTries - 4}, // tries 5 to 8
+		{"database away", 0, func(int32) error { return errUnavailable }, false, 0, 0},
+		{"another error", 0, func(int32) error { return odd }, true, maxUnknownTries, 0},
+		{"another error once, after many failed writes", maxUnknownTries, func(n int32) error {
+			if n == 1 {
+				return odd
+			}
+			return nil
+		}, true, 2, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
@@ -451,25 +463,27 @@ func TestSettlerLookUpRetries(t *testing.T) {
 			old.lose(ErrLeaseLost)
 			sl := newSlots(1)
 			sl.reserve()
-			var tries atomic.Int32
+			var lookUps atomic.Int32
 			store := &fakeSettleStore{
 				answer: func(int, engine.Outcome) error { return nil },
-				lookUp: func(engine.Outcome) error { tries.Add(1); return tc.err },
+				lookUp: func(engine.Outcome) error { return tc.lookUp(lookUps.Add(1)) },
 			}
 			st := newSettler(store, sl, &noClaims{}, partsLog())
-			// Five tries made already: the backoff's waits are short.
-			st.queue = append(st.queue, &pendingOutcome{j: old, outcome: outcomeOf(old.lease, []byte("old"), nil), tries: 5, unknown: true})
+			st.queue = append(st.queue, &pendingOutcome{j: old, outcome: outcomeOf(old.lease, []byte("old"), nil), tries: tc.tries, unknown: true})
 			runSettler(t, st)
-			if tc.wantTries == 0 {
-				within(t, "three look-ups", func() bool { return tries.Load() >= 3 })
+			if !tc.settled {
+				within(t, "three look-ups", func() bool { return lookUps.Load() >= 3 })
 				if old.isSettled() {
 					t.Fatal("the outcome was dropped while the database was away")
 				}
 				return
 			}
-			within(t, "the outcome dropped", old.isSettled)
-			if n := tries.Load(); n != tc.wantTries {
-				t.Fatalf("%d look-ups, want %d", n, tc.wantTries)
+			within(t, "the outcome settled", old.isSettled)
+			if n := lookUps.Load(); n != tc.lookUps {
+				t.Fatalf("%d look-ups, want %d", n, tc.lookUps)
+			}
+			if n := store.ended.Load(); n != tc.ended {
+				t.Fatalf("found written %d times, want %d", n, tc.ended)
 			}
 		})
 	}

@@ -52,6 +52,9 @@ type pendingOutcome struct {
 	// fenced: its last write found its lease ended (after a try of unknown
 	// result); a look-up that finds it not written counts the lease lost.
 	fenced bool
+	// refusedLookUps counts the look-ups that failed for an error that is
+	// not transient (tries counts every failed try, writes included).
+	refusedLookUps int
 }
 
 // errEndedUnknown is the Store's answer for an outcome whose lease a write
@@ -416,9 +419,10 @@ func (st *settler) writeLive(batch []*pendingOutcome, r *round) (lookUp []*pendi
 // lookUp reads, for each outcome whose lease was found ended after an
 // earlier try of unknown result, whether that try wrote it: written, it is
 // settled as such; not, it is dropped (its lease was lost); the read
-// failing, it is tried again later (for an error that is not transient, a
-// bounded number of times: the lease ended either way, and only what the
-// Observer counts is at stake).
+// failing, it is tried again later (failing for an error that is not
+// transient, up to maxUnknownTries times: the lease ended either way, and
+// only the outcome's record is at stake, the Observer's count and the
+// wake-up of claimers that writing it would have sent).
 func (st *settler) lookUp(ps []*pendingOutcome, r *round) {
 	written := false
 	for _, p := range ps {
@@ -436,16 +440,21 @@ func (st *settler) lookUp(ps []*pendingOutcome, r *round) {
 			p.j.settle()
 		case errors.Is(err, ErrClosed):
 			p.j.settle()
-		case transient(err) || p.tries < maxUnknownTries:
+		default:
+			if !transient(err) {
+				p.refusedLookUps++
+			}
+			if p.refusedLookUps >= maxUnknownTries {
+				// The lease ended either way: nothing is left to write.
+				st.log.Error("roster: worker: reading whether an outcome was written keeps failing; dropped",
+					"execution", p.j.lease.ExecutionID, "err", err)
+				p.j.settle()
+				continue
+			}
 			// The look-up failed: look again later.
 			st.log.warn("roster: worker: reading whether an outcome was written failed; will retry", "execution", p.j.lease.ExecutionID, "err", err)
 			p.fenced = false
 			r.retry(p, err)
-		default:
-			// The lease ended either way: nothing is left to write.
-			st.log.Error("roster: worker: reading whether an outcome was written keeps failing; dropped",
-				"execution", p.j.lease.ExecutionID, "err", err)
-			p.j.settle()
 		}
 	}
 	if written {
