@@ -489,6 +489,42 @@ func TestSettlerLookUpRetries(t *testing.T) {
 	}
 }
 
+// TestSettlerRefusedOutcomeLooksUpAfresh: an outcome the database refused
+// is written as the attempt's failure, a new outcome: the look-ups its
+// predecessor had refused do not count against its own.
+func TestSettlerRefusedOutcomeLooksUpAfresh(t *testing.T) {
+	clk := newClock()
+	k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
+	j := k.newJob(partsLease(clk.Now().Add(time.Minute)))
+	sl := newSlots(1)
+	sl.reserve()
+	var failTries, lookUps atomic.Int32
+	store := &fakeSettleStore{
+		answer: func(_ int, o engine.Outcome) error {
+			switch {
+			case !o.Fail:
+				return fmt.Errorf("%w: a result the database refuses", ErrInvalidInput)
+			case failTries.Add(1) == 1:
+				return errUnavailable // the failure's first try: unknown
+			}
+			return errEndedUnknown
+		},
+		lookUp: func(engine.Outcome) error {
+			if lookUps.Add(1) == 1 {
+				return errors.New("a read that cannot succeed")
+			}
+			return nil // the failure's first try wrote it
+		},
+	}
+	st := newSettler(store, sl, &noClaims{}, partsLog())
+	st.queue = append(st.queue, &pendingOutcome{j: j, outcome: outcomeOf(j.lease, []byte("result"), nil), refusedLookUps: maxUnknownTries - 1})
+	runSettler(t, st)
+	within(t, "the outcome settled", j.isSettled)
+	if n := store.ended.Load(); n != 1 {
+		t.Fatalf("the failure was found written %d times after %d look-ups, want once", n, lookUps.Load())
+	}
+}
+
 // TestSettlerRetryPulledForward: an outcome waiting out its backoff
 // because the database was away is tried as soon as another outcome's write
 // gets through (the database is back); one that failed otherwise keeps its

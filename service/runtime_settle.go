@@ -27,8 +27,9 @@ const (
 )
 
 // maxUnknownTries bounds the tries of an outcome that keeps failing with an
-// error that is neither transient nor the database refusing the row: after
-// them it is taken as refused.
+// error that is neither transient nor the database refusing the row (after
+// them it is taken as refused), and the look-ups of an outcome of an unknown
+// try that keep failing so (after them it is dropped: its lease ended).
 const maxUnknownTries = 8
 
 // pendingOutcome is an outcome waiting to be written.
@@ -43,14 +44,17 @@ type pendingOutcome struct {
 	// whether that try had written it.
 	unknown bool
 	// away: its last try failed because the database could not be reached
-	// or could not write (transient): it is tried again as soon as another
-	// write gets through, its backoff cut short. pulled: this try was such
+	// or could not write (transient): it is tried again as soon as the
+	// database answers (another outcome's write gets through, or a look-up
+	// finds one written), its backoff cut short. pulled: this try was such
 	// a pull; if it fails too, the failure is the outcome's own (too large
 	// for the disk left, a statement timeout), and it waits out its backoff,
-	// not tried again at every write that gets through.
+	// not tried again every time the database answers.
 	away, pulled bool
-	// fenced: its last write found its lease ended (after a try of unknown
-	// result); a look-up that finds it not written counts the lease lost.
+	// fenced: this round's write found its lease ended (after a try of
+	// unknown result); a look-up that finds it not written counts the lease
+	// lost. A look-up that fails clears it: the next round's write, or the
+	// keeper, finds the lease ended again (and the keeper counts its own).
 	fenced bool
 	// refusedLookUps counts the look-ups that failed for an error that is
 	// not transient (tries counts every failed try, writes included).
@@ -320,16 +324,16 @@ func (st *settler) write(batch []*pendingOutcome) {
 	if len(live) > 0 {
 		lookUp = append(lookUp, st.writeLive(live, &r)...)
 	}
-	st.lookUp(lookUp, &r)
-	if r.written {
-		st.pullForward()
-	}
-	st.requeue(r.again) // after the pull: a try that failed now keeps its backoff
 	if len(live) == 0 || st.slots.hasFree() {
 		// Slots stay free: the claimer, which may be waiting as a busy
 		// worker waits (deaf to changes), claims or listens for them.
 		st.claims.kick()
 	}
+	st.lookUp(lookUp, &r)
+	if r.written {
+		st.pullForward()
+	}
+	st.requeue(r.again) // after the pull: a try that failed now keeps its backoff
 }
 
 // round is what one write's outcomes came to: whether one was written (the
@@ -340,7 +344,7 @@ type round struct {
 }
 
 // retry counts a failed try of p, to be made again after its backoff; err
-// says whether the database was away (then another write getting through
+// says whether the database was away (then the database answering again
 // pulls it forward, unless this try was such a pull).
 func (r *round) retry(p *pendingOutcome, err error) {
 	p.away, p.pulled = transient(err) && !p.pulled, false
@@ -398,7 +402,7 @@ func (st *settler) writeLive(batch []*pendingOutcome, r *round) (lookUp []*pendi
 			}
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
 				Reason: failReason(fmt.Errorf("roster: the handler's %s could not be written: %w", what, err))}
-			p.tries, p.due, p.unknown, p.away, p.pulled = 0, time.Time{}, false, false, false
+			p.tries, p.due, p.unknown, p.away, p.pulled, p.refusedLookUps = 0, time.Time{}, false, false, false, 0
 			r.again = append(r.again, p)
 		default:
 			st.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
