@@ -324,16 +324,16 @@ func (st *settler) write(batch []*pendingOutcome) {
 	if len(live) > 0 {
 		lookUp = append(lookUp, st.writeLive(live, &r)...)
 	}
-	if len(live) == 0 || st.slots.hasFree() {
-		// Slots stay free: the claimer, which may be waiting as a busy
-		// worker waits (deaf to changes), claims or listens for them.
-		st.claims.kick()
-	}
 	st.lookUp(lookUp, &r)
 	if r.written {
 		st.pullForward()
 	}
 	st.requeue(r.again) // after the pull: a try that failed now keeps its backoff
+	if len(live) == 0 || st.slots.hasFree() {
+		// Slots stay free: the claimer, which may be waiting as a busy
+		// worker waits (deaf to changes), claims or listens for them.
+		st.claims.kick()
+	}
 }
 
 // round is what one write's outcomes came to: whether one was written (the
