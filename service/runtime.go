@@ -214,20 +214,44 @@ func newRunner(s *Store, a WorkerArgs) (*runner, error) {
 	w.claims.poll = s.cfg.workerPoll
 	w.claims.signal = s.work.wait
 	w.claims.launch = w.launch
-	w.keeper = &keeper{renewer: s, now: now, leaseTTL: leaseTTL, tick: keeperTick, answered: w.claims.answered, log: log, quit: w.quit}
+	w.keeper = &keeper{renewer: s, now: now, leaseTTL: leaseTTL, tick: keeperTick, answered: w.answered, log: log, quit: w.quit}
 	if leaseTTL == 0 {
 		w.keeper.holder = w.regExpiry
 	}
 	w.settler = newSettler(s, w.slots, w.claims, log)
+	w.claims.heard = w.settler.pullForward
 	w.heart = newHeart(s, RegisterWorkerArgs{
 		Namespace: a.Namespace, WorkerID: a.WorkerID, InstanceID: a.InstanceID,
 		Lanes: a.Lanes, Capabilities: a.Capabilities, TTL: a.TTL,
-	}, w.slots, w.claims, log)
+	}, w.slots, heartWaker{w}, log)
 	w.heart.alive = w.noteRegistration
 	w.claims.lapsed = w.heart.lapsed
 	w.claims.regEpoch = w.heart.registration
 	return w, nil
 }
+
+// answered tells the parts that wait to retry that the database answered a
+// write of this worker (a heartbeat, a renewal): a claimer waiting to retry
+// a failed claim tries again at once, and outcomes waiting out a backoff
+// because the database was away are written now. After a failover the
+// parts' calls in flight reach the new primary one by one, each after its
+// own wait: the first to get through must not leave the others waiting
+// out backoffs of up to maxRetryWait. (A claim that gets through tells the
+// settler itself; the settler's own writes pull its queue forward.)
+func (w *runner) answered() {
+	w.claims.answered()
+	w.settler.pullForward()
+}
+
+// heartWaker is what the heart reaches: the claimer's kick when the
+// registration is restored, and the runner's answered.
+type heartWaker struct{ w *runner }
+
+// kick wakes the claimer.
+func (h heartWaker) kick() { h.w.claims.kick() }
+
+// answered tells every part waiting to retry.
+func (h heartWaker) answered() { h.w.answered() }
 
 // noteRegistration records the registration's expiry by the Store's clock
 // as the heart last proved it (zero: it lapsed: every bound lease ended with

@@ -46,6 +46,7 @@ type claimer struct {
 	lapsed   func(epoch uint64)     // a claim begun under that registration found it lapsed
 	regEpoch func() uint64          // the current registration's epoch, taken as a claim begins
 	done     <-chan struct{}        // RunWorker's ctx: once done, leases claimed are released
+	heard    func()                 // a claim got through: the database answers (may be nil)
 
 	kickCh chan struct{} // wakes the claimer (buffered 1)
 
@@ -101,6 +102,9 @@ func (c *claimer) run(ctx context.Context) error {
 			case err == nil:
 				b.reset()
 				c.setFailing(false)
+				if c.heard != nil {
+					c.heard()
+				}
 				if len(leases) == n || !c.slots.noMoreWork(gen, next) {
 					continue // there may be more
 				}

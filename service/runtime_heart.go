@@ -15,14 +15,15 @@ type heartStore interface {
 
 var _ heartStore = (*Store)(nil)
 
-// claimWaker is what the heart needs from the claimer: a kick when the
-// registration is restored, and word that the database answered.
+// claimWaker is what the heart needs from the other parts: the claimer's
+// kick when the registration is restored, and word that the database
+// answered for every part waiting to retry.
 type claimWaker interface {
 	kick()
 	answered()
 }
 
-var _ claimWaker = (*claimer)(nil)
+var _ claimWaker = heartWaker{}
 
 // heart is RunWorker's heart: it keeps the registration alive. It shares
 // only the slots with the other parts: a lapse holds claims back there until

@@ -1246,3 +1246,68 @@ func TestHeartRegistersOnceAfterAStall(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnerHearsTheDatabaseEverywhere: a heartbeat, a renewal or a claim
+// that gets through pulls forward the outcomes waiting out a backoff because
+// the database was away (and the first two kick a claimer waiting to retry a
+// failed claim). After a failover the parts reach the new primary one by
+// one: the first to get through must not leave an outcome waiting seconds
+// more. The parts are RunWorker's own, wired by newRunner, over fakes.
+func TestRunnerHearsTheDatabaseEverywhere(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hear func(t *testing.T, w *runner) // makes the part's write get through
+		kick bool                          // the claimer is kicked too
+	}{
+		{"a heartbeat", func(t *testing.T, w *runner) {
+			store := &fakeHeartStore{beat: func(int32) error { return nil }, register: make(chan error), quit: make(chan struct{})}
+			w.heart.store, w.heart.every = store, time.Millisecond
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() { defer close(done); w.heart.run(stop) }()
+			t.Cleanup(func() { close(stop); close(store.quit); <-done })
+		}, true},
+		{"a renewal", func(t *testing.T, w *runner) {
+			clk := newClock()
+			w.keeper.renewer, w.keeper.now, w.keeper.tick = &fakeRenewer{renew: renewOK}, clk.Now, time.Millisecond
+			j := w.keeper.newJob(partsLease(clk.Now().Add(time.Millisecond))) // its renewal is due at once
+			done := make(chan struct{})
+			go func() { defer close(done); j.keep(clk.Now()) }()
+			t.Cleanup(func() { j.settle(); <-done })
+		}, true},
+		{"a claim", func(t *testing.T, w *runner) {
+			c := w.claims
+			c.store = &fakeClaimStore{claim: func(context.Context, engine.ClaimParams) ([]Lease, time.Time, error) {
+				return nil, time.Time{}, nil
+			}}
+			c.sub, c.launch = quietSub{}, func(Lease) bool { return true }
+			c.lapsed, c.regEpoch = func(uint64) {}, func() uint64 { return 0 }
+			ctx, cancel := context.WithCancel(context.Background())
+			c.done = ctx.Done()
+			ran := make(chan error, 1)
+			go func() { ran <- c.run(ctx) }()
+			t.Cleanup(func() { cancel(); c.kick(); <-ran })
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newStore(t)
+			w, err := newRunner(s, WorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", TTL: time.Minute, LeaseTTL: time.Minute,
+				Handler: func(context.Context, Lease) ([]byte, error) { return nil, nil }})
+			must(t, err)
+			// An outcome whose write found the database away, waiting out
+			// a long backoff; a claimer waiting to retry.
+			clk := newClock()
+			p := &pendingOutcome{j: w.keeper.newJob(partsLease(clk.Now().Add(time.Minute))), away: true, due: time.Now().Add(time.Hour)}
+			w.settler.queue = append(w.settler.queue, p)
+			w.claims.setFailing(tc.kick)
+			tc.hear(t, w)
+			within(t, "the outcome pulled forward", func() bool {
+				w.settler.mu.Lock()
+				defer w.settler.mu.Unlock()
+				return !p.away && !p.due.After(time.Now())
+			})
+			if kicked := len(w.claims.kickCh) == 1; kicked != tc.kick {
+				t.Fatalf("claimer kicked: %v, want %v", kicked, tc.kick)
+			}
+		})
+	}
+}
