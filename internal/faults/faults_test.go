@@ -274,15 +274,17 @@ func TestFaults(t *testing.T) {
 			_ = os.WriteFile(path, []byte(strings.Join(append(reports, failovers...), "\n")+"\n"), 0o644)
 		}
 	})
-	// Four lanes of trials run side by side (the 45 s outage with the
-	// bound-lease trials of PostgreSQL in one, the failovers in another), each lane's trials one after the other:
-	// the machine stays loaded enough to be realistic, not so much that
-	// timings mean nothing.
-	lanes := [][]trial{{}, {}, {}, {}}
+	// Three lanes of trials run side by side (the 45 s outage with the
+	// bound-lease trials of PostgreSQL in one, the other PostgreSQL trials
+	// and then the failovers in another, SQLite's in the third), each
+	// lane's trials one after the other: the machine stays loaded enough to
+	// be realistic, not so much that timings mean nothing. The failovers
+	// hold each worker to a recovery within 1 s, made of new connections
+	// and first statements on a server just promoted: they come last in the
+	// shortest lane, beside the end of the others rather than all of them.
+	lanes := [][]trial{{}, {}, {}}
 	for _, tr := range trials {
 		switch {
-		case tr.failover != nil:
-			lanes[3] = append(lanes[3], tr)
 		case tr.name == "pg-down-45s", tr.postgres && strings.HasSuffix(tr.name, "-bound"):
 			lanes[0] = append(lanes[0], tr)
 		case tr.postgres:
