@@ -219,7 +219,7 @@ func newRunner(s *Store, a WorkerArgs) (*runner, error) {
 		w.keeper.holder = w.regExpiry
 	}
 	w.settler = newSettler(s, w.slots, w.claims, log)
-	w.claims.heard = w.settler.pullForward
+	w.claims.heard = w.settler.heardElsewhere
 	w.heart = newHeart(s, RegisterWorkerArgs{
 		Namespace: a.Namespace, WorkerID: a.WorkerID, InstanceID: a.InstanceID,
 		Lanes: a.Lanes, Capabilities: a.Capabilities, TTL: a.TTL,
@@ -240,7 +240,7 @@ func newRunner(s *Store, a WorkerArgs) (*runner, error) {
 // settler itself; the settler's own writes pull its queue forward.)
 func (w *runner) answered() {
 	w.claims.answered()
-	w.settler.pullForward()
+	w.settler.heardElsewhere()
 }
 
 // heartWaker is what the heart reaches: the claimer's kick when the

@@ -586,46 +586,63 @@ func TestSettlerRetryPulledForward(t *testing.T) {
 // TestSettlerOwnFailureKeepsBackoff: an outcome whose writes keep failing
 // while other writes get through (a failure of its own: too large for the
 // disk left, a statement timeout) is not tried again at every write that
-// gets through, and does not hold back an outcome that shared its failed
+// gets through, nor at every heartbeat, renewal or claim of the worker's
+// other parts, and does not hold back an outcome that shared its failed
 // batch (a batch fails as a whole).
 func TestSettlerOwnFailureKeepsBackoff(t *testing.T) {
-	clk := newClock()
-	k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
-	bad := k.newJob(partsLease(clk.Now().Add(time.Minute)))
-	beside := k.newJob(partsLease(clk.Now().Add(time.Minute)))
-	sl := newSlots(1 << 20)
-	var badTries atomic.Int32
-	store := &fakeSettleStore{}
-	store.answer = func(call int, o engine.Outcome) error {
-		if o.Lease == leaseRef(bad.lease) {
-			badTries.Add(1)
-		}
-		// The batch fails as a whole when the bad outcome is in it.
-		calls, _ := store.snapshot()
-		for _, other := range calls[call].outcomes {
-			if other.Lease == leaseRef(bad.lease) {
-				return fmt.Errorf("%w: disk full", engine.ErrStorage)
+	for _, tc := range []struct {
+		name  string
+		heard bool // the other parts' writes get through every millisecond too
+	}{
+		{"other outcomes written", false},
+		{"and the other parts heard", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			k, _ := testKeeper(t, &fakeRenewer{renew: renewOK}, clk, time.Minute)
+			bad := k.newJob(partsLease(clk.Now().Add(time.Minute)))
+			beside := k.newJob(partsLease(clk.Now().Add(time.Minute)))
+			sl := newSlots(1 << 20)
+			var badTries atomic.Int32
+			store := &fakeSettleStore{}
+			store.answer = func(call int, o engine.Outcome) error {
+				if o.Lease == leaseRef(bad.lease) {
+					badTries.Add(1)
+				}
+				// The batch fails as a whole when the bad outcome is in it.
+				calls, _ := store.snapshot()
+				for _, other := range calls[call].outcomes {
+					if other.Lease == leaseRef(bad.lease) {
+						return fmt.Errorf("%w: disk full", engine.ErrStorage)
+					}
+				}
+				return nil
 			}
-		}
-		return nil
-	}
-	st := newSettler(store, sl, &noClaims{}, partsLog())
-	st.add(bad, []byte("too large"), nil)
-	st.add(beside, []byte("small"), nil)
-	runSettler(t, st) // both queued: one batch, which fails
-	// Other outcomes are written every 2 ms meanwhile.
-	const stream = 500 * time.Millisecond
-	for end := time.Now().Add(stream); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-		st.add(k.newJob(partsLease(clk.Now().Add(time.Minute))), []byte("other"), nil)
-	}
-	within(t, "the outcome that shared the failed batch written", beside.isSettled)
-	// Backoff alone gives about 6 tries in 500 ms; one pulled try per
-	// backoff doubles that. Pulled at every write it would be over 100.
-	if n := badTries.Load(); n > 25 {
-		t.Fatalf("the failing outcome was tried %d times in %v while other writes got through", n, stream)
-	}
-	if bad.isSettled() {
-		t.Fatal("the failing outcome settled")
+			st := newSettler(store, sl, &noClaims{}, partsLog())
+			st.add(bad, []byte("too large"), nil)
+			st.add(beside, []byte("small"), nil)
+			runSettler(t, st) // both queued: one batch, which fails
+			// Other outcomes are written every 2 ms meanwhile.
+			const stream = 500 * time.Millisecond
+			for end := time.Now().Add(stream); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+				st.add(k.newJob(partsLease(clk.Now().Add(time.Minute))), []byte("other"), nil)
+				if tc.heard {
+					st.heardElsewhere()
+					time.Sleep(time.Millisecond)
+					st.heardElsewhere()
+				}
+			}
+			within(t, "the outcome that shared the failed batch written", beside.isSettled)
+			// Backoff alone gives about 6 tries in 500 ms; one pulled try
+			// per backoff doubles that, and one more on the other parts'
+			// word triples it. Pulled at every write it would be over 100.
+			if n := badTries.Load(); n > 25 {
+				t.Fatalf("the failing outcome was tried %d times in %v while other writes got through", n, stream)
+			}
+			if bad.isSettled() {
+				t.Fatal("the failing outcome settled")
+			}
+		})
 	}
 }
 
@@ -1247,18 +1264,17 @@ func TestHeartRegistersOnceAfterAStall(t *testing.T) {
 	}
 }
 
-// TestRunnerHearsTheDatabaseEverywhere: a heartbeat, a renewal or a claim
-// that gets through pulls forward the outcomes waiting out a backoff because
-// the database was away (and the first two kick a claimer waiting to retry a
-// failed claim). After a failover the parts reach the new primary one by
-// one: the first to get through must not leave an outcome waiting seconds
-// more. The parts are RunWorker's own, wired by newRunner, over fakes.
-func TestRunnerHearsTheDatabaseEverywhere(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		hear func(t *testing.T, w *runner) // makes the part's write get through
-		kick bool                          // the claimer is kicked too
-	}{
+// hearingPart is a part of the worker whose write gets through, telling
+// the others that the database answers.
+type hearingPart struct {
+	name string
+	hear func(t *testing.T, w *runner) // starts the part, over a fake whose writes get through
+	kick bool                          // the part kicks a claimer waiting to retry
+}
+
+// hearingParts are a heartbeat, a renewal and a claim getting through.
+func hearingParts() []hearingPart {
+	return []hearingPart{
 		{"a heartbeat", func(t *testing.T, w *runner) {
 			store := &fakeHeartStore{beat: func(int32) error { return nil }, register: make(chan error), quit: make(chan struct{})}
 			w.heart.store, w.heart.every = store, time.Millisecond
@@ -1287,26 +1303,98 @@ func TestRunnerHearsTheDatabaseEverywhere(t *testing.T) {
 			go func() { ran <- c.run(ctx) }()
 			t.Cleanup(func() { cancel(); c.kick(); <-ran })
 		}, false},
-	} {
+	}
+}
+
+// partsRunner is a runner of leases of their own (renewed), its parts
+// wired by newRunner, over a Store the test replaces part by part.
+func partsRunner(t *testing.T) *runner {
+	s, _ := newStore(t)
+	w, err := newRunner(s, WorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", TTL: time.Minute, LeaseTTL: time.Minute,
+		Handler: func(context.Context, Lease) ([]byte, error) { return nil, nil }})
+	must(t, err)
+	return w
+}
+
+// TestRunnerHearsTheDatabaseEverywhere: a heartbeat, a renewal or a claim
+// that gets through pulls forward the outcomes waiting out a backoff because
+// the database was away (and the first two kick a claimer waiting to retry a
+// failed claim). After a failover the parts reach the new primary one by
+// one: the first to get through must not leave an outcome waiting seconds
+// more. The parts are RunWorker's own, wired by newRunner, over fakes.
+func TestRunnerHearsTheDatabaseEverywhere(t *testing.T) {
+	for _, tc := range hearingParts() {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _ := newStore(t)
-			w, err := newRunner(s, WorkerArgs{Namespace: "ns", WorkerID: "w", InstanceID: "i", TTL: time.Minute, LeaseTTL: time.Minute,
-				Handler: func(context.Context, Lease) ([]byte, error) { return nil, nil }})
-			must(t, err)
+			w := partsRunner(t)
 			// An outcome whose write found the database away, waiting out
 			// a long backoff; a claimer waiting to retry.
 			clk := newClock()
-			p := &pendingOutcome{j: w.keeper.newJob(partsLease(clk.Now().Add(time.Minute))), away: true, due: time.Now().Add(time.Hour)}
+			p := &pendingOutcome{j: w.keeper.newJob(partsLease(clk.Now().Add(time.Minute))), away: true, heard: true, due: time.Now().Add(time.Hour)}
 			w.settler.queue = append(w.settler.queue, p)
 			w.claims.setFailing(tc.kick)
 			tc.hear(t, w)
 			within(t, "the outcome pulled forward", func() bool {
 				w.settler.mu.Lock()
 				defer w.settler.mu.Unlock()
-				return !p.away && !p.due.After(time.Now())
+				return !p.heard && p.heardPulled && !p.due.After(time.Now())
 			})
 			if kicked := len(w.claims.kickCh) == 1; kicked != tc.kick {
 				t.Fatalf("claimer kicked: %v, want %v", kicked, tc.kick)
+			}
+		})
+	}
+}
+
+// TestSettlerPullOnAnotherPartsWord: a try pulled forward because another
+// part's write got through may fail all the same (the settler's own
+// connection still broken, or the pool full of reconnecting ones); the
+// settler's own write getting through next still pulls the outcome forward,
+// rather than leave it to wait out its backoff (up to maxRetryWait).
+func TestSettlerPullOnAnotherPartsWord(t *testing.T) {
+	for _, tc := range hearingParts() {
+		t.Run(tc.name, func(t *testing.T) {
+			w := partsRunner(t)
+			var healed atomic.Bool // the settler's own writes get through
+			store := &fakeSettleStore{answer: func(int, engine.Outcome) error {
+				if healed.Load() {
+					return nil
+				}
+				return errUnavailable
+			}}
+			st := w.settler
+			st.store, st.claims = store, &noClaims{}
+			runSettler(t, st)
+			clk := newClock()
+			waiting := w.keeper.newJob(partsLease(clk.Now().Add(time.Minute)))
+			st.add(waiting, []byte("waiting"), nil)
+			within(t, "the first try failed", func() bool {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				if len(st.queue) != 1 || !st.queue[0].away {
+					return false
+				}
+				st.queue[0].tries = 20 // after many failed tries: a backoff of maxRetryWait
+				st.queue[0].due = time.Now().Add(time.Hour)
+				return true
+			})
+			tc.hear(t, w)
+			// The pulled try failed: the outcome waits out its backoff.
+			var due time.Time
+			within(t, "the pulled try failed", func() bool {
+				calls, _ := store.snapshot()
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				if len(calls) < 2 || len(st.queue) != 1 || !st.queue[0].due.After(time.Now()) {
+					return false
+				}
+				due = st.queue[0].due
+				return true
+			})
+			healed.Store(true)
+			st.add(w.keeper.newJob(partsLease(clk.Now().Add(time.Minute))), []byte("other"), nil)
+			within(t, "the waiting outcome written", waiting.isSettled)
+			if !time.Now().Before(due) {
+				t.Fatal("the waiting outcome waited out its backoff after the settler's own write got through")
 			}
 		})
 	}

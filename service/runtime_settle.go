@@ -51,6 +51,13 @@ type pendingOutcome struct {
 	// for the disk left, a statement timeout), and it waits out its backoff,
 	// not tried again every time the database answers.
 	away, pulled bool
+	// heard, heardPulled: the same for the word of the other parts (a
+	// heartbeat, a renewal or a claim got through), with a pull of its own.
+	// Their write says less of the settler's own path (its connection may
+	// still be broken, or the pool full of reconnecting ones): a pull on
+	// their word that fails leaves away, and the settler's own pull, as
+	// they were. So at most three tries per backoff.
+	heard, heardPulled bool
 	// fenced: this round's write found its lease ended (after a try of
 	// unknown result); a look-up that finds it not written counts the lease
 	// lost. A look-up that fails clears it: the next round's write, or the
@@ -249,16 +256,43 @@ func (st *settler) requeue(ps []*pendingOutcome) {
 }
 
 // pullForward makes the queued outcomes that wait out a backoff because the
-// database was away due now: a write just got through, so it is back, and
-// they need not wait up to seconds more. Outcomes whose tries failed
-// otherwise keep their backoff, and so does one whose pulled try failed
-// again: at most one try is pulled per failed try with backoff.
+// database was away due now: a write of the settler's just got through, so
+// it is back, and they need not wait up to seconds more. Outcomes whose
+// tries failed otherwise keep their backoff, and so does one whose pulled
+// try failed again: at most one try is pulled this way per failed try with
+// backoff.
 func (st *settler) pullForward() {
+	st.pull(func(p *pendingOutcome) bool {
+		if !p.away {
+			return false
+		}
+		p.away, p.heard, p.pulled = false, false, true
+		return true
+	})
+}
+
+// heardElsewhere is pullForward on the word of another part of the worker:
+// a heartbeat, a renewal or a claim got through. At most one try is pulled
+// this way per failed try with backoff, and its failure leaves the
+// settler's own pull in place.
+func (st *settler) heardElsewhere() {
+	st.pull(func(p *pendingOutcome) bool {
+		if !p.heard {
+			return false
+		}
+		p.heard, p.heardPulled = false, true
+		return true
+	})
+}
+
+// pull makes due now the queued outcomes waiting out a backoff that take
+// reports pulled (take records the pull).
+func (st *settler) pull(take func(p *pendingOutcome) bool) {
 	st.mu.Lock()
 	now, pulled := time.Now(), false
 	for _, p := range st.queue {
-		if p.away && p.due.After(now) {
-			p.due, p.away, p.pulled = now, false, true
+		if p.due.After(now) && take(p) {
+			p.due = now
 			pulled = true
 		}
 	}
@@ -345,9 +379,12 @@ type round struct {
 
 // retry counts a failed try of p, to be made again after its backoff; err
 // says whether the database was away (then the database answering again
-// pulls it forward, unless this try was such a pull).
+// pulls it forward, unless this try was such a pull: the settler's own
+// pull, or one on another part's word, each once).
 func (r *round) retry(p *pendingOutcome, err error) {
-	p.away, p.pulled = transient(err) && !p.pulled, false
+	p.away = transient(err) && !p.pulled
+	p.heard = p.away && !p.heardPulled
+	p.pulled, p.heardPulled = false, false
 	r.again = append(r.again, p.retryLater())
 }
 
@@ -402,7 +439,8 @@ func (st *settler) writeLive(batch []*pendingOutcome, r *round) (lookUp []*pendi
 			}
 			p.outcome = engine.Outcome{Lease: p.outcome.Lease, Fail: true,
 				Reason: failReason(fmt.Errorf("roster: the handler's %s could not be written: %w", what, err))}
-			p.tries, p.due, p.unknown, p.away, p.pulled, p.refusedLookUps = 0, time.Time{}, false, false, false, 0
+			p.tries, p.due, p.unknown, p.refusedLookUps = 0, time.Time{}, false, 0
+			p.away, p.pulled, p.heard, p.heardPulled = false, false, false, false
 			r.again = append(r.again, p)
 		default:
 			st.log.Error("roster: worker: the database refused an outcome; its lease will expire and be reclaimed",
