@@ -44,11 +44,17 @@ func (w *runner) watchLost(stop <-chan struct{}) {
 		lost = w.s.lost.wait()
 		w.checkHeld()
 		t.Reset(poll)
+		// Disarmed for the gap: SQLite's change check, which every commit
+		// of this worker's own wakes, then runs only while something else
+		// waits on it. Armed again, it looks at once, and a change made
+		// meanwhile shows (it compares with what it saw last).
+		sub.Disarm()
 		select {
 		case <-stop:
 			return
 		case <-time.After(lostCheckGap):
 		}
+		sub.Arm()
 	}
 }
 
