@@ -354,6 +354,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.workerGetAliveStmt, err = db.PrepareContext(ctx, workerGetAlive); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerGetAlive: %w", err)
 	}
+	if q.workerGetClaimPlanStmt, err = db.PrepareContext(ctx, workerGetClaimPlan); err != nil {
+		return nil, fmt.Errorf("error preparing query WorkerGetClaimPlan: %w", err)
+	}
 	if q.workerGetClaimerStmt, err = db.PrepareContext(ctx, workerGetClaimer); err != nil {
 		return nil, fmt.Errorf("error preparing query WorkerGetClaimer: %w", err)
 	}
@@ -933,6 +936,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing workerGetAliveStmt: %w", cerr)
 		}
 	}
+	if q.workerGetClaimPlanStmt != nil {
+		if cerr := q.workerGetClaimPlanStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing workerGetClaimPlanStmt: %w", cerr)
+		}
+	}
 	if q.workerGetClaimerStmt != nil {
 		if cerr := q.workerGetClaimerStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing workerGetClaimerStmt: %w", cerr)
@@ -1122,6 +1130,7 @@ type Queries struct {
 	workerEventPruneBatchStmt            *sql.Stmt
 	workerGetStmt                        *sql.Stmt
 	workerGetAliveStmt                   *sql.Stmt
+	workerGetClaimPlanStmt               *sql.Stmt
 	workerGetClaimerStmt                 *sql.Stmt
 	workerHeartbeatStmt                  *sql.Stmt
 	workerLanesListStmt                  *sql.Stmt
@@ -1246,6 +1255,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		workerEventPruneBatchStmt:            q.workerEventPruneBatchStmt,
 		workerGetStmt:                        q.workerGetStmt,
 		workerGetAliveStmt:                   q.workerGetAliveStmt,
+		workerGetClaimPlanStmt:               q.workerGetClaimPlanStmt,
 		workerGetClaimerStmt:                 q.workerGetClaimerStmt,
 		workerHeartbeatStmt:                  q.workerHeartbeatStmt,
 		workerLanesListStmt:                  q.workerLanesListStmt,

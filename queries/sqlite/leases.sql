@@ -20,6 +20,31 @@ FROM workers AS w
 WHERE w.namespace = @namespace AND w.instance_id = @instance_id
   AND w.last_heartbeat_ms + w.ttl_ms > @now;
 
+-- name: WorkerGetClaimPlan :one
+-- WorkerGetClaimPlan reads, for a claim under the write lock, what
+-- WorkerGetClaimer reads of an alive worker, whether its namespace has
+-- scheduled executions that are due but not ready (ExecutionDueExists), and
+-- whether one of its lanes has limits or groups (LaneFlowExists): one
+-- statement where a busy worker's every claim ran three.
+SELECT w.capabilities, CAST(w.last_heartbeat_ms + w.ttl_ms AS INTEGER) AS expires_at_ms,
+       CAST(coalesce((SELECT min(l.lane) FROM worker_lanes AS l
+                      WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id), '') AS TEXT) AS first_lane,
+       CAST(coalesce((SELECT max(l.lane) FROM worker_lanes AS l
+                      WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id), '') AS TEXT) AS last_lane,
+       EXISTS (
+           SELECT 1 FROM executions AS s
+           WHERE s.namespace = w.namespace AND s.state = 'waiting' AND s.ready = 0 AND s.run_at_ms <= @now
+       ) AS due,
+       EXISTS (
+           SELECT 1 FROM worker_lanes AS l
+           WHERE l.namespace = w.namespace AND l.instance_id = w.instance_id
+             AND (EXISTS (SELECT 1 FROM lane_limits AS m WHERE m.namespace = l.namespace AND m.lane = l.lane)
+                  OR EXISTS (SELECT 1 FROM lane_turns AS t WHERE t.namespace = l.namespace AND t.lane = l.lane))
+       ) AS flow
+FROM workers AS w
+WHERE w.namespace = @namespace AND w.instance_id = @instance_id
+  AND w.last_heartbeat_ms + w.ttl_ms > @now;
+
 -- name: ExecutionDueExists :one
 -- ExecutionDueExists tells whether a namespace has scheduled executions that
 -- are due (RunAt <= @now) but not yet ready.

@@ -180,6 +180,10 @@ func TestWorkerQueriesUseIndexes(t *testing.T) {
 			_, err := q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: "n", InstanceID: "i", Now: 1})
 			return err
 		},
+		"WorkerGetClaimPlan": func(q *sqlitedb.Queries) error {
+			_, err := q.WorkerGetClaimPlan(ctx, sqlitedb.WorkerGetClaimPlanParams{Namespace: "n", InstanceID: "i", Now: 1})
+			return err
+		},
 	} {
 		t.Run(name, func(t *testing.T) { assertIndexed(t, e, call) })
 	}

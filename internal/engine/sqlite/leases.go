@@ -13,23 +13,29 @@ import (
 
 // Claims and leases.
 
-// executionClaim makes the namespace's due scheduled executions ready (up to
-// promoteBatch), picks the best candidates (pick), and starts each with a
-// conditional UPDATE (state = 'waiting' in the statement that writes). The
-// single writer runs the whole claim in one transaction, so no other claim
-// can take a candidate between the pick and the start.
+// executionClaim reads the worker and what its claim must do first
+// (WorkerGetClaimPlan), makes the namespace's due scheduled executions ready
+// when there are any (up to promoteBatch), hands a worker with a lane of
+// limits or groups to FlowClaim, else picks the best candidates and starts
+// each with a conditional UPDATE (state = 'waiting' in the statement that
+// writes). The single writer runs the whole claim in one transaction, so no
+// other claim can take a candidate between the pick and the start.
 func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
-	if _, err := x.q.ExecutionPromoteDue(ctx, sqlitedb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs, BatchSize: promoteBatch}); err != nil {
+	plan, err := x.q.WorkerGetClaimPlan(ctx, sqlitedb.WorkerGetClaimPlanParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
+	if err != nil {
 		return engine.ClaimResult{}, translate(err)
 	}
-	if flow, err := x.flow(ctx, p); err != nil || flow {
-		if err != nil {
-			return engine.ClaimResult{}, err
+	if plan.Due {
+		if _, err := x.q.ExecutionPromoteDue(ctx, sqlitedb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs, BatchSize: promoteBatch}); err != nil {
+			return engine.ClaimResult{}, translate(err)
 		}
+	}
+	if plan.Flow {
 		return engine.FlowClaim(ctx, x, p, false)
 	}
 	want := len(p.LeaseIDs)
-	w, cands, err := x.pick(ctx, p, want)
+	w := sqlitedb.WorkerGetClaimerRow{Capabilities: plan.Capabilities, ExpiresAtMs: plan.ExpiresAtMs, FirstLane: plan.FirstLane, LastLane: plan.LastLane}
+	cands, err := x.candidates(ctx, p, w, want)
 	if err != nil {
 		return engine.ClaimResult{}, err
 	}
@@ -309,27 +315,33 @@ func (x queries) LeaseReclaimBatch(ctx context.Context, nowMs int64, batch int) 
 	return ids, nil
 }
 
-// pick finds up to want of the best ready executions for an alive worker
-// (ErrNoRows when it is not alive), best first, with their payloads' sizes,
-// and returns the worker. A
-// worker of one lane reads that lane's ready index; a worker of several
-// reads the namespace's, testing each lane with one probe of worker_lanes,
-// so the cost does not grow with the number of lanes. It only reads.
+// pick reads an alive worker (ErrNoRows when it is not alive) and its
+// candidates, up to want.
 func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqlitedb.WorkerGetClaimerRow, []candidate, error) {
 	w, err := x.q.WorkerGetClaimer(ctx, sqlitedb.WorkerGetClaimerParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
 	if err != nil {
 		return w, nil, translate(err)
 	}
+	cands, err := x.candidates(ctx, p, w, want)
+	return w, cands, err
+}
+
+// candidates finds up to want of the best ready executions for the worker
+// w, best first, with their payloads' sizes. A worker of one lane reads that
+// lane's ready index; a worker of several reads the namespace's, testing
+// each lane with one probe of worker_lanes, so the cost does not grow with
+// the number of lanes. It only reads.
+func (x queries) candidates(ctx context.Context, p engine.ClaimParams, w sqlitedb.WorkerGetClaimerRow, want int) ([]candidate, error) {
 	var ids []candidate
 	switch {
 	case w.FirstLane == "":
-		return w, nil, nil // no lanes: nothing is claimable
+		return nil, nil // no lanes: nothing is claimable
 	case w.FirstLane == w.LastLane:
 		rows, err := x.q.ExecutionPickOneLane(ctx, sqlitedb.ExecutionPickOneLaneParams{
 			Namespace: p.Namespace, Lane: w.FirstLane, Capabilities: w.Capabilities, Limit: int64(want),
 		})
 		if err != nil {
-			return w, nil, translate(err)
+			return nil, translate(err)
 		}
 		for _, r := range rows {
 			ids = append(ids, candidate{id: r.ID, bytes: r.PayloadBytes})
@@ -339,13 +351,13 @@ func (x queries) pick(ctx context.Context, p engine.ClaimParams, want int) (sqli
 			Namespace: p.Namespace, InstanceID: p.InstanceID, Capabilities: w.Capabilities, Limit: int64(want),
 		})
 		if err != nil {
-			return w, nil, translate(err)
+			return nil, translate(err)
 		}
 		for _, r := range rows {
 			ids = append(ids, candidate{id: r.ID, bytes: r.PayloadBytes})
 		}
 	}
-	return w, ids, nil
+	return ids, nil
 }
 
 // nextRunAt is the earliest RunAt after now among the scheduled executions
