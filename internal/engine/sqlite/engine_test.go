@@ -618,6 +618,30 @@ func TestBusyWorkerForgottenWhenItsClaimFails(t *testing.T) {
 	}
 }
 
+// A claim makes the namespace's due executions ready even when its worker
+// is not alive: a settle whose claim fails so commits the rest, and a ready
+// execution is then claimable by a worker whose clock is behind its RunAt.
+func TestClaimOfADeadWorkerStillPromotes(t *testing.T) {
+	ctx := context.Background()
+	e := openMemory(t)
+	must(t, e.Write(ctx, func(ctx context.Context, q engine.Queries) error {
+		for inst, ttl := range map[string]int64{"dead": 10, "alive": 1000000} {
+			if err := q.WorkerRegister(ctx, engine.Worker{Namespace: "ns", InstanceID: inst, WorkerID: "w", Lanes: []string{"default"}, LastHeartbeatMs: 1, TTLMs: ttl}); err != nil {
+				return err
+			}
+		}
+		return q.ExecutionInsert(ctx, engine.Execution{ID: uuid.Must(uuid.NewV7()), Namespace: "ns", Lane: "default", MaxAttempts: 1, CreatedAtMs: 1, RunAtMs: 100})
+	}))
+	dead := engine.ClaimParams{Namespace: "ns", InstanceID: "dead", NowMs: 200, ExpiresAtMs: 1200, LeaseIDs: []uuid.UUID{uuid.New()}}
+	res := e.Settle(ctx, 200, nil, &dead)
+	wantErr(t, res.ClaimErr, engine.ErrNoRows)
+	got, err := e.ExecutionClaim(ctx, engine.ClaimParams{Namespace: "ns", InstanceID: "alive", NowMs: 50, ExpiresAtMs: 1050, LeaseIDs: []uuid.UUID{uuid.New()}})
+	must(t, err)
+	if len(got.Leases) != 1 {
+		t.Fatalf("a claim at 50 after the dead worker's settle at 200 took %d executions (next RunAt %d), want the one its claim made ready", len(got.Leases), got.NextRunAtMs)
+	}
+}
+
 // dataVersion reads PRAGMA data_version of the database at path on a
 // connection of its own: it changes exactly when another connection commits.
 func dataVersion(t *testing.T, path string) func() int64 {

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -22,8 +23,14 @@ import (
 // other claim can take a candidate between the pick and the start.
 func (x queries) executionClaim(ctx context.Context, p engine.ClaimParams) (engine.ClaimResult, error) {
 	plan, err := x.q.WorkerGetClaimPlan(ctx, sqlitedb.WorkerGetClaimPlanParams{Namespace: p.Namespace, InstanceID: p.InstanceID, Now: p.NowMs})
-	if err != nil {
-		return engine.ClaimResult{}, translate(err)
+	if err = translate(err); err != nil {
+		if err == engine.ErrNoRows {
+			// Not alive: due work is made ready all the same, as by every
+			// claim (a settle whose claim fails so still commits it).
+			_, perr := x.q.ExecutionPromoteDue(ctx, sqlitedb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs, BatchSize: promoteBatch})
+			err = cmp.Or(translate(perr), err)
+		}
+		return engine.ClaimResult{}, err
 	}
 	if plan.Due {
 		if _, err := x.q.ExecutionPromoteDue(ctx, sqlitedb.ExecutionPromoteDueParams{Namespace: p.Namespace, Now: p.NowMs, BatchSize: promoteBatch}); err != nil {
