@@ -18,7 +18,7 @@ func TestRunWorkerLostInTheWatchersGap(t *testing.T) {
 	conformanceShared(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		loc := b.fresh(t)
-		s, _ := b.open(t, loc, WithClock(time.Now), WithWorkerPoll(time.Hour))
+		s, _ := b.open(t, loc, WithClock(time.Now))
 		other, _ := b.open(t, loc, WithClock(time.Now))
 		// Behind PgBouncer's transaction pooling there is no LISTEN: the
 		// watcher's poll (TTL/3) is what finds lost leases, so there the
